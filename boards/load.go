@@ -1,0 +1,341 @@
+package boards
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed profiles/*.yaml
+var embedded embed.FS
+
+// Profile is a parsed profile file: exactly one of Board and Card is set.
+type Profile struct {
+	Board *Board
+	Card  *Card
+}
+
+// Name is the profile's name.
+func (p Profile) Name() string {
+	if p.Board != nil {
+		return p.Board.Name
+	}
+	return p.Card.Name
+}
+
+func (p Profile) file() string {
+	if p.Board != nil {
+		return p.Board.src.file
+	}
+	return p.Card.src.file
+}
+
+func (p Profile) namePos() pos {
+	if p.Board != nil {
+		return p.Board.src.pos["name"]
+	}
+	return p.Card.src.pos["name"]
+}
+
+// Parse reads one profile from data; file names it in errors. All
+// problems found are returned together as an ErrorList.
+func Parse(file string, data []byte) (Profile, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Profile{}, ErrorList{{File: file, Msg: `empty file: a profile needs at least "kind: board" or "kind: card" and a "name"`}}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Profile{}, ErrorList{{File: file, Msg: `empty file (only comments): a profile needs at least "kind: board" or "kind: card" and a "name"`}}
+		}
+		return Profile{}, ErrorList{syntaxError(file, err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return Profile{}, ErrorList{{File: file, Line: extra.Line, Col: extra.Column, Msg: "a second YAML document (---): put one profile per file"}}
+	} else if !errors.Is(err, io.EOF) {
+		return Profile{}, ErrorList{syntaxError(file, err)}
+	}
+	if len(doc.Content) == 0 {
+		return Profile{}, ErrorList{{File: file, Msg: `empty file: a profile needs at least "kind" and "name"`}}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return Profile{}, ErrorList{{File: file, Line: root.Line, Col: root.Column, Msg: fmt.Sprintf("want a mapping of fields (kind: board, name: ...), got %s", nodeKind(root))}}
+	}
+	var kindNode *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "kind" {
+			kindNode = root.Content[i+1]
+		}
+	}
+	if kindNode == nil {
+		return Profile{}, ErrorList{{File: file, Line: root.Line, Col: root.Column, Msg: `missing field "kind": want "board" or "card"`}}
+	}
+	switch kindNode.Value {
+	case KindBoard:
+		b := &Board{}
+		d := &decoder{file: file, what: "board profile", pos: positions{}}
+		d.decode(root, reflect.ValueOf(b).Elem(), "")
+		b.src = source{file: file, pos: d.pos}
+		if len(d.errs) == 0 {
+			d.errs = append(d.errs, b.validate()...)
+		}
+		return Profile{Board: b}, d.errs.err()
+	case KindCard:
+		c := &Card{}
+		d := &decoder{file: file, what: "card profile", pos: positions{}}
+		d.decode(root, reflect.ValueOf(c).Elem(), "")
+		c.src = source{file: file, pos: d.pos}
+		if len(d.errs) == 0 {
+			d.errs = append(d.errs, c.validate()...)
+		}
+		return Profile{Card: c}, d.errs.err()
+	}
+	return Profile{}, ErrorList{{File: file, Line: kindNode.Line, Col: kindNode.Column,
+		Msg: fmt.Sprintf("kind %q: want \"board\" or \"card\"%s", kindNode.Value, suggest(kindNode.Value, []string{KindBoard, KindCard}))}}
+}
+
+// ParseFile reads and parses one profile file.
+func ParseFile(file string) (Profile, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Profile{}, err
+	}
+	return Parse(file, data)
+}
+
+// Catalog is the set of boards and cards a command works with: the
+// embedded profiles, possibly overlaid with a user's directory.
+type Catalog struct {
+	boards  map[string]*Board // by name
+	aliases map[string]string // alias -> board name
+	cards   map[string]*Card
+}
+
+// Embedded returns the catalog of profiles shipped inside ocfw.
+func Embedded() (*Catalog, error) {
+	c := &Catalog{boards: map[string]*Board{}, aliases: map[string]string{}, cards: map[string]*Card{}}
+	profiles, err := parseFS(embedded, "profiles", "boards/profiles/")
+	if err != nil {
+		return nil, err
+	}
+	c.add(profiles)
+	return c, nil
+}
+
+// Overlay adds the profiles in dir (*.yaml, *.yml, recursively), replacing
+// embedded ones of the same name.
+func (c *Catalog) Overlay(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--profiles %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("--profiles %s: not a directory (want a directory of .yaml profiles)", dir)
+	}
+	profiles, err := parseFS(os.DirFS(dir), ".", dir+string(filepath.Separator))
+	if err != nil {
+		return err
+	}
+	c.add(profiles)
+	return nil
+}
+
+func (c *Catalog) add(profiles []Profile) {
+	for _, p := range profiles {
+		if p.Board != nil {
+			if old, ok := c.boards[p.Board.Name]; ok {
+				for _, a := range old.Aliases {
+					delete(c.aliases, a)
+				}
+			}
+			c.boards[p.Board.Name] = p.Board
+			for _, a := range p.Board.Aliases {
+				c.aliases[a] = p.Board.Name
+			}
+		} else {
+			c.cards[p.Card.Name] = p.Card
+		}
+	}
+}
+
+// parseFS parses every profile below root in fsys. prefix turns fs paths
+// into the names users see in errors.
+func parseFS(fsys fs.FS, root, prefix string) ([]Profile, error) {
+	var files []string
+	err := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	type named struct {
+		name string
+		data []byte
+	}
+	var in []named
+	for _, f := range files {
+		data, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, err
+		}
+		shown := prefix + strings.TrimPrefix(f, root+"/")
+		if root == "." {
+			shown = prefix + f
+		}
+		in = append(in, named{path.Clean(shown), data})
+	}
+	var profiles []Profile
+	var errs ErrorList
+	for _, f := range in {
+		p, err := Parse(f.name, f.data)
+		if err != nil {
+			errs = append(errs, asList(err)...)
+			continue
+		}
+		profiles = append(profiles, p)
+	}
+	errs = append(errs, duplicates(profiles)...)
+	return profiles, errs.err()
+}
+
+// LoadFiles parses the named files as one set, as `ocfw validate` does:
+// every file's problems and any duplicate names among them.
+func LoadFiles(files []string) ([]Profile, error) {
+	var profiles []Profile
+	var errs ErrorList
+	for _, f := range files {
+		p, err := ParseFile(f)
+		if err != nil {
+			var l ErrorList
+			if errors.As(err, &l) {
+				errs = append(errs, l...)
+			} else {
+				errs = append(errs, &Error{File: f, Msg: err.Error()})
+			}
+			continue
+		}
+		profiles = append(profiles, p)
+	}
+	errs = append(errs, duplicates(profiles)...)
+	return profiles, errs.err()
+}
+
+func asList(err error) ErrorList {
+	var l ErrorList
+	if errors.As(err, &l) {
+		return l
+	}
+	return ErrorList{{Msg: err.Error()}}
+}
+
+// duplicates reports names (and board aliases) defined twice in one set.
+func duplicates(profiles []Profile) ErrorList {
+	var errs ErrorList
+	type def struct {
+		file string
+		at   pos
+	}
+	seen := map[string]def{}
+	for _, p := range profiles {
+		names := []string{p.Name()}
+		if p.Board != nil {
+			names = append(names, p.Board.Aliases...)
+		}
+		for i, n := range names {
+			at := p.namePos()
+			if i > 0 {
+				at = p.Board.src.pos[fmt.Sprintf("aliases[%d]", i-1)]
+			}
+			if prev, ok := seen[n]; ok {
+				errs = append(errs, &Error{File: p.file(), Line: at.line, Col: at.col,
+					Msg: fmt.Sprintf("duplicate profile name %q: already defined at %s:%d:%d; names and board aliases must be unique", n, prev.file, prev.at.line, prev.at.col)})
+				continue
+			}
+			seen[n] = def{p.file(), at}
+		}
+	}
+	return errs
+}
+
+// Boards returns every board, sorted by name.
+func (c *Catalog) Boards() []*Board {
+	out := make([]*Board, 0, len(c.boards))
+	for _, b := range c.boards {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Cards returns every card, sorted by name.
+func (c *Catalog) Cards() []*Card {
+	out := make([]*Card, 0, len(c.cards))
+	for _, k := range c.cards {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// BoardNames lists board names and aliases, sorted.
+func (c *Catalog) BoardNames() []string {
+	var names []string
+	for n := range c.boards {
+		names = append(names, n)
+	}
+	for a := range c.aliases {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CardNames lists card names, sorted.
+func (c *Catalog) CardNames() []string {
+	var names []string
+	for n := range c.cards {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Board finds a board by name or alias.
+func (c *Catalog) Board(name string) (*Board, error) {
+	if b, ok := c.boards[name]; ok {
+		return b, nil
+	}
+	if n, ok := c.aliases[name]; ok {
+		return c.boards[n], nil
+	}
+	return nil, fmt.Errorf("unknown board %q%s; known boards: %s", name, suggest(name, c.BoardNames()), strings.Join(c.BoardNames(), ", "))
+}
+
+// Card finds a card by name.
+func (c *Catalog) Card(name string) (*Card, error) {
+	if k, ok := c.cards[name]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("unknown card %q%s; known cards: %s", name, suggest(name, c.CardNames()), strings.Join(c.CardNames(), ", "))
+}

@@ -1,0 +1,479 @@
+package boards
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ocfw/ocfw/drivers"
+)
+
+// Plan is everything a firmware for one board and its cards contains and
+// how it boots. It is a pure function of the profiles and the request:
+// the same inputs give the same Plan and the same JSON bytes.
+type Plan struct {
+	Board       string        `json:"board"`
+	Description string        `json:"description"`
+	Cards       []PlannedCard `json:"cards"`
+	Go          GoTarget      `json:"go"`
+	Console     PlanConsole   `json:"console"`
+	Boot        string        `json:"boot"`
+	Image       ImageLayout   `json:"image"`
+	Storage     Storage       `json:"storage"`
+	RAMMB       int           `json:"ram_mb"`
+	Kernel      KernelSpec    `json:"kernel"`
+	Modules     []Module      `json:"modules"`
+	Engines     []PlanEngine  `json:"engines"`
+	Ciphers     []PlanCipher  `json:"ciphers"`
+	RequireHW   []string      `json:"require_hw,omitempty"`
+	Notes       []string      `json:"notes,omitempty"`
+}
+
+// PlannedCard is a card placed in a slot.
+type PlannedCard struct {
+	Name   string `json:"name"`
+	Slot   string `json:"slot"` // e.g. "minipci0"
+	Engine string `json:"engine"`
+	Chip   string `json:"chip"`
+	PCI    string `json:"pci"`
+}
+
+// GoTarget is how the firmware's Go userland is compiled for the board.
+type GoTarget struct {
+	GOOS   string `json:"goos"`
+	GOARCH string `json:"goarch"`
+	GOARM  string `json:"goarm,omitempty"`
+	GO386  string `json:"go386,omitempty"`
+}
+
+// Env returns the target as environment assignments for `go build`.
+func (g GoTarget) Env() []string {
+	env := []string{"GOOS=" + g.GOOS, "GOARCH=" + g.GOARCH, "CGO_ENABLED=0"}
+	if g.GOARM != "" {
+		env = append(env, "GOARM="+g.GOARM)
+	}
+	if g.GO386 != "" {
+		env = append(env, "GO386="+g.GO386)
+	}
+	return env
+}
+
+// PlanConsole is the serial console with the kernel argument that uses it.
+type PlanConsole struct {
+	Device    string `json:"device"`
+	Baud      int    `json:"baud"`
+	KernelArg string `json:"kernel_arg"`
+}
+
+// Module is a kernel module the firmware loads at boot, in load order.
+type Module struct {
+	Name string `json:"name"`
+	For  string `json:"for"`
+	// OutOfTree modules are not in any distribution kernel (OCF).
+	OutOfTree bool `json:"out_of_tree,omitempty"`
+}
+
+// PlanEngine is one engine instance the firmware will look for.
+type PlanEngine struct {
+	ID       string      `json:"id"`
+	Instance int         `json:"instance"`
+	From     string      `json:"from"` // "on-chip", "card vpn1411 in minipci0", "software"
+	Hardware bool        `json:"hardware"`
+	API      drivers.API `json:"api"`
+	Module   string      `json:"module,omitempty"`
+	Async    bool        `json:"async"`
+	Mainline bool        `json:"mainline"`
+	Requires string      `json:"requires,omitempty"`
+	Quirks   []string    `json:"quirks,omitempty"`
+}
+
+// PlanCipher lists the engines that can serve one cipher, best first,
+// ending with software.
+type PlanCipher struct {
+	Cipher  string  `json:"cipher"`
+	KeyBits int     `json:"key_bits,omitempty"`
+	Routes  []Route `json:"engines"`
+}
+
+// Route is one engine's offer for a cipher.
+type Route struct {
+	Engine   string      `json:"engine"`
+	Instance int         `json:"instance"`
+	Driver   string      `json:"driver"`
+	API      drivers.API `json:"api"`
+	Priority int         `json:"priority"`
+	// Hardware is true when this engine does this cipher, at this key
+	// size, in hardware.
+	Hardware  bool   `json:"hardware"`
+	HWKeyBits []int  `json:"hw_key_bits,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// Request is what a user asks a plan for.
+type Request struct {
+	Board string
+	Cards []string
+	// Ciphers restricts the firmware to these ciphers; empty means all.
+	Ciphers []string
+	// RequireHW names ciphers that must be done in hardware by some
+	// selected engine.
+	RequireHW []string
+}
+
+// FlagError is a problem with one command-line value; Flag names it.
+type FlagError struct {
+	Flag string
+	Msg  string
+}
+
+func (e *FlagError) Error() string { return e.Flag + ": " + e.Msg }
+
+// Resolve turns a request into a Plan, or explains why the combination
+// cannot work.
+func (c *Catalog) Resolve(req Request) (*Plan, error) {
+	b, err := c.Board(req.Board)
+	if err != nil {
+		return nil, &FlagError{Flag: "--board " + req.Board, Msg: err.Error()}
+	}
+	p := &Plan{
+		Board:       b.Name,
+		Description: b.Description,
+		Cards:       []PlannedCard{},
+		Go:          goTarget(b.CPU.Arch),
+		Console: PlanConsole{Device: b.Console.Device, Baud: b.Console.Baud,
+			KernelArg: fmt.Sprintf("console=%s,%dn8", b.Console.Device, b.Console.Baud)},
+		Boot:    b.Boot,
+		Image:   b.Image,
+		Storage: b.Storage,
+		RAMMB:   b.RAMMB,
+		Kernel:  b.Kernel,
+	}
+
+	// Place cards in the board's slots, in the order given.
+	free := map[string]int{}
+	for _, s := range b.Slots {
+		free[s.Form] += s.Count
+	}
+	used := map[string]int{}
+	for i, name := range req.Cards {
+		card, err := c.Card(name)
+		if err != nil {
+			return nil, &FlagError{Flag: "--card " + name, Msg: err.Error()}
+		}
+		if free[card.Form] == 0 {
+			return nil, &FlagError{Flag: "--card " + name, Msg: c.slotMessage(b, card, i, used, free)}
+		}
+		free[card.Form]--
+		p.Cards = append(p.Cards, PlannedCard{Name: card.Name, Slot: fmt.Sprintf("%s%d", card.Form, used[card.Form]),
+			Engine: card.Engine, Chip: card.Chip, PCI: card.PCI})
+		used[card.Form]++
+	}
+
+	// Engines: on-chip, then cards in slot order, then software.
+	instances := map[string]int{}
+	addEngine := func(id, from string) {
+		e, _ := drivers.LookupEngine(id)
+		p.Engines = append(p.Engines, PlanEngine{ID: e.ID, Instance: instances[id], From: from, Hardware: e.Hardware,
+			API: e.API, Module: e.Module, Async: e.Async, Mainline: e.Mainline, Requires: e.Requires, Quirks: e.Quirks})
+		instances[id]++
+	}
+	if b.Engine != "" {
+		addEngine(b.Engine, "on-chip")
+	}
+	for _, pc := range p.Cards {
+		addEngine(pc.Engine, fmt.Sprintf("card %s in %s", pc.Name, pc.Slot))
+	}
+	addEngine(drivers.KernelSoft, "software")
+	addEngine(drivers.GoSoft, "software")
+
+	// Ciphers.
+	names := req.Ciphers
+	if len(names) == 0 {
+		names = drivers.CipherNames()
+	}
+	seen := map[string]bool{}
+	var chosen []*drivers.Cipher
+	for _, n := range append(append([]string(nil), names...), req.RequireHW...) {
+		ci, ok := drivers.LookupCipher(n)
+		if !ok {
+			flag := "--cipher " + n
+			if !contains(names, n) {
+				flag = "--require-hw " + n
+			}
+			return nil, &FlagError{Flag: flag, Msg: fmt.Sprintf("unknown cipher %q%s; known ciphers: %s", n, suggest(n, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))}
+		}
+		if !seen[n] {
+			seen[n] = true
+			chosen = append(chosen, ci)
+		}
+	}
+	// Catalog order keeps the plan independent of flag order.
+	sort.SliceStable(chosen, func(i, j int) bool { return cipherIndex(chosen[i].Name) < cipherIndex(chosen[j].Name) })
+	for _, ci := range chosen {
+		p.Ciphers = append(p.Ciphers, PlanCipher{Cipher: ci.Name, KeyBits: keyBits(ci), Routes: routes(p.Engines, ci)})
+	}
+	for _, n := range req.RequireHW {
+		if !contains(p.RequireHW, n) {
+			p.RequireHW = append(p.RequireHW, n)
+		}
+	}
+	sort.Strings(p.RequireHW)
+	for _, n := range p.RequireHW {
+		if err := c.checkHW(p, b, n, free); err != nil {
+			return nil, err
+		}
+	}
+
+	p.Modules = modules(p, chosen)
+	p.Notes = notes(p, b)
+	return p, nil
+}
+
+func goTarget(arch string) GoTarget {
+	switch arch {
+	case ArchARMv5TE:
+		return GoTarget{GOOS: "linux", GOARCH: "arm", GOARM: "5"}
+	default:
+		// Geode LX has no SSE2: a default GOARCH=386 binary dies with SIGILL.
+		return GoTarget{GOOS: "linux", GOARCH: "386", GO386: "softfloat"}
+	}
+}
+
+func keyBits(c *drivers.Cipher) int {
+	if c.Kind == drivers.KindCipher {
+		return c.KeyBits()
+	}
+	return 0
+}
+
+func cipherIndex(name string) int {
+	for i, n := range drivers.CipherNames() {
+		if n == name {
+			return i
+		}
+	}
+	return len(drivers.CipherNames())
+}
+
+// routes orders the engines that can serve c: engines doing it in
+// hardware (highest kernel priority first), then hardware engines that
+// accept it but fall back to software inside the driver, then kernel
+// software, then Go software — the firmware's final fallback.
+func routes(engines []PlanEngine, c *drivers.Cipher) []Route {
+	type ranked struct {
+		r    Route
+		tier int
+		idx  int
+	}
+	var rs []ranked
+	for i, pe := range engines {
+		e, _ := drivers.LookupEngine(pe.ID)
+		cs, ok := e.Serves(c.Name)
+		if !ok {
+			continue
+		}
+		driver := cs.Driver
+		if strings.Contains(driver, "%d") {
+			driver = fmt.Sprintf(driver, pe.Instance)
+		}
+		hw := e.Hardware && containsInt(cs.HWKeyBits, keyBits(c))
+		if e.Hardware && c.Kind == drivers.KindMAC {
+			hw = true // hardware MACs take any key length
+		}
+		tier := 3
+		switch {
+		case hw:
+			tier = 0
+		case e.Hardware:
+			tier = 1
+		case e.ID == drivers.KernelSoft:
+			tier = 2
+		}
+		rs = append(rs, ranked{Route{Engine: pe.ID, Instance: pe.Instance, Driver: driver, API: e.API, Priority: cs.Priority,
+			Hardware: hw, HWKeyBits: cs.HWKeyBits, Note: cs.Note}, tier, i})
+	}
+	sort.SliceStable(rs, func(i, j int) bool {
+		if rs[i].tier != rs[j].tier {
+			return rs[i].tier < rs[j].tier
+		}
+		if rs[i].r.Priority != rs[j].r.Priority {
+			return rs[i].r.Priority > rs[j].r.Priority
+		}
+		return rs[i].idx < rs[j].idx
+	})
+	out := make([]Route, len(rs))
+	for i, r := range rs {
+		out[i] = r.r
+	}
+	return out
+}
+
+// checkHW explains a --require-hw cipher no selected engine does in
+// hardware, and which card would.
+func (c *Catalog) checkHW(p *Plan, b *Board, cipher string, free map[string]int) error {
+	for _, pc := range p.Ciphers {
+		if pc.Cipher != cipher {
+			continue
+		}
+		var partial []string
+		for _, r := range pc.Routes {
+			if r.Hardware {
+				return nil
+			}
+			if e, _ := drivers.LookupEngine(r.Engine); e.Hardware {
+				partial = append(partial, fmt.Sprintf("%s does only %s-bit keys in hardware; %s runs in its software fallback", r.Engine, intList(r.HWKeyBits), cipher))
+			}
+		}
+		msg := fmt.Sprintf("no selected engine on %s does %s in hardware", b.Name, cipher)
+		if len(partial) > 0 {
+			msg += " (" + strings.Join(partial, "; ") + ")"
+		}
+		var fits []string
+		for _, card := range c.Cards() {
+			e, _ := drivers.LookupEngine(card.Engine)
+			cs, ok := e.Serves(cipher)
+			ci, _ := drivers.LookupCipher(cipher)
+			if ok && free[card.Form] > 0 && (containsInt(cs.HWKeyBits, keyBits(ci)) || ci.Kind == drivers.KindMAC) {
+				fits = append(fits, card.Name)
+			}
+		}
+		if len(fits) > 0 {
+			msg += "; a free slot takes a card that does: --card " + strings.Join(fits, " or --card ")
+		} else {
+			msg += "; no card that fits a free slot does it either: drop --require-hw " + cipher
+		}
+		return &FlagError{Flag: "--require-hw " + cipher, Msg: msg}
+	}
+	return nil
+}
+
+func (c *Catalog) slotMessage(b *Board, card *Card, i int, used, free map[string]int) string {
+	var have []string
+	for _, s := range b.Slots {
+		have = append(have, fmt.Sprintf("%d %s", s.Count, formName(s.Form)))
+	}
+	slots := "no expansion slots"
+	if len(have) > 0 {
+		slots = strings.Join(have, " and ") + " slot(s)"
+	}
+	var msg string
+	if used[card.Form] > 0 {
+		msg = fmt.Sprintf("card %d (%s) needs a %s slot, but the %d %s slot(s) of %s are taken by earlier cards (%s has %s)",
+			i+1, card.Name, formName(card.Form), used[card.Form], formName(card.Form), b.Name, b.Name, slots)
+	} else {
+		msg = fmt.Sprintf("%s is a %s card, but %s has %s", card.Name, formName(card.Form), b.Name, slots)
+	}
+	// Point at a card with the same engine that fits a free slot.
+	for _, alt := range c.Cards() {
+		if alt.Engine == card.Engine && alt.Form != card.Form && free[alt.Form] > 0 {
+			return msg + fmt.Sprintf("; the %s engine also comes as %s, a %s card that fits", card.Engine, alt.Name, formName(alt.Form))
+		}
+	}
+	return msg
+}
+
+func formName(form string) string {
+	switch form {
+	case FormPCI:
+		return "PCI"
+	case FormMiniPCI:
+		return "mini-PCI"
+	}
+	return form
+}
+
+// modules lists kernel modules to load, in order: the AF_ALG socket
+// stack, software algorithms the kernel needs as modules, then engine
+// drivers. Modules built into a given kernel are resolved later, against
+// its modules.builtin.
+func modules(p *Plan, chosen []*drivers.Cipher) []Module {
+	var mods []Module
+	have := map[string]bool{}
+	add := func(m Module) {
+		if !have[m.Name] {
+			have[m.Name] = true
+			mods = append(mods, m)
+		}
+	}
+	add(Module{Name: "af_alg", For: "AF_ALG socket family (kernel crypto API from user space)"})
+	var skc, hash, des bool
+	for _, c := range chosen {
+		switch c.KernelType {
+		case "skcipher":
+			skc = true
+		case "hash":
+			hash = true
+		}
+		if strings.HasPrefix(c.Name, "des") {
+			des = true
+		}
+	}
+	if skc {
+		add(Module{Name: "algif_skcipher", For: "AF_ALG skcipher sockets"})
+	}
+	if hash {
+		add(Module{Name: "algif_hash", For: "AF_ALG hash sockets"})
+	}
+	if des {
+		add(Module{Name: "des_generic", For: "kernel software DES/3DES (cross-check and fallback)"})
+	}
+	cryptodev := false
+	for _, e := range p.Engines {
+		if e.Module == "" {
+			continue
+		}
+		if e.API == drivers.APICryptodev {
+			cryptodev = true
+			continue
+		}
+		add(Module{Name: e.Module, For: e.ID + " engine driver"})
+	}
+	if cryptodev {
+		add(Module{Name: "ocf", For: "OCF framework (OCF-patched kernel)", OutOfTree: true})
+		add(Module{Name: "cryptodev", For: "OCF /dev/crypto (BSD dialect)", OutOfTree: true})
+		for _, e := range p.Engines {
+			if e.API == drivers.APICryptodev {
+				add(Module{Name: e.Module, For: e.ID + " engine driver (OCF)", OutOfTree: true})
+			}
+		}
+	}
+	return mods
+}
+
+func notes(p *Plan, b *Board) []string {
+	var ns []string
+	seen := map[string]bool{}
+	for _, e := range p.Engines {
+		if e.Requires != "" && !seen[e.ID] {
+			seen[e.ID] = true
+			ns = append(ns, fmt.Sprintf("%s: needs %s", e.ID, e.Requires))
+		}
+		if e.API == drivers.APICryptodev && !seen[e.ID+"/api"] {
+			seen[e.ID+"/api"] = true
+			ns = append(ns, fmt.Sprintf("%s is reached through /dev/crypto, not AF_ALG: with a Debian kernel it is reported absent", e.ID))
+		}
+	}
+	if b.Kernel.Note != "" {
+		ns = append(ns, "kernel: "+b.Kernel.Note)
+	}
+	return ns
+}
+
+// JSON renders the plan as indented JSON with a trailing newline.
+func (p *Plan) JSON() ([]byte, error) {
+	out, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

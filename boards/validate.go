@@ -1,0 +1,252 @@
+package boards
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/ocfw/ocfw/drivers"
+)
+
+var (
+	nameRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
+	pciRE   = regexp.MustCompile(`^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$`)
+	bauds   = []int{9600, 19200, 38400, 57600, 115200}
+	ttyRE   = regexp.MustCompile(`^tty(S|AMA)[0-9]$`)
+	labelRE = regexp.MustCompile(`^[A-Z0-9_]{1,11}$`)
+)
+
+// checker collects semantic errors located through the decoder's positions.
+type checker struct {
+	src  source
+	errs ErrorList
+}
+
+func (c *checker) errorf(path string, format string, args ...any) {
+	p, ok := c.src.pos[path]
+	for !ok && path != "" {
+		// A missing field: point at its parent.
+		if i := strings.LastIndexAny(path, ".["); i >= 0 {
+			path = path[:i]
+		} else {
+			path = ""
+		}
+		p, ok = c.src.pos[path]
+	}
+	c.errs = append(c.errs, &Error{File: c.src.file, Line: p.line, Col: p.col, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) oneOf(path, got string, valid []string) {
+	for _, v := range valid {
+		if got == v {
+			return
+		}
+	}
+	if got == "" {
+		c.errorf(path, "missing field %q: want one of %s", path, quoteList(valid))
+		return
+	}
+	c.errorf(path, "%s %q: want one of %s%s", path, got, quoteList(valid), suggest(got, valid))
+}
+
+func (c *checker) required(path, got, what string) {
+	if strings.TrimSpace(got) == "" {
+		c.errorf(path, "missing field %q: %s", path, what)
+	}
+}
+
+func (c *checker) name(got string) {
+	if got == "" {
+		c.errorf("name", `missing field "name": want a short lower-case name such as "alix2d13"`)
+		return
+	}
+	if !nameRE.MatchString(got) {
+		c.errorf("name", "name %q: want lower-case letters, digits and dashes, at most 40 characters", got)
+	}
+}
+
+func hardwareEngineIDs() []string {
+	var ids []string
+	for _, e := range drivers.Engines() {
+		if e.Hardware {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
+}
+
+func (b *Board) validate() ErrorList {
+	c := &checker{src: b.src}
+	c.name(b.Name)
+	for i, a := range b.Aliases {
+		if !nameRE.MatchString(a) {
+			c.errorf(fmt.Sprintf("aliases[%d]", i), "alias %q: want lower-case letters, digits and dashes", a)
+		}
+	}
+	c.required("description", b.Description, "a one-line description of the board")
+	c.required("cpu.model", b.CPU.Model, `the processor, e.g. "AMD Geode LX800"`)
+	c.oneOf("cpu.arch", b.CPU.Arch, []string{ArchI586, ArchARMv5TE})
+	c.oneOf("cpu.endian", b.CPU.Endian, []string{"little", "big"})
+	if b.CPU.Endian == "big" && strings.HasPrefix(b.CPU.Arch, "arm") {
+		c.errorf("cpu.endian", "big-endian ARM: Go has no big-endian ARM port, so the firmware's Go userland cannot run on it; "+
+			"run the board with a little-endian kernel (mainline IXP4xx or OpenWrt's little-endian build, CONFIG_CPU_LITTLE_ENDIAN) and set endian: little")
+	}
+	if b.CPU.Endian == "big" && b.CPU.Arch == ArchI586 {
+		c.errorf("cpu.endian", "x86 is little-endian: set endian: little")
+	}
+	if b.RAMMB < 16 {
+		c.errorf("ram_mb", "ram_mb %d: want the board's RAM in MiB, at least 16 (the firmware runs from RAM)", b.RAMMB)
+	}
+	if !ttyRE.MatchString(b.Console.Device) {
+		c.errorf("console.device", "console.device %q: want a serial device such as \"ttyS0\"", b.Console.Device)
+	}
+	if !containsInt(bauds, b.Console.Baud) {
+		c.errorf("console.baud", "console.baud %d: want one of %s", b.Console.Baud, intList(bauds))
+	}
+	c.oneOf("boot", b.Boot, []string{BootBIOSCF, BootRedBoot})
+	c.oneOf("storage.kind", b.Storage.Kind, []string{"cf", "flash"})
+	switch b.Boot {
+	case BootBIOSCF:
+		if b.CPU.Arch != "" && b.CPU.Arch != ArchI586 {
+			c.errorf("boot", "boot bios-cf needs an x86 board (cpu.arch i586), not %q", b.CPU.Arch)
+		}
+		if b.Storage.Kind != "cf" {
+			c.errorf("storage.kind", "boot bios-cf boots a CompactFlash card: set storage.kind: cf")
+		}
+		if b.Storage.CardMB < 16 {
+			c.errorf("storage.card_mb", "storage.card_mb %d: want the CF card size in MB the image is made for by default, at least 16", b.Storage.CardMB)
+		}
+		if b.Image.SizeMB < 16 || (b.Storage.CardMB > 0 && b.Image.SizeMB*1024*1024 > b.Storage.CardMB*1000*1000) {
+			c.errorf("image.size_mb", "image.size_mb %d: want at least 16 and no more than the %d MB card (%d MiB)", b.Image.SizeMB, b.Storage.CardMB, b.Storage.CardMB*1000*1000/(1024*1024))
+		}
+		// FAT16 needs roughly 8 MiB or more, and SYSLINUX refuses FAT32 with few clusters.
+		if b.Image.BootMB < 16 || b.Image.BootMB > b.Image.SizeMB-8 {
+			c.errorf("image.boot_mb", "image.boot_mb %d: want a FAT16 boot partition of 16 MiB or more that leaves at least 8 MiB of the %d MiB image for data", b.Image.BootMB, b.Image.SizeMB)
+		}
+		if !labelRE.MatchString(b.Image.DataLabel) {
+			c.errorf("image.data_label", "image.data_label %q: want a FAT volume label, 1-11 of A-Z, 0-9, _", b.Image.DataLabel)
+		}
+		if len(b.Image.Flash) > 0 {
+			c.errorf("image.flash", "image.flash is for redboot boards; a bios-cf board has no flash layout")
+		}
+	case BootRedBoot:
+		if b.CPU.Arch != "" && b.CPU.Arch != ArchARMv5TE {
+			c.errorf("boot", "boot redboot is for the ARM IXP4xx boards (cpu.arch armv5te), not %q", b.CPU.Arch)
+		}
+		if b.Storage.Kind != "flash" {
+			c.errorf("storage.kind", "boot redboot loads from on-board flash: set storage.kind: flash")
+		}
+		if b.Storage.FlashMB < 4 {
+			c.errorf("storage.flash_mb", "storage.flash_mb %d: want the flash size in MiB (e.g. 8 or 16)", b.Storage.FlashMB)
+		}
+		b.validateFlash(c)
+		if b.Storage.CF && !labelRE.MatchString(b.Image.DataLabel) {
+			c.errorf("image.data_label", "image.data_label %q: a board with a CF slot keeps reports on a FAT partition: want a label of 1-11 of A-Z, 0-9, _", b.Image.DataLabel)
+		}
+	}
+	c.oneOf("image.compression", b.Image.Compression, []string{"xz", "gzip", "none"})
+	forms := map[string]bool{}
+	for i, s := range b.Slots {
+		p := fmt.Sprintf("slots[%d]", i)
+		c.oneOf(p+".form", s.Form, []string{FormPCI, FormMiniPCI})
+		if forms[s.Form] {
+			c.errorf(p+".form", "slot form %q listed twice: give one entry with its count", s.Form)
+		}
+		forms[s.Form] = true
+		if s.Count < 1 || s.Count > 8 {
+			c.errorf(p+".count", "slots[%d].count %d: want 1 to 8", i, s.Count)
+		}
+	}
+	if b.Engine != "" {
+		c.oneOf("engine", b.Engine, hardwareEngineIDs())
+	}
+	c.oneOf("kernel.source", b.Kernel.Source, []string{"debian", "user"})
+	if b.Kernel.Source == "debian" {
+		c.required("kernel.package", b.Kernel.Package, `the Debian kernel package, e.g. "linux-image-686"`)
+		c.required("kernel.arch", b.Kernel.Arch, `the package's Debian architecture, e.g. "i386"`)
+	}
+	wantImage := map[string]string{ArchI586: "bzImage", ArchARMv5TE: "zImage"}[b.CPU.Arch]
+	if wantImage != "" && b.Kernel.Image != wantImage {
+		c.errorf("kernel.image", "kernel.image %q: a %s board boots a %s", b.Kernel.Image, b.CPU.Arch, wantImage)
+	}
+	return c.errs
+}
+
+func (b *Board) validateFlash(c *checker) {
+	if len(b.Image.Flash) == 0 {
+		c.errorf("image.flash", "missing field \"image.flash\": a redboot board lists its FIS flash partitions (name, offset, size)")
+		return
+	}
+	size := b.Storage.FlashMB << 20
+	end := 0
+	names := map[string]bool{}
+	for i, p := range b.Image.Flash {
+		path := fmt.Sprintf("image.flash[%d]", i)
+		if p.Name == "" {
+			c.errorf(path+".name", "flash partition %d has no name", i)
+		}
+		if names[p.Name] {
+			c.errorf(path+".name", "flash partition %q listed twice", p.Name)
+		}
+		names[p.Name] = true
+		if p.Size <= 0 {
+			c.errorf(path+".size", "flash partition %q: size must be positive", p.Name)
+		}
+		if p.Offset < end {
+			c.errorf(path+".offset", "flash partition %q at 0x%x overlaps the previous one (ends at 0x%x); list partitions in flash order", p.Name, p.Offset, end)
+		}
+		if p.Offset+p.Size > size {
+			c.errorf(path+".size", "flash partition %q (0x%x+0x%x) runs past the end of the %d MiB flash", p.Name, p.Offset, p.Size, b.Storage.FlashMB)
+		}
+		end = p.Offset + p.Size
+	}
+	for _, need := range []string{"RedBoot", "Kernel", "Ramdisk", "FIS directory"} {
+		if !names[need] {
+			c.errorf("image.flash", "image.flash has no %q partition (want RedBoot, Kernel, Ramdisk and FIS directory at least)", need)
+		}
+	}
+}
+
+func (k *Card) validate() ErrorList {
+	c := &checker{src: k.src}
+	c.name(k.Name)
+	c.required("description", k.Description, "a one-line description of the card")
+	c.oneOf("form", k.Form, []string{FormPCI, FormMiniPCI})
+	c.oneOf("engine", k.Engine, hardwareEngineIDs())
+	m := pciRE.FindStringSubmatch(k.PCI)
+	if m == nil {
+		c.errorf("pci", "pci %q: want the card's vendor:device id in hex as lspci -n prints it, e.g. \"13a3:0020\"", k.PCI)
+		return c.errs
+	}
+	if e, ok := drivers.LookupEngine(k.Engine); ok {
+		v, _ := strconv.ParseUint(m[1], 16, 16)
+		d, _ := strconv.ParseUint(m[2], 16, 16)
+		var known []string
+		for _, id := range e.Match.PCI {
+			if uint64(id.Vendor) == v && uint64(id.Device) == d {
+				return c.errs
+			}
+			known = append(known, fmt.Sprintf("%04x:%04x (%s)", id.Vendor, id.Device, id.Chip))
+		}
+		c.errorf("pci", "pci %s is not a chip the %s engine drives; it drives %s", k.PCI, k.Engine, strings.Join(known, ", "))
+	}
+	return c.errs
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func intList(s []int) string {
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = strconv.Itoa(v)
+	}
+	return strings.Join(parts, ", ")
+}

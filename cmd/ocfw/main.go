@@ -1,0 +1,77 @@
+// Command ocfw builds firmware images for small routers with crypto
+// engines and answers what a firmware for given hardware would contain.
+//
+// The commands are built by functions (newRootCmd and friends) so that
+// tests drive the whole CLI in-process through run.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ocfw/ocfw/boards"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the CLI with args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(stderr, "ocfw: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// globalFlags are the flags every command takes.
+type globalFlags struct {
+	profiles string
+}
+
+// catalog loads the embedded profiles plus the --profiles directory.
+func (g *globalFlags) catalog() (*boards.Catalog, error) {
+	c, err := boards.Embedded()
+	if err != nil {
+		return nil, fmt.Errorf("embedded profiles: %w", err)
+	}
+	if g.profiles != "" {
+		if err := c.Overlay(g.profiles); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "ocfw",
+		Short: "Build firmware for small routers with crypto engines, and see what it will contain",
+		Long: `ocfw builds firmware images for PC Engines ALIX, Soekris net5501 and Intel IXP4xx
+boards and their Hifn and SafeNet crypto cards. The firmware's userland is Go; at
+every boot it self-tests every crypto engine, measures it against software and
+keeps the report on the card.
+
+Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board B
+--card C' to see which engines, kernel modules and ciphers a firmware would hold.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.profiles, "profiles", "", "directory of extra board/card profiles (*.yaml); they add to or replace the built-in ones by name")
+	root.AddCommand(
+		newBoardsCmd(g),
+		newBoardCmd(g),
+		newPlanCmd(g),
+		newValidateCmd(g),
+	)
+	return root
+}

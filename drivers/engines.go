@@ -1,0 +1,243 @@
+// Package drivers is the catalog of crypto engines ocfw knows: which kernel
+// module drives each, how the hardware is matched, which driver name it
+// registers per cipher, at what priority, with which key sizes done in
+// hardware, and through which API the firmware reaches it. It holds facts,
+// not crypto; detect.go finds the engines present on a running system.
+package drivers
+
+// API is how the firmware reaches an engine.
+type API string
+
+const (
+	APIAFALG     API = "af_alg"    // Linux kernel crypto API over AF_ALG sockets
+	APICryptodev API = "cryptodev" // OCF-style /dev/crypto (out-of-tree driver)
+	APIGo        API = "go"        // Go standard library, in process
+)
+
+// Bus says how an engine's hardware is found.
+type Bus string
+
+const (
+	BusPCI      Bus = "pci"
+	BusPlatform Bus = "platform"
+	BusNone     Bus = "none" // software
+)
+
+// PCIID is a PCI vendor:device pair as lspci prints it.
+type PCIID struct {
+	Vendor uint16 `json:"vendor"`
+	Device uint16 `json:"device"`
+	Chip   string `json:"chip"`
+}
+
+// Match is how an engine is detected on a running system.
+type Match struct {
+	Bus      Bus     `json:"bus"`
+	PCI      []PCIID `json:"pci,omitempty"`
+	Platform string  `json:"platform,omitempty"` // platform device or SoC family
+}
+
+// CipherSupport is one cipher an engine serves.
+type CipherSupport struct {
+	Cipher string `json:"cipher"`
+	// Driver is the name the engine registers with the kernel crypto API
+	// (bindable over AF_ALG) or reports over /dev/crypto. "%d" stands for
+	// the engine instance (hifn0, hifn1, ...).
+	Driver   string `json:"driver"`
+	Priority int    `json:"priority"`
+	// HWKeyBits lists the key sizes the engine does in hardware for this
+	// cipher's algorithm; when the cipher's own key size is not among them
+	// the driver runs it in a software fallback. Empty for software
+	// engines and for hardware MACs (any key length).
+	HWKeyBits []int  `json:"hw_key_bits,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// Engine is one crypto engine in the catalog.
+type Engine struct {
+	ID          string          `json:"id"`
+	Description string          `json:"description"`
+	Hardware    bool            `json:"hardware"`
+	Module      string          `json:"module,omitempty"` // kernel module; empty when built in or not a kernel driver
+	Match       Match           `json:"match"`
+	API         API             `json:"api"`
+	Async       bool            `json:"async"`
+	Mainline    bool            `json:"mainline"` // driver in mainline Linux
+	Requires    string          `json:"requires,omitempty"`
+	Ciphers     []CipherSupport `json:"ciphers"`
+	Quirks      []string        `json:"quirks,omitempty"`
+}
+
+// Serves returns the engine's support entry for a cipher.
+func (e *Engine) Serves(cipher string) (CipherSupport, bool) {
+	for _, c := range e.Ciphers {
+		if c.Cipher == cipher {
+			return c, true
+		}
+	}
+	return CipherSupport{}, false
+}
+
+// Engine IDs of the catalog.
+const (
+	GeodeAES   = "geode-aes"
+	Hifn795x   = "hifn-795x"
+	IXP4xx     = "ixp4xx"
+	SafeNet    = "safenet"
+	KernelSoft = "kernel-soft"
+	GoSoft     = "go-soft"
+)
+
+var aesBits = []int{128, 192, 256}
+
+var engines = []Engine{
+	{
+		ID:          GeodeAES,
+		Description: "AMD Geode LX on-chip AES engine",
+		Hardware:    true,
+		Module:      "geode_aes",
+		Match:       Match{Bus: BusPCI, PCI: []PCIID{{Vendor: 0x1022, Device: 0x2082, Chip: "Geode LX AES"}}},
+		API:         APIAFALG,
+		Mainline:    true,
+		Ciphers: []CipherSupport{
+			{Cipher: "aes-128-cbc", Driver: "cbc-aes-geode", Priority: 400, HWKeyBits: []int{128}},
+			{Cipher: "aes-192-cbc", Driver: "cbc-aes-geode", Priority: 400, HWKeyBits: []int{128}, Note: "192-bit keys go to the driver's software fallback"},
+			{Cipher: "aes-256-cbc", Driver: "cbc-aes-geode", Priority: 400, HWKeyBits: []int{128}, Note: "256-bit keys go to the driver's software fallback"},
+		},
+		Quirks: []string{
+			"hardware does 128-bit AES keys only; 192/256-bit keys run in a kernel software fallback",
+			"its priority (400) makes it the kernel's choice for cbc(aes): bind by driver name to reach another engine",
+		},
+	},
+	{
+		ID:          Hifn795x,
+		Description: "Hifn 7955/7956 crypto processor",
+		Hardware:    true,
+		Module:      "hifn_795x",
+		Match: Match{Bus: BusPCI, PCI: []PCIID{
+			{Vendor: 0x13a3, Device: 0x0020, Chip: "Hifn 7955"},
+			{Vendor: 0x13a3, Device: 0x001d, Chip: "Hifn 7956"},
+		}},
+		API:      APIAFALG,
+		Async:    true,
+		Mainline: true,
+		Ciphers: []CipherSupport{
+			{Cipher: "des-cbc", Driver: "cbc-des-hifn%d", Priority: 300, HWKeyBits: []int{64}},
+			{Cipher: "des-ede3-cbc", Driver: "cbc-3des-hifn%d", Priority: 300, HWKeyBits: []int{192}},
+			{Cipher: "aes-128-cbc", Driver: "cbc-aes-hifn%d", Priority: 300, HWKeyBits: aesBits},
+			{Cipher: "aes-192-cbc", Driver: "cbc-aes-hifn%d", Priority: 300, HWKeyBits: aesBits},
+			{Cipher: "aes-256-cbc", Driver: "cbc-aes-hifn%d", Priority: 300, HWKeyBits: aesBits},
+		},
+		Quirks: []string{
+			"the mainline driver registers no hashes: HMACs stay in software",
+			"the Hifn 7751 is not supported by the mainline driver",
+			"asynchronous: keep several requests in flight to hide per-request setup cost",
+		},
+	},
+	{
+		ID:          IXP4xx,
+		Description: "Intel IXP4xx NPE-C crypto engine",
+		Hardware:    true,
+		Module:      "ixp4xx_crypto",
+		Match:       Match{Bus: BusPlatform, Platform: "ixp4xx_crypto"},
+		API:         APIAFALG,
+		Async:       true,
+		Mainline:    true,
+		Requires:    "NPE-C microcode (firmware file NPE-C) on the root filesystem and a little-endian IXP4xx kernel",
+		Ciphers: []CipherSupport{
+			{Cipher: "des-cbc", Driver: "cbc(des)-ixp4xx", Priority: 300, HWKeyBits: []int{64}},
+			{Cipher: "des-ede3-cbc", Driver: "cbc(des3_ede)-ixp4xx", Priority: 300, HWKeyBits: []int{192}},
+			{Cipher: "aes-128-cbc", Driver: "cbc(aes)-ixp4xx", Priority: 300, HWKeyBits: aesBits},
+			{Cipher: "aes-192-cbc", Driver: "cbc(aes)-ixp4xx", Priority: 300, HWKeyBits: aesBits},
+			{Cipher: "aes-256-cbc", Driver: "cbc(aes)-ixp4xx", Priority: 300, HWKeyBits: aesBits},
+		},
+		Quirks: []string{
+			"HMACs exist only combined with a cipher (authenc(hmac(sha1),cbc(aes))-ixp4xx): no standalone hmac",
+			"historic IXP4xx systems ran big-endian; the Go userland needs a little-endian kernel",
+			"the driver reads the SoC's feature fuses and registers nothing on parts without crypto: the engine is then reported absent",
+		},
+	},
+	{
+		ID:          SafeNet,
+		Description: "SafeNet 1141 security processor",
+		Hardware:    true,
+		Module:      "safe",
+		Match:       Match{Bus: BusPCI, PCI: []PCIID{{Vendor: 0x16ae, Device: 0x1141, Chip: "SafeNet 1141"}}},
+		API:         APICryptodev,
+		Mainline:    false,
+		Requires:    "a kernel patched with OCF-Linux and its out-of-tree safe driver, exposing /dev/crypto (BSD/OCF dialect); there is no mainline Linux driver",
+		Ciphers: []CipherSupport{
+			{Cipher: "des-cbc", Driver: "safe%d", HWKeyBits: []int{64}},
+			{Cipher: "des-ede3-cbc", Driver: "safe%d", HWKeyBits: []int{192}},
+			{Cipher: "aes-128-cbc", Driver: "safe%d", HWKeyBits: aesBits},
+			{Cipher: "aes-192-cbc", Driver: "safe%d", HWKeyBits: aesBits},
+			{Cipher: "aes-256-cbc", Driver: "safe%d", HWKeyBits: aesBits},
+			{Cipher: "hmac-md5", Driver: "safe%d"},
+			{Cipher: "hmac-sha1", Driver: "safe%d"},
+		},
+		Quirks: []string{
+			"on a big-endian IXP425 the OCF safe driver produced wrong results (see shared reference results): trust it only after the cross-check",
+		},
+	},
+	{
+		ID:          KernelSoft,
+		Description: "Linux kernel software crypto (generic C/asm implementations)",
+		Match:       Match{Bus: BusNone},
+		API:         APIAFALG,
+		Mainline:    true,
+		Ciphers: []CipherSupport{
+			{Cipher: "des-cbc", Driver: "cbc(des-generic)", Priority: 100},
+			{Cipher: "des-ede3-cbc", Driver: "cbc(des3_ede-generic)", Priority: 100},
+			{Cipher: "aes-128-cbc", Driver: "cbc(aes-generic)", Priority: 100},
+			{Cipher: "aes-192-cbc", Driver: "cbc(aes-generic)", Priority: 100},
+			{Cipher: "aes-256-cbc", Driver: "cbc(aes-generic)", Priority: 100},
+			{Cipher: "hmac-md5", Driver: "hmac(md5-generic)", Priority: 100},
+			{Cipher: "hmac-sha1", Driver: "hmac(sha1-generic)", Priority: 100},
+			{Cipher: "hmac-sha256", Driver: "hmac(sha256-generic)", Priority: 100},
+			{Cipher: "null", Driver: "ecb-cipher_null", Priority: 100},
+		},
+		Quirks: []string{
+			"driver names vary by kernel build (e.g. an assembler AES); the firmware reads the real ones from /proc/crypto",
+			"each request crosses the kernel framework: slower than Go software at every size, kept to cross-check hardware",
+		},
+	},
+	{
+		ID:          GoSoft,
+		Description: "Go standard library crypto in the firmware's own process",
+		Match:       Match{Bus: BusNone},
+		API:         APIGo,
+		Ciphers:     goCiphers(),
+		Quirks:      []string{"the reference every engine is cross-checked against, and the fallback for every request"},
+	},
+}
+
+func goCiphers() []CipherSupport {
+	out := make([]CipherSupport, 0, len(ciphers))
+	for _, c := range ciphers {
+		out = append(out, CipherSupport{Cipher: c.Name, Driver: "go"})
+	}
+	return out
+}
+
+// Engines returns the catalog: hardware engines first, then software.
+func Engines() []Engine { return append([]Engine(nil), engines...) }
+
+// EngineIDs returns the catalog's engine IDs.
+func EngineIDs() []string {
+	ids := make([]string, len(engines))
+	for i := range engines {
+		ids[i] = engines[i].ID
+	}
+	return ids
+}
+
+// LookupEngine finds an engine by ID.
+func LookupEngine(id string) (*Engine, bool) {
+	for i := range engines {
+		if engines[i].ID == id {
+			e := engines[i]
+			return &e, true
+		}
+	}
+	return nil, false
+}
