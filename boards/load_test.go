@@ -1,0 +1,261 @@
+package boards
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// goodBoard is a valid user board profile the bad-input cases mutate.
+const goodBoard = `kind: board
+name: myalix
+description: my ALIX
+cpu:
+  model: AMD Geode LX800
+  mhz: 500
+  arch: i586
+  endian: little
+ram_mb: 256
+storage:
+  kind: cf
+  card_mb: 128
+console:
+  device: ttyS0
+  baud: 38400
+boot: bios-cf
+slots:
+  - form: minipci
+    count: 1
+engine: geode-aes
+kernel:
+  source: debian
+  package: linux-image-686
+  arch: i386
+  image: bzImage
+image:
+  size_mb: 120
+  boot_mb: 32
+  data_label: OCFWDATA
+  compression: xz
+`
+
+func TestEmbeddedCatalog(t *testing.T) {
+	cat, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range cat.Boards() {
+		got = append(got, b.Name)
+	}
+	for _, c := range cat.Cards() {
+		got = append(got, c.Name)
+	}
+	want := "alix2d13 avila-gw2348 net5501 nslu2 hifn7956 safenet1141 vpn1401 vpn1411"
+	if strings.Join(got, " ") != want {
+		t.Errorf("catalog = %q, want %q", strings.Join(got, " "), want)
+	}
+	b, err := cat.Board("alix2d3")
+	if err != nil || b.Name != "alix2d13" {
+		t.Errorf("alias alix2d3 = %v, %v; want alix2d13", b, err)
+	}
+	slots := map[string]string{"alix2d13": "minipci:1", "net5501": "pci:1 minipci:1", "avila-gw2348": "minipci:4", "nslu2": ""}
+	for name, want := range slots {
+		b, _ := cat.Board(name)
+		var s []string
+		for _, sl := range b.Slots {
+			s = append(s, sl.Form+":"+strconv.Itoa(sl.Count))
+		}
+		if strings.Join(s, " ") != want {
+			t.Errorf("%s slots = %q, want %q", name, strings.Join(s, " "), want)
+		}
+	}
+}
+
+
+// replace returns goodBoard with one line replaced (old must exist).
+func replace(t *testing.T, old, new string) string {
+	t.Helper()
+	if !strings.Contains(goodBoard, old) {
+		t.Fatalf("test bug: %q not in goodBoard", old)
+	}
+	return strings.Replace(goodBoard, old, new, 1)
+}
+
+func TestParseBadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want []string // substrings of the one error message, in order
+	}{
+		{"unknown field", replace(t, "slots:\n", "slot:\n"),
+			[]string{"my.yaml:17:1:", `unknown field "slot"`, `did you mean "slots"?`, "valid fields:"}},
+		{"misspelled nested field", replace(t, "  baud: 38400", "  baut: 38400"),
+			[]string{"my.yaml:15:3:", `unknown field "baut" in "console"`, `did you mean "baud"?`}},
+		{"wrong type int", replace(t, "ram_mb: 256", "ram_mb: lots"),
+			[]string{"my.yaml:9:9:", `field "ram_mb": want an integer, got "lots"`}},
+		{"wrong type list", replace(t, "slots:\n  - form: minipci\n    count: 1", "slots: minipci"),
+			[]string{"my.yaml:17:8:", `field "slots": want a list, got "minipci"`}},
+		{"wrong type mapping", replace(t, "console:\n  device: ttyS0\n  baud: 38400", "console: ttyS0"),
+			[]string{"my.yaml:13:10:", `field "console": want a mapping of fields`}},
+		{"unknown engine", replace(t, "engine: geode-aes", "engine: geode_aes"),
+			[]string{"my.yaml:20:9:", `engine "geode_aes"`, `did you mean "geode-aes"?`}},
+		{"unknown form factor", replace(t, "form: minipci", "form: mini-pcie"),
+			[]string{"my.yaml:18:11:", `slots[0].form "mini-pcie"`, `"pci", "minipci"`}},
+		{"unknown boot", replace(t, "boot: bios-cf", "boot: uboot"),
+			[]string{"my.yaml:16:7:", `boot "uboot": want one of "bios-cf", "redboot"`}},
+		{"bad baud", replace(t, "baud: 38400", "baud: 38401"),
+			[]string{"my.yaml:15:9:", "console.baud 38401: want one of 9600, 19200, 38400, 57600, 115200"}},
+		{"big-endian arm", replace(t, "  arch: i586\n  endian: little", "  arch: armv5te\n  endian: big"),
+			[]string{"my.yaml:8:11:", "big-endian ARM: Go has no big-endian ARM port", "little-endian kernel"}},
+		{"empty file", "", []string{"my.yaml: empty file"}},
+		{"only whitespace", "  \n\n", []string{"my.yaml: empty file"}},
+		{"only comments", "# nothing here\n", []string{"my.yaml: empty file (only comments)"}},
+		{"missing kind", "name: x\n", []string{"my.yaml:1:1:", `missing field "kind"`}},
+		{"wrong kind", "kind: bord\nname: x\n", []string{"my.yaml:1:7:", `kind "bord"`, `did you mean "board"?`}},
+		{"two documents", goodBoard + "---\nkind: card\n", []string{"my.yaml:", "second YAML document", "one profile per file"}},
+		{"syntax error", "kind: board\nname: [x\n", []string{"my.yaml:", "YAML syntax"}},
+		{"not a mapping", "- a\n- b\n", []string{"my.yaml:1:1:", "want a mapping of fields"}},
+		{"card with unknown engine", "kind: card\nname: c\ndescription: d\nform: pci\npci: \"13a3:0020\"\nengine: hifn\n",
+			[]string{"my.yaml:6:9:", `engine "hifn"`}},
+		{"card pci id not of engine", "kind: card\nname: c\ndescription: d\nform: pci\npci: \"13a3:0005\"\nengine: hifn-795x\n",
+			[]string{"my.yaml:5:6:", "pci 13a3:0005 is not a chip the hifn-795x engine drives", "13a3:0020 (Hifn 7955)"}},
+		{"card bad pci syntax", "kind: card\nname: c\ndescription: d\nform: pci\npci: 13a30020\nengine: hifn-795x\n",
+			[]string{"my.yaml:5:6:", `want the card's vendor:device id`}},
+		{"alias anchor", replace(t, "ram_mb: 256", "ram_mb: &r 256\nmhz2: *r"),
+			[]string{"my.yaml:10:1:", `unknown field "mhz2"`}},
+		{"image larger than card", replace(t, "size_mb: 120", "size_mb: 200"),
+			[]string{"my.yaml:27:12:", "image.size_mb 200", "128 MB card"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("my.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("no error for:\n%s", tc.yaml)
+			}
+			var l ErrorList
+			if !errors.As(err, &l) {
+				t.Fatalf("error %T %v is not an ErrorList", err, err)
+			}
+			msg := err.Error()
+			at := 0
+			for _, w := range tc.want {
+				i := strings.Index(msg[at:], w)
+				if i < 0 {
+					t.Fatalf("error %q\nlacks %q (after position %d)", msg, w, at)
+				}
+				at += i + len(w)
+			}
+		})
+	}
+}
+
+func TestParseGood(t *testing.T) {
+	p, err := Parse("my.yaml", []byte(goodBoard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Board == nil || p.Board.Name != "myalix" || p.Board.Console.Baud != 38400 || p.Board.Slots[0].Count != 1 {
+		t.Errorf("parsed %+v", p.Board)
+	}
+}
+
+func TestParseReportsAllErrors(t *testing.T) {
+	y := strings.Replace(strings.Replace(goodBoard, "ram_mb: 256", "ram_mb: x", 1), "slots:", "slotz:", 1)
+	_, err := Parse("my.yaml", []byte(y))
+	var l ErrorList
+	if !errors.As(err, &l) || len(l) != 2 {
+		t.Fatalf("want 2 errors, got %v", err)
+	}
+}
+
+func TestDuplicateNames(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.yaml")
+	b := filepath.Join(dir, "b.yaml")
+	write(t, a, goodBoard)
+	write(t, b, strings.Replace(goodBoard, "description: my ALIX", "description: again", 1))
+	_, err := LoadFiles([]string{a, b})
+	if err == nil || !strings.Contains(err.Error(), b+`:2:7: duplicate profile name "myalix": already defined at `+a+":2:7") {
+		t.Fatalf("err = %v", err)
+	}
+	// An alias clashing with another board's name is a duplicate too.
+	write(t, b, strings.Replace(strings.Replace(goodBoard, "name: myalix", "name: other\naliases: [myalix]", 1), "description: my ALIX", "description: x", 1))
+	_, err = LoadFiles([]string{a, b})
+	if err == nil || !strings.Contains(err.Error(), `duplicate profile name "myalix"`) {
+		t.Fatalf("alias clash: err = %v", err)
+	}
+	// The same within a --profiles directory.
+	c, _ := Embedded()
+	if err := c.Overlay(dir); err == nil || !strings.Contains(err.Error(), "duplicate profile name") {
+		t.Fatalf("overlay with duplicates: err = %v", err)
+	}
+}
+
+func TestOverlayOverridesAndAdds(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "alix.yaml"), strings.Replace(strings.Replace(goodBoard, "name: myalix", "name: alix2d13", 1), "baud: 38400", "baud: 115200", 1))
+	write(t, filepath.Join(dir, "sub", "mine.yml"), goodBoard)
+	write(t, filepath.Join(dir, "README.txt"), "not a profile")
+	c, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Overlay(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Board("alix2d13")
+	if err != nil || b.Console.Baud != 115200 || b.File() != filepath.Join(dir, "alix.yaml") {
+		t.Errorf("override: %+v %v", b, err)
+	}
+	// The replaced board's aliases went with it.
+	if _, err := c.Board("alix2d3"); err == nil {
+		t.Error("alias of the replaced board still resolves")
+	}
+	if _, err := c.Board("myalix"); err != nil {
+		t.Errorf("added board: %v", err)
+	}
+	if err := c.Overlay(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "--profiles") {
+		t.Errorf("missing dir: %v", err)
+	}
+}
+
+func write(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzParse feeds the profile loader arbitrary bytes: it must never panic,
+// and an accepted profile must have a name. The seed corpus (run by plain
+// go test) is every embedded profile plus broken variants.
+func FuzzParse(f *testing.F) {
+	entries, err := embedded.ReadDir("profiles")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := embedded.ReadFile("profiles/" + e.Name())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+		f.Add(data[:len(data)/2])
+	}
+	for _, s := range []string{"", "---", "kind: board", "kind: card\nname: [", "a: &x [*x]", "kind: board\nslots: [{form: pci, count: 99999999999999999999}]", "\x00\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse("fuzz.yaml", data)
+		if err == nil && p.Name() == "" {
+			t.Fatalf("accepted a profile without a name: %q", data)
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package boards
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func embeddedT(t *testing.T) *Catalog {
+	t.Helper()
+	c, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func routeList(pc PlanCipher) string {
+	var d []string
+	for _, r := range pc.Routes {
+		s := r.Driver
+		if r.Hardware {
+			s += "*"
+		}
+		d = append(d, s)
+	}
+	return strings.Join(d, " ")
+}
+
+func TestResolveRoutes(t *testing.T) {
+	cases := []struct {
+		board  string
+		cards  []string
+		cipher string
+		want   string
+	}{
+		{"alix2d13", []string{"vpn1411"}, "aes-128-cbc", "cbc-aes-geode* cbc-aes-hifn0* cbc(aes-generic) go"},
+		// The Geode does only 128-bit keys in hardware: the Hifn goes first.
+		{"alix2d13", []string{"vpn1411"}, "aes-256-cbc", "cbc-aes-hifn0* cbc-aes-geode cbc(aes-generic) go"},
+		{"alix2d13", nil, "aes-256-cbc", "cbc-aes-geode cbc(aes-generic) go"},
+		{"alix2d13", []string{"vpn1411"}, "hmac-sha1", "hmac(sha1-generic) go"},
+		{"net5501", []string{"vpn1401", "vpn1411"}, "des-ede3-cbc", "cbc-3des-hifn0* cbc-3des-hifn1* cbc(des3_ede-generic) go"},
+		{"net5501", []string{"safenet1141"}, "hmac-sha1", "safe0* hmac(sha1-generic) go"},
+		{"avila-gw2348", []string{"vpn1411", "vpn1411"}, "aes-192-cbc", "cbc(aes)-ixp4xx* cbc-aes-hifn0* cbc-aes-hifn1* cbc(aes-generic) go"},
+		{"nslu2", nil, "null", "ecb-cipher_null go"},
+	}
+	c := embeddedT(t)
+	for _, tc := range cases {
+		p, err := c.Resolve(Request{Board: tc.board, Cards: tc.cards})
+		if err != nil {
+			t.Fatalf("%s %v: %v", tc.board, tc.cards, err)
+		}
+		found := false
+		for _, pc := range p.Ciphers {
+			if pc.Cipher == tc.cipher {
+				found = true
+				if got := routeList(pc); got != tc.want {
+					t.Errorf("%s %v %s: engines %q, want %q", tc.board, tc.cards, tc.cipher, got, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no %s in plan", tc.board, tc.cipher)
+		}
+	}
+}
+
+func TestResolveTargets(t *testing.T) {
+	c := embeddedT(t)
+	cases := []struct {
+		board, env, console, boot string
+	}{
+		{"alix2d13", "GOOS=linux GOARCH=386 CGO_ENABLED=0 GO386=softfloat", "console=ttyS0,38400n8", BootBIOSCF},
+		{"net5501", "GOOS=linux GOARCH=386 CGO_ENABLED=0 GO386=softfloat", "console=ttyS0,19200n8", BootBIOSCF},
+		{"nslu2", "GOOS=linux GOARCH=arm CGO_ENABLED=0 GOARM=5", "console=ttyS0,115200n8", BootRedBoot},
+		{"gw2348-4", "GOOS=linux GOARCH=arm CGO_ENABLED=0 GOARM=5", "console=ttyS0,115200n8", BootRedBoot},
+	}
+	for _, tc := range cases {
+		p, err := c.Resolve(Request{Board: tc.board})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(p.Go.Env(), " "); got != tc.env {
+			t.Errorf("%s: go env %q, want %q", tc.board, got, tc.env)
+		}
+		if p.Console.KernelArg != tc.console || p.Boot != tc.boot {
+			t.Errorf("%s: console %q boot %q", tc.board, p.Console.KernelArg, p.Boot)
+		}
+	}
+}
+
+func TestResolveModules(t *testing.T) {
+	c := embeddedT(t)
+	p, err := c.Resolve(Request{Board: "alix2d13", Cards: []string{"vpn1411"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range p.Modules {
+		names = append(names, m.Name)
+	}
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash des_generic geode_aes hifn_795x"; got != want {
+		t.Errorf("modules %q, want %q", got, want)
+	}
+	// Only AES: no hash socket, no DES.
+	p, _ = c.Resolve(Request{Board: "alix2d13", Ciphers: []string{"aes-128-cbc"}})
+	names = nil
+	for _, m := range p.Modules {
+		names = append(names, m.Name)
+	}
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher geode_aes"; got != want {
+		t.Errorf("aes-only modules %q, want %q", got, want)
+	}
+	// SafeNet: out-of-tree OCF modules, and the plan says so.
+	p, err = c.Resolve(Request{Board: "net5501", Cards: []string{"safenet1141"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oot []string
+	for _, m := range p.Modules {
+		if m.OutOfTree {
+			oot = append(oot, m.Name)
+		}
+	}
+	if strings.Join(oot, " ") != "ocf cryptodev safe" {
+		t.Errorf("out-of-tree modules %v", oot)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "OCF") || !strings.Contains(strings.Join(p.Notes, "\n"), "/dev/crypto") {
+		t.Errorf("notes do not say SafeNet needs an OCF /dev/crypto kernel: %q", p.Notes)
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	c := embeddedT(t)
+	cases := []struct {
+		name string
+		req  Request
+		flag string
+		want []string
+	}{
+		{"unknown board", Request{Board: "alx2d13"}, "--board alx2d13", []string{`unknown board "alx2d13"`, `did you mean "alix2d13"?`}},
+		{"unknown card", Request{Board: "alix2d13", Cards: []string{"vpn-1411"}}, "--card vpn-1411", []string{`unknown card "vpn-1411"`, `did you mean "vpn1411"?`}},
+		{"unknown cipher", Request{Board: "alix2d13", Ciphers: []string{"aes-128-cbd"}}, "--cipher aes-128-cbd", []string{`did you mean "aes-128-cbc"?`}},
+		{"unknown cipher shortened", Request{Board: "alix2d13", Ciphers: []string{"aes256"}}, "--cipher aes256", []string{`did you mean "aes-256-cbc"?`}},
+		{"unknown require-hw", Request{Board: "alix2d13", RequireHW: []string{"sha1"}}, "--require-hw sha1", []string{`unknown cipher "sha1"`}},
+		{"no slot of that form", Request{Board: "nslu2", Cards: []string{"vpn1401"}}, "--card vpn1401", []string{"PCI card", "nslu2 has no expansion slots"}},
+		{"wrong form suggests other card", Request{Board: "alix2d13", Cards: []string{"vpn1401"}}, "--card vpn1401", []string{"alix2d13 has 1 mini-PCI slot(s)", "vpn1411, a mini-PCI card that fits"}},
+		{"more cards than slots", Request{Board: "alix2d13", Cards: []string{"vpn1411", "vpn1411"}}, "--card vpn1411", []string{"card 2 (vpn1411) needs a mini-PCI slot", "taken by earlier cards"}},
+		{"five cards on avila", Request{Board: "avila-gw2348", Cards: []string{"vpn1411", "vpn1411", "vpn1411", "vpn1411", "vpn1411"}}, "--card vpn1411", []string{"card 5"}},
+		{"require-hw geode aes-256", Request{Board: "alix2d13", RequireHW: []string{"aes-256-cbc"}}, "--require-hw aes-256-cbc",
+			[]string{"no selected engine on alix2d13 does aes-256-cbc in hardware", "geode-aes does only 128-bit keys", "--card vpn1411"}},
+		{"require-hw hmac on hifn", Request{Board: "alix2d13", Cards: []string{"vpn1411"}, RequireHW: []string{"hmac-sha256"}}, "--require-hw hmac-sha256",
+			[]string{"does hmac-sha256 in hardware", "drop --require-hw hmac-sha256"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Resolve(tc.req)
+			var fe *FlagError
+			if !errors.As(err, &fe) {
+				t.Fatalf("err = %v (%T), want a FlagError", err, err)
+			}
+			if fe.Flag != tc.flag {
+				t.Errorf("flag %q, want %q", fe.Flag, tc.flag)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(fe.Msg, w) {
+					t.Errorf("message %q lacks %q", fe.Msg, w)
+				}
+			}
+		})
+	}
+	// These work.
+	for _, req := range []Request{
+		{Board: "alix2d13", Cards: []string{"vpn1411"}, RequireHW: []string{"aes-256-cbc", "aes-128-cbc"}},
+		{Board: "net5501", Cards: []string{"safenet1141"}, RequireHW: []string{"hmac-sha1"}},
+		{Board: "avila-gw2348", Cards: []string{"vpn1411", "vpn1411", "vpn1411", "vpn1411"}},
+	} {
+		if _, err := c.Resolve(req); err != nil {
+			t.Errorf("%+v: %v", req, err)
+		}
+	}
+}
+
+func TestPlanJSONDeterministic(t *testing.T) {
+	c := embeddedT(t)
+	a, err := c.Resolve(Request{Board: "net5501", Cards: []string{"vpn1401", "vpn1411"}, Ciphers: []string{"hmac-sha1", "aes-128-cbc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Resolve(Request{Board: "net5501", Cards: []string{"vpn1401", "vpn1411"}, Ciphers: []string{"aes-128-cbc", "hmac-sha1", "aes-128-cbc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ja, _ := a.JSON()
+	jb, _ := b.JSON()
+	if !bytes.Equal(ja, jb) {
+		t.Errorf("cipher flag order or repeats changed the plan:\n%s\n%s", ja, jb)
+	}
+	if len(a.Ciphers) != 2 || a.Ciphers[0].Cipher != "aes-128-cbc" {
+		t.Errorf("ciphers %+v", a.Ciphers)
+	}
+}
