@@ -1,0 +1,141 @@
+package selftest
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/des"
+	"crypto/hmac"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"hash"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/soft"
+)
+
+// TestVectorsAgreeWithStdlib checks the transcribed vectors against Go's
+// standard library, independently of ocf: a typo in a vector file fails
+// here, not as a "broken engine" on a board.
+func TestVectorsAgreeWithStdlib(t *testing.T) {
+	vs, err := Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, v := range vs {
+		count[v.Cipher]++
+		switch v.Cipher {
+		case "hmac-md5", "hmac-sha1", "hmac-sha256":
+			h := map[string]func() hash.Hash{"hmac-md5": md5.New, "hmac-sha1": sha1.New, "hmac-sha256": sha256.New}[v.Cipher]
+			m := hmac.New(h, v.Key)
+			m.Write(v.Data)
+			if got := m.Sum(nil)[:len(v.MAC)]; !hmac.Equal(got, v.MAC) {
+				t.Errorf("%s:%d %s: stdlib gives %x, file says %x", v.File, v.Line, v.ID, got, v.MAC)
+			}
+		default:
+			var b cipher.Block
+			var err error
+			if strings.HasPrefix(v.Cipher, "aes") {
+				b, err = aes.NewCipher(v.Key)
+			} else if v.Cipher == "des-cbc" {
+				b, err = des.NewCipher(v.Key)
+			} else {
+				b, err = des.NewTripleDESCipher(v.Key)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(v.Plaintext))
+			cipher.NewCBCEncrypter(b, v.IV).CryptBlocks(got, v.Plaintext)
+			if string(got) != string(v.Ciphertext) {
+				t.Errorf("%s:%d %s: stdlib gives %x, file says %x", v.File, v.Line, v.ID, got, v.Ciphertext)
+			}
+		}
+	}
+	// The issue's list: SP 800-38A F.2.1-F.2.6 (3 records, both ways) and
+	// RFC 3602 1-4; FIPS 81; TDEA; RFC 2202 1-7 twice; RFC 4231 1-7.
+	want := map[string]int{"aes-128-cbc": 5, "aes-192-cbc": 1, "aes-256-cbc": 1, "des-cbc": 1, "des-ede3-cbc": 4, "hmac-md5": 7, "hmac-sha1": 7, "hmac-sha256": 7}
+	for c, n := range want {
+		if count[c] != n {
+			t.Errorf("%s: %d vectors, want %d", c, count[c], n)
+		}
+	}
+}
+
+func TestParseVectorErrors(t *testing.T) {
+	cases := map[string]string{
+		"cipher = aes-128-cbc\nid = x\ndir = both\nkey = 00\n":                   "key 1 bytes (want 16)",
+		"cipher = rot13\nid = x\n":                                               `unknown cipher "rot13"`,
+		"cipher = hmac-md5\nkey = 00\ndata = 00\nmac = 00\n":                     "vector without id",
+		"cipher = hmac-md5\nid = x\nkey = zz\n":                                  "bad hex",
+		"cipher = hmac-md5\nid = x\nkey = aa*x\n":                                "bad repetition",
+		"cipher = hmac-md5\nid = x\nid = y\n":                                    "given twice",
+		"garbage\n":                                                              `want "field = value"`,
+		"cipher = hmac-md5\nid = x\nkey = 00\ndata = 00\nmac = 00\ncolour = 1\n": `unknown field "colour"`,
+		"cipher = aes-128-cbc\nid = x\ndir = sideways\n":                         `dir "sideways"`,
+		"cipher = hmac-md5\nid = x\nkey = 00\ndata = 00\nmac = 00*17\n":          "at most 16 bytes",
+	}
+	for in, want := range cases {
+		_, err := ParseVectors("v.txt", []byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "v.txt:") {
+			t.Errorf("%q: err %v, want %q", in, err, want)
+		}
+	}
+}
+
+func TestSoftPasses(t *testing.T) {
+	for _, c := range drivers.CipherNames() {
+		r := Check(soft.New(), c, Options{})
+		if r.Status != Pass {
+			t.Errorf("%s: %s %v", c, r.Status, r.Failure)
+		}
+		if c != "null" && r.KATs == 0 {
+			t.Errorf("%s: no known-answer test ran", c)
+		}
+		if r.CrossChecks < 8 {
+			t.Errorf("%s: only %d cross-checks", c, r.CrossChecks)
+		}
+	}
+}
+
+func TestFaultyEngines(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hang := ocftest.NewHanging(ctx, "hangs-at-1024", soft.New(), ocftest.Sizes(1024))
+	defer hang.Release()
+	cases := []struct {
+		name   string
+		engine ocf.Driver
+		cipher string
+		want   []string
+	}{
+		{"corrupts one size", ocftest.NewCorrupting("flips-at-4096", soft.New(), ocftest.Sizes(4096)), "aes-128-cbc",
+			[]string{"cross-check 4096 bytes", "encrypt of 4096 bytes", "expected "}},
+		{"corrupts MACs", ocftest.NewCorrupting("flips-macs", soft.New(), nil), "hmac-sha1",
+			[]string{"RFC 2202 HMAC-SHA-1 case 1", "mac of 8 bytes"}},
+		{"errors", ocftest.NewFailing("errs-at-64", soft.New(), ocftest.Sizes(64)), "des-ede3-cbc",
+			[]string{"64 bytes"}},
+		{"hangs", hang, "aes-256-cbc", []string{"cross-check 1024 bytes", "timed out after 200ms"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Check(tc.engine, tc.cipher, Options{Timeout: 200 * time.Millisecond})
+			if r.Status != Fail || r.Failure == nil {
+				t.Fatalf("status %s, failure %v", r.Status, r.Failure)
+			}
+			msg := r.Failure.String()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("failure %q lacks %q", msg, w)
+				}
+			}
+		})
+	}
+}
