@@ -1,0 +1,145 @@
+package debian
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Kernel is a kernel extracted from a linux-image package.
+type Kernel struct {
+	Version    string // "6.1.0-57-686"
+	Vmlinuz    string // path of the kernel image (bzImage on x86, zImage on ARM)
+	Config     string // path of the config-VERSION file, "" if the package has none
+	ModulesDir string // path of lib/modules/VERSION, with a modules.dep
+}
+
+// Modules loads the kernel's module index.
+func (k *Kernel) Modules() (*ModuleIndex, error) { return LoadModuleIndex(k.ModulesDir) }
+
+// isKernelFile selects what ExtractKernel needs; merged-/usr packages keep
+// modules under usr/lib/modules.
+func isKernelFile(name string) bool {
+	switch {
+	case strings.HasPrefix(name, "boot/vmlinuz-"), strings.HasPrefix(name, "boot/vmlinux-"),
+		strings.HasPrefix(name, "boot/config-"):
+		return true
+	case name == "lib" || name == "lib/modules" || name == "usr" || name == "usr/lib" || name == "usr/lib/modules":
+		return true
+	case strings.HasPrefix(name, "lib/modules/"), strings.HasPrefix(name, "usr/lib/modules/"):
+		return true
+	}
+	return false
+}
+
+// ExtractKernel extracts the kernel image, its config and its modules from a
+// Debian linux-image .deb into dir, writes a modules.dep when the package
+// has none (Debian's are made by depmod at install time), and describes
+// the result.
+func ExtractKernel(deb, dir string) (*Kernel, error) {
+	names, err := Extract(deb, dir, isKernelFile)
+	if err != nil {
+		return nil, err
+	}
+	return kernelFromNames(deb, dir, names)
+}
+
+func kernelFromNames(src, dir string, names []string) (*Kernel, error) {
+	k := &Kernel{}
+	var modDirs []string
+	for _, n := range names {
+		base := path.Base(n)
+		switch {
+		case path.Dir(n) == "boot" && (strings.HasPrefix(base, "vmlinuz-") || strings.HasPrefix(base, "vmlinux-")):
+			if k.Vmlinuz != "" {
+				return nil, fmt.Errorf("%s: more than one kernel image (%s and %s)", src, k.Vmlinuz, n)
+			}
+			k.Vmlinuz = filepath.Join(dir, n)
+			k.Version = base[len("vmlinuz-"):]
+		default:
+			for _, prefix := range []string{"lib/modules/", "usr/lib/modules/"} {
+				if rest, ok := strings.CutPrefix(n, prefix); ok {
+					v, _, _ := strings.Cut(rest, "/")
+					modDirs = append(modDirs, prefix+v)
+				}
+			}
+		}
+	}
+	if k.Vmlinuz == "" {
+		return nil, fmt.Errorf("%s: no boot/vmlinuz-* in the package: not a kernel image package", src)
+	}
+	for _, n := range names {
+		if n == "boot/config-"+k.Version {
+			k.Config = filepath.Join(dir, n)
+		}
+	}
+	for _, d := range modDirs {
+		if path.Base(d) == k.Version {
+			k.ModulesDir = filepath.Join(dir, d)
+		}
+	}
+	if k.ModulesDir == "" {
+		return nil, fmt.Errorf("%s: no lib/modules/%s in the package", src, k.Version)
+	}
+	dep := filepath.Join(k.ModulesDir, "modules.dep")
+	if _, err := os.Stat(dep); errors.Is(err, os.ErrNotExist) {
+		idx, err := LoadModuleIndex(k.ModulesDir)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFileAtomic(dep, func(f *os.File) error { return idx.WriteDep(f, nil) }); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// OpenKernelDir describes a kernel already extracted by ExtractKernel into
+// dir (or laid out the same way: boot/vmlinuz-V, lib/modules/V).
+func OpenKernelDir(dir string) (*Kernel, error) {
+	var names []string
+	boot, err := os.ReadDir(filepath.Join(dir, "boot"))
+	if err != nil {
+		return nil, fmt.Errorf("kernel directory %s: %w", dir, err)
+	}
+	for _, e := range boot {
+		names = append(names, "boot/"+e.Name())
+	}
+	for _, md := range []string{"lib/modules", "usr/lib/modules"} {
+		es, err := os.ReadDir(filepath.Join(dir, md))
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			names = append(names, md+"/"+e.Name())
+		}
+	}
+	return kernelFromNames(dir, dir, names)
+}
+
+// writeFileAtomic writes a file under a temporary name and renames it, so
+// a crash never leaves a half-written file under the real name.
+func writeFileAtomic(name string, write func(*os.File) error) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), name)
+}
