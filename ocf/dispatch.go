@@ -196,7 +196,7 @@ func (d *Dispatcher) Open(c *Cipher, key []byte) (Session, error) {
 		if s.timeout > 0 {
 			// A worker goroutine runs engine requests so that the caller
 			// can stop waiting for one that hangs.
-			s.jobs = make(chan []Request)
+			s.jobs = make(chan []Request, 1)
 			s.results = make(chan error, 2)
 			s.timer = time.NewTimer(time.Hour)
 			s.timer.Stop()
@@ -226,17 +226,18 @@ func (d *Dispatcher) candidates(preferred string) []*engine {
 	return out
 }
 
-// work runs engine batches for one session until jobs is closed, then
-// closes the engine session. Sends never block: a result nobody waits for
-// any more (after a timeout) is dropped with the goroutine.
+// work runs engine batches for one session until it receives nil, then
+// closes the engine session. Sends never block (results has room for a
+// batch result and the close result), so a worker whose session gave up
+// waiting still finishes and exits.
 func work(hw Session, jobs <-chan []Request, results chan<- error) {
 	for reqs := range jobs {
-		results <- hw.Do(reqs) // buffered: never blocks
+		if reqs == nil {
+			break
+		}
+		results <- hw.Do(reqs)
 	}
-	select {
-	case results <- hw.Close():
-	default:
-	}
+	results <- hw.Close()
 }
 
 type dsession struct {
@@ -290,7 +291,7 @@ func (s *dsession) Close() error {
 	var err error
 	if s.hw != nil {
 		if s.jobs != nil {
-			close(s.jobs)
+			s.jobs <- nil
 			err = <-s.results
 		} else {
 			err = s.hw.Close()
@@ -304,7 +305,7 @@ func (s *dsession) Close() error {
 // closes the engine session itself.
 func (s *dsession) dropEngine() {
 	if s.jobs != nil {
-		close(s.jobs)
+		s.jobs <- nil
 		s.jobs = nil
 	} else if s.hw != nil {
 		s.hw.Close()
@@ -415,7 +416,7 @@ func (s *dsession) mixed(reqs []Request) error {
 		// The worker may still write into the arena and the requests:
 		// leave them to it and never look at them again.
 		s.arena, s.hwReqs, hwReqs = nil, nil, nil
-		close(s.jobs)
+		s.jobs <- nil // buffered: the worker reads it once the engine returns
 		s.jobs, s.hw = nil, nil
 	}
 	// A batch error that is not one request's error may have cut the

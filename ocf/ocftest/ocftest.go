@@ -95,19 +95,24 @@ type Hanging struct {
 	release chan struct{}
 	once    sync.Once
 	blocked chan struct{} // receives one value each time a batch blocks
-	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	running int // batches blocked or writing junk
+	idle    sync.Cond
 }
 
 // NewHanging wraps inner under name; ctx ending has the effect of
 // Release.
 func NewHanging(ctx context.Context, name string, inner ocf.Driver, when func(int) bool) *Hanging {
-	return &Hanging{
+	h := &Hanging{
 		base:    base{inner: inner, name: name},
 		When:    when,
 		ctx:     ctx,
 		release: make(chan struct{}),
 		blocked: make(chan struct{}, 64),
 	}
+	h.idle.L = &h.mu
+	return h
 }
 
 // Release lets every blocked and future batch go on (with junk output).
@@ -116,8 +121,16 @@ func (h *Hanging) Release() { h.once.Do(func() { close(h.release) }) }
 // Blocked receives a value each time a batch starts blocking.
 func (h *Hanging) Blocked() <-chan struct{} { return h.blocked }
 
-// Wait returns once every batch that blocked has finished writing.
-func (h *Hanging) Wait() { h.wg.Wait() }
+// Wait returns once every batch that has blocked so far has finished
+// writing. (A mutex, not a WaitGroup: batches start blocking at any time,
+// concurrently with Wait.)
+func (h *Hanging) Wait() {
+	h.mu.Lock()
+	for h.running > 0 {
+		h.idle.Wait()
+	}
+	h.mu.Unlock()
+}
 
 func (h *Hanging) Open(c *ocf.Cipher, key []byte) (ocf.Session, error) {
 	s, err := h.inner.Open(c, key)
@@ -142,8 +155,15 @@ func (s *hangingSession) Do(reqs []ocf.Request) error {
 	if !hang {
 		return s.Session.Do(reqs)
 	}
-	s.h.wg.Add(1)
-	defer s.h.wg.Done()
+	s.h.mu.Lock()
+	s.h.running++
+	s.h.mu.Unlock()
+	defer func() {
+		s.h.mu.Lock()
+		s.h.running--
+		s.h.idle.Broadcast()
+		s.h.mu.Unlock()
+	}()
 	select {
 	case s.h.blocked <- struct{}{}:
 	default:

@@ -73,7 +73,9 @@ func TestHangingBlocksUntilReleasedThenScribbles(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	out := make([]byte, 64)
-	go func() { done <- s.Do([]ocf.Request{{Op: ocf.Encrypt, IV: make([]byte, 16), Src: make([]byte, 64), Dst: out}}) }()
+	go func() {
+		done <- s.Do([]ocf.Request{{Op: ocf.Encrypt, IV: make([]byte, 16), Src: make([]byte, 64), Dst: out}})
+	}()
 	<-h.Blocked()
 	select {
 	case <-done:

@@ -16,7 +16,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash"
-	"unsafe"
 
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/ocf"
@@ -204,9 +203,6 @@ func (s *session) do(r *ocf.Request) error {
 		return nil
 	}
 	out := r.Out()
-	if inexactOverlap(out, r.Src) {
-		return fmt.Errorf("%w: Dst overlaps Src without being Src", ocf.ErrLength)
-	}
 	if len(r.Src) == 0 {
 		return nil
 	}
@@ -221,18 +217,4 @@ func (s *session) do(r *ocf.Request) error {
 		s.dec.CryptBlocks(out, r.Src)
 	}
 	return nil
-}
-
-// inexactOverlap reports whether x and y share memory but do not start at
-// the same byte; the standard CBC modes panic on such buffers.
-func inexactOverlap(x, y []byte) bool {
-	if len(x) == 0 || len(y) == 0 {
-		return false
-	}
-	px := uintptr(unsafe.Pointer(unsafe.SliceData(x)))
-	py := uintptr(unsafe.Pointer(unsafe.SliceData(y)))
-	if px == py {
-		return false
-	}
-	return px < py+uintptr(len(y)) && py < px+uintptr(len(x))
 }
