@@ -22,7 +22,7 @@ type cmsgLayout struct {
 var hostLayout = cmsgLayout{word: int(unsafe.Sizeof(uintptr(0))), order: binary.NativeEndian}
 
 func (l cmsgLayout) align(n int) int { return (n + l.word - 1) &^ (l.word - 1) }
-func (l cmsgLayout) hdrLen() int    { return l.align(l.word + 8) }
+func (l cmsgLayout) hdrLen() int     { return l.align(l.word + 8) }
 
 // cmsgLen is CMSG_LEN: header plus data, unpadded.
 func (l cmsgLayout) cmsgLen(data int) int { return l.hdrLen() + data }

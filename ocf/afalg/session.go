@@ -76,7 +76,6 @@ func newSkSession(c *ocf.Cipher, tfm int, driver, label string, depth int) (*skS
 		depth = 1
 	}
 	s := &skSession{c: c, driver: driver, label: label, tfm: tfm}
-	s.ctrl = make([]byte, hostLayout.controlLen(c.IVSize))
 	for range depth {
 		fd, err := accept(tfm)
 		if err != nil {
@@ -85,7 +84,14 @@ func newSkSession(c *ocf.Cipher, tfm int, driver, label string, depth int) (*skS
 		}
 		s.ops = append(s.ops, fd)
 	}
-	if depth > 1 {
+	s.setup()
+	return s, nil
+}
+
+// setup allocates what requests reuse, for the operation sockets in s.ops.
+func (s *skSession) setup() {
+	s.ctrl = make([]byte, hostLayout.controlLen(s.c.IVSize))
+	if depth := len(s.ops); depth > 1 {
 		// Without AIO (a kernel without CONFIG_AIO) batches run one at a
 		// time: correct, only slower.
 		if a, err := newAIO(depth); err == nil {
@@ -94,7 +100,6 @@ func newSkSession(c *ocf.Cipher, tfm int, driver, label string, depth int) (*skS
 			s.pin = make([]unsafe.Pointer, depth)
 		}
 	}
-	return s, nil
 }
 
 func (s *skSession) Cipher() *ocf.Cipher { return s.c }
@@ -120,8 +125,10 @@ func (s *skSession) Close() error {
 	s.closed = true
 	err := s.aio.close()
 	s.closeOps()
-	if e := unix.Close(s.tfm); e != nil && err == nil {
-		err = e
+	if s.tfm >= 0 {
+		if e := unix.Close(s.tfm); e != nil && err == nil {
+			err = e
+		}
 	}
 	return err
 }
@@ -196,15 +203,15 @@ func (s *skSession) Do(reqs []ocf.Request) error {
 	} else {
 		for i := range reqs {
 			r := &reqs[i]
+			if s.broken != nil {
+				r.Err = s.broken
+				continue
+			}
 			if r.Err = s.check(r); r.Err != nil || len(r.Src) == 0 {
 				continue
 			}
 			if r.Err = s.submit(0, r); r.Err == nil {
 				r.Err = s.finish(0, r)
-			}
-			if s.broken != nil {
-				r.Err = s.broken
-				break
 			}
 		}
 	}
@@ -333,6 +340,9 @@ func (s *hashSession) Close() error {
 	s.closed = true
 	if s.op >= 0 {
 		unix.Close(s.op)
+	}
+	if s.tfm < 0 {
+		return nil
 	}
 	return unix.Close(s.tfm)
 }
