@@ -1,0 +1,191 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+		err  string
+	}{
+		{
+			name: "kernel and initrd",
+			cfg:  Config{Kernel: "/k", Initrd: "/i", Append: "console=ttyS0 panic=-1"},
+			want: "-M pc -accel tcg -m 256 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -cpu pentium2 -kernel /k -initrd /i -append console=ttyS0 panic=-1",
+		},
+		{
+			name: "disk, more memory, extra args",
+			cfg:  Config{Disk: "/cf.img", MemoryMB: 512, Args: []string{"-smp", "1"}},
+			want: "-M pc -accel tcg -m 512 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -cpu pentium2 -drive file=/cf.img,format=raw,if=ide -smp 1",
+		},
+		{
+			name: "arm",
+			cfg:  Config{Arch: "arm", Kernel: "/zImage", CPU: "cortex-a7"},
+			want: "-M virt -accel tcg -m 256 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -cpu cortex-a7 -kernel /zImage",
+		},
+		{name: "nothing to boot", cfg: Config{}, err: "nothing to boot"},
+		{name: "append without kernel", cfg: Config{Disk: "/d", Append: "x"}, err: "need a Kernel"},
+		{name: "comma in disk", cfg: Config{Disk: "/a,b"}, err: "comma"},
+		{name: "unknown arch", cfg: Config{Arch: "mips", Kernel: "/k"}, err: "unknown guest architecture"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args, err := tt.cfg.CommandLine()
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(args, " "); got != tt.want {
+				t.Errorf("args:\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMissingEmulatorNamesPackage(t *testing.T) {
+	for arch, pkg := range map[string]string{"i386": "qemu-system-x86", "arm": "qemu-system-arm"} {
+		_, err := Start(context.Background(), Config{Arch: arch, Binary: "no-such-qemu-binary", Kernel: "/k"})
+		if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install "+pkg) {
+			t.Errorf("%s: err = %v, want ErrNotInstalled naming %s", arch, err, pkg)
+		}
+	}
+}
+
+// fakeEmulator writes a shell script that stands in for QEMU, so the
+// console, input and watchdog handling are tested without a guest.
+func fakeEmulator(t *testing.T, script string) Config {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fake-qemu")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kernel := filepath.Join(dir, "kernel")
+	os.WriteFile(kernel, nil, 0o644)
+	return Config{Binary: bin, Kernel: kernel, Timeout: 10 * time.Second}
+}
+
+func TestConsoleConversation(t *testing.T) {
+	cfg := fakeEmulator(t, `echo "login: prompt"; read line; echo "you said <$line>"; echo "exit code 7"`)
+	ctx := context.Background()
+	vm, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Kill()
+	if err := vm.WaitFor(ctx, "login:"); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Send("uname -a\n"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.WaitForRegexp(ctx, regexp.MustCompile(`exit code (\d+)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m[1] != "7" {
+		t.Errorf("submatch = %q", m)
+	}
+	if err := vm.Wait(); err != nil {
+		t.Errorf("Wait: %v", err)
+	}
+	if !strings.Contains(vm.Console(), "you said <uname -a>") {
+		t.Errorf("console = %q", vm.Console())
+	}
+	// Matches move forward: the text already consumed is not found again.
+	if err := vm.WaitFor(ctx, "login:"); err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Errorf("second WaitFor after exit: err = %v", err)
+	}
+}
+
+func TestWatchdogKillsSilentHang(t *testing.T) {
+	cfg := fakeEmulator(t, `echo "Booting from Hard Disk..."; exec sleep 600`)
+	cfg.Timeout = 500 * time.Millisecond
+	start := time.Now()
+	vm, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = vm.WaitFor(context.Background(), "never printed")
+	var te *TimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("WaitFor err = %v, want *TimeoutError", err)
+	}
+	if !strings.Contains(te.Error(), "Booting from Hard Disk...") || !strings.Contains(te.Error(), "watchdog") {
+		t.Errorf("timeout message lacks the console tail: %q", te.Error())
+	}
+	if err := vm.Wait(); !errors.As(err, &te) {
+		t.Errorf("Wait err = %v, want *TimeoutError", err)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("watchdog took %v", d)
+	}
+}
+
+func TestContextCancelKills(t *testing.T) {
+	cfg := fakeEmulator(t, `echo up; exec sleep 600`)
+	ctx, cancel := context.WithCancel(context.Background())
+	vm, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.WaitFor(context.Background(), "up"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := vm.Wait(); err == nil || !strings.Contains(err.Error(), "canceled") {
+		t.Errorf("Wait after cancel: %v", err)
+	}
+}
+
+func TestEmulatorFailureShowsStderr(t *testing.T) {
+	cfg := fakeEmulator(t, `echo "qemu: could not load kernel" >&2; exit 1`)
+	vm, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Wait(); err == nil || !strings.Contains(err.Error(), "could not load kernel") {
+		t.Errorf("Wait err = %v", err)
+	}
+}
+
+// A real emulator, no kernel: SeaBIOS reports on the serial console that
+// an empty disk does not boot. Proves the console wiring of the real
+// command line.
+func TestRealEmulatorConsole(t *testing.T) {
+	cfg := Config{Timeout: 2 * time.Minute}
+	if _, err := cfg.BinaryPath(); err != nil {
+		if os.Getenv("OCFW_REQUIRE_KERNEL") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	cfg.Disk = filepath.Join(t.TempDir(), "empty.img")
+	if err := os.WriteFile(cfg.Disk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Kill()
+	if err := vm.WaitFor(context.Background(), "No bootable device"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SeaBIOS gave up after %v", vm.Elapsed())
+}
