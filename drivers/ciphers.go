@@ -23,8 +23,11 @@ type Cipher struct {
 	// socket type that reaches it.
 	Kernel     string `json:"kernel"`
 	KernelType string `json:"kernel_type"`
-	// CryptodevAlg is the /dev/crypto algorithm id (CRYPTO_*); ids 1-14 and
-	// 18 agree between cryptodev-linux and BSD/OCF.
+	// CryptodevAlg is the /dev/crypto algorithm id (CRYPTO_*). Ids 1-14,
+	// 16 and 18-20 agree between cryptodev-linux and OCF-linux; 16 is the
+	// null cipher in both (CRYPTO_NULL / CRYPTO_NULL_CBC). 15 and 17 differ
+	// (cryptodev-linux: DEFLATE_COMP, LZS_COMP; OCF: NULL_HMAC,
+	// DEFLATE_COMP), as do ids above 20.
 	CryptodevAlg uint32 `json:"cryptodev_alg"`
 }
 
