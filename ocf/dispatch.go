@@ -107,8 +107,9 @@ func (d *Dispatcher) Hardware() bool {
 // part of the work.
 func (d *Dispatcher) Caps() Caps { return d.fallback.caps }
 
-// SetTiming turns measuring time per driver on or off (off by default:
-// reading the clock twice costs about as much as a 16-byte request).
+// SetTiming turns measuring time per driver on or off for sessions opened
+// afterwards (off by default: reading the clock twice costs about as much
+// as a 16-byte request).
 func (d *Dispatcher) SetTiming(on bool) { d.timing.Store(on) }
 
 // OnFailure sets a function called (once per engine) when the dispatcher
@@ -176,7 +177,8 @@ func (d *Dispatcher) Open(c *Cipher, key []byte) (Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &dsession{d: d, c: sw.Cipher(), sw: sw}
+	s := &dsession{d: d, c: sw.Cipher(), sw: sw, timing: d.timing.Load()}
+	defer s.setPlain()
 	cp := d.policy.Ciphers[c.Name]
 	if cp.SoftwareOnly {
 		return s, nil
@@ -265,6 +267,8 @@ type dsession struct {
 
 	hwT, swT tally
 	closed   bool
+	timing   bool // measure time (the dispatcher's setting at Open)
+	plain    bool // no engine, not closed, no timing: the short path
 }
 
 const (
@@ -283,11 +287,14 @@ func (s *dsession) Driver() string {
 	return DispatchName + "(" + s.hw.Driver() + "," + s.sw.Driver() + ")"
 }
 
+func (s *dsession) setPlain() { s.plain = s.hw == nil && !s.closed && !s.timing }
+
 func (s *dsession) Close() error {
 	if s.closed {
 		return nil
 	}
 	s.closed = true
+	s.plain = false
 	var err error
 	if s.hw != nil {
 		if s.jobs != nil {
@@ -298,6 +305,7 @@ func (s *dsession) Close() error {
 		}
 		s.hw = nil
 	}
+	s.d.fallback.stats.add(&s.swT)
 	return errors.Join(err, s.sw.Close())
 }
 
@@ -311,6 +319,7 @@ func (s *dsession) dropEngine() {
 		s.hw.Close()
 	}
 	s.hw = nil
+	s.setPlain()
 }
 
 // toEngine reports whether r should go to the engine.
@@ -325,6 +334,37 @@ func (s *dsession) toEngine(r *Request) bool {
 }
 
 func (s *dsession) Do(reqs []Request) error {
+	if !s.plain {
+		return s.do(reqs)
+	}
+	// The common path, kept short: everything in software, handed
+	// straight through, counted in the session.
+	err := s.sw.Do(reqs)
+	s.swT.requests += uint64(len(reqs))
+	for i := range reqs {
+		s.swT.bytes += uint64(len(reqs[i].Src))
+	}
+	if err != nil || s.swT.requests >= statsEvery {
+		s.publishSoft(reqs, err)
+	}
+	return err
+}
+
+// publishSoft counts a software batch's errors and publishes the session's
+// software counts. Atomic adds cost as much as a small request, so
+// error-free batches are published in groups (and on Close).
+func (s *dsession) publishSoft(reqs []Request, err error) {
+	if err != nil {
+		for i := range reqs {
+			if reqs[i].Err != nil {
+				s.swT.errors++
+			}
+		}
+	}
+	s.d.fallback.stats.add(&s.swT)
+}
+
+func (s *dsession) do(reqs []Request) error {
 	if s.closed {
 		for i := range reqs {
 			reqs[i].Err = ErrClosed
@@ -341,9 +381,8 @@ func (s *dsession) Do(reqs []Request) error {
 			}
 		}
 	}
-	// All software: hand the caller's batch straight through.
 	var t0 time.Time
-	timing := s.d.timing.Load()
+	timing := s.timing
 	if timing {
 		t0 = time.Now()
 	}
@@ -355,22 +394,21 @@ func (s *dsession) Do(reqs []Request) error {
 	for i := range reqs {
 		s.swT.bytes += uint64(len(reqs[i].Src))
 	}
-	if err != nil {
-		for i := range reqs {
-			if reqs[i].Err != nil {
-				s.swT.errors++
-			}
-		}
+	if err != nil || timing || s.swT.requests >= statsEvery {
+		s.publishSoft(reqs, err)
 	}
-	s.d.fallback.stats.add(&s.swT)
 	return err
 }
+
+// statsEvery is how many software requests a session counts before it
+// publishes them to the dispatcher's Stats.
+const statsEvery = 64
 
 // mixed runs a batch that has engine requests: the engine's sub-batch
 // first, then one software sub-batch with the small requests, the
 // requests to redo and those to verify.
 func (s *dsession) mixed(reqs []Request) error {
-	timing := s.d.timing.Load()
+	timing := s.timing
 	s.route = s.route[:0]
 	s.hwReqs = s.hwReqs[:0]
 	total := 0
@@ -418,6 +456,7 @@ func (s *dsession) mixed(reqs []Request) error {
 		s.arena, s.hwReqs, hwReqs = nil, nil, nil
 		s.jobs <- nil // buffered: the worker reads it once the engine returns
 		s.jobs, s.hw = nil, nil
+		s.setPlain()
 	}
 	// A batch error that is not one request's error may have cut the
 	// batch short: then no result of it is trusted.

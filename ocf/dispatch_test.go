@@ -132,6 +132,7 @@ func TestDispatchChoosesBySize(t *testing.T) {
 			wantSW++
 		}
 	}
+	s.Close() // publishes the software counts
 	if hw, sw := statsOf(t, d, "hw").Requests, statsOf(t, d, "go").Requests; hw != wantHW || sw != wantSW {
 		t.Fatalf("engine served %d and software %d requests, want %d and %d", hw, sw, wantHW, wantSW)
 	}
@@ -192,6 +193,7 @@ func TestDispatchPolicyChoosesEngine(t *testing.T) {
 			if !bytes.Equal(output(c, &reqs[0]), w) {
 				t.Fatal("wrong output")
 			}
+			s.Close() // publishes the software counts
 			for _, st := range d.Stats() {
 				served := st.Requests > 0
 				if served != (st.Driver == tc.want) {
@@ -536,5 +538,111 @@ func TestDispatchConcurrentSessions(t *testing.T) {
 	}
 	if st := statsOf(t, d, "hw"); st.Failed == "" || st.Mismatches == 0 {
 		t.Errorf("engine stats %+v; want it caught and failed", st)
+	}
+}
+
+// benchSizes are the sizes of the project's speed tables.
+var benchSizes = []int{16, 64, 256, 1024, 8192, 16384}
+
+func benchRequest(c *ocf.Cipher, n int) []ocf.Request {
+	if c.Kind == drivers.KindMAC {
+		return []ocf.Request{{Op: ocf.MAC, Src: make([]byte, n), Dst: make([]byte, c.DigestSize)}}
+	}
+	return []ocf.Request{{Op: ocf.Encrypt, IV: make([]byte, c.IVSize), Src: make([]byte, n)}}
+}
+
+// BenchmarkDispatch is the dispatcher over software only (no engine): the
+// framework's cost on the path every small request takes. Compare with
+// BenchmarkSoft in ocf/soft.
+func BenchmarkDispatch(b *testing.B) {
+	d, err := ocf.NewDispatcher(soft.New(), nil, ocf.Policy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range drivers.Ciphers() {
+		b.Run(c.Name, func(b *testing.B) {
+			s := openCipher(b, d, c.Name)
+			for _, n := range benchSizes {
+				b.Run(fmt.Sprint(n), func(b *testing.B) {
+					req := benchRequest(&c, n)
+					b.SetBytes(int64(n))
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := s.Do(req); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkDispatchOverhead runs a direct soft session and a dispatcher
+// session side by side in short alternating rounds and reports each one's
+// fastest round per request, and the dispatcher's extra time in percent
+// from those: the minimum is what is left when other work on the machine
+// (a shared CI host) does not interfere.
+func BenchmarkDispatchOverhead(b *testing.B) {
+	d, err := ocf.NewDispatcher(soft.New(), nil, ocf.Policy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"aes-128-cbc", "null", "hmac-sha1"} {
+		c, _ := ocf.LookupCipher(name)
+		for _, n := range []int{16, 1024} {
+			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+				direct, disp := openCipher(b, soft.New(), name), openCipher(b, d, name)
+				req := benchRequest(c, n)
+				const round = 256
+				minDirect, minDisp := time.Duration(1<<62), time.Duration(1<<62)
+				run := func(s ocf.Session, best *time.Duration) {
+					t0 := time.Now()
+					for range round {
+						s.Do(req)
+					}
+					*best = min(*best, time.Since(t0))
+				}
+				b.SetBytes(int64(2 * round * n))
+				b.ReportAllocs()
+				odd := false
+				for b.Loop() {
+					if odd = !odd; odd {
+						run(direct, &minDirect)
+						run(disp, &minDisp)
+					} else {
+						run(disp, &minDisp)
+						run(direct, &minDirect)
+					}
+				}
+				b.ReportMetric(float64(minDirect)/round, "direct-ns/req")
+				b.ReportMetric(float64(minDisp)/round, "dispatch-ns/req")
+				b.ReportMetric(100*(float64(minDisp)/float64(minDirect)-1), "overhead-%")
+			})
+		}
+	}
+}
+
+// BenchmarkDispatchEngine is the cost of the engine path (worker
+// goroutine, timer, private buffer) with a trusted engine that is really
+// Go software, against BenchmarkDispatch at the same size.
+func BenchmarkDispatchEngine(b *testing.B) {
+	d, err := ocf.NewDispatcher(soft.New(), []ocf.Driver{good("hw")}, ocf.Policy{Trusted: []string{"hw"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, _ := ocf.LookupCipher("aes-128-cbc")
+	s := openCipher(b, d, c.Name)
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("%s/%d", c.Name, n), func(b *testing.B) {
+			req := benchRequest(c, n)
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Do(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

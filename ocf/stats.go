@@ -38,12 +38,15 @@ type DriverStats struct {
 }
 
 // Stats is a snapshot of every driver in a Dispatcher, engines first and
-// the software fallback last.
+// the software fallback last. The fallback's counts may lag by up to 63
+// error-free requests per open session (see counters).
 type Stats []DriverStats
 
 // counters are one driver's live statistics. Sessions add their counts at
-// the end of each Do call, so one batch costs a few atomic adds however
-// many requests it holds.
+// the end of each Do call that used an engine or had an error, so one batch
+// costs a few atomic adds however many requests it holds; batches that ran
+// wholly and successfully in software are published every 64 requests and
+// when the session closes.
 type counters struct {
 	requests, bytes, errors, fallbacks, timeouts atomic.Uint64
 	verified, mismatches, nanos                  atomic.Uint64
