@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/ocfcmd"
 )
 
 func main() {
@@ -72,6 +73,10 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newBoardCmd(g),
 		newPlanCmd(g),
 		newValidateCmd(g),
+		withPlanFlags(g, ocfcmd.NewSelftestCmd),
+		withPlanFlags(g, ocfcmd.NewSpeedCmd),
+		ocfcmd.NewPolicyCmd("policy.json"),
+		newReportCmd(),
 	)
 	return root
 }

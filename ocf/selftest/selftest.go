@@ -49,7 +49,7 @@ type Failure struct {
 	Size     int    `json:"size"`
 	Key      string `json:"key"`
 	IV       string `json:"iv,omitempty"`
-	Expected string `json:"expected,omitempty"` // hex, cut to 64 bytes
+	Expected string `json:"expected,omitempty"` // hex, 32 bytes from a little before the first difference
 	Got      string `json:"got,omitempty"`
 	Err      string `json:"error,omitempty"`
 }
@@ -325,10 +325,11 @@ func (t *tester) compare(id, op string, key, iv, in, want, got []byte, err error
 		got = got[:n]
 	}
 	if !bytes.Equal(got, want) {
-		f.Expected, f.Got = cut(want), cut(got)
-		if i := firstDiff(got, want); i >= 0 {
-			f.Err = fmt.Sprintf("first difference at byte %d", i)
-		}
+		// Show the bytes around the first difference, not just the start.
+		i := firstDiff(got, want)
+		from := max(0, i-16)
+		f.Expected, f.Got = window(want, from), window(got, from)
+		f.Err = fmt.Sprintf("first difference at byte %d; showing from byte %d", i, from)
 		return t.fail(f)
 	}
 	return nil
@@ -346,9 +347,15 @@ func firstDiff(a, b []byte) int {
 	return -1
 }
 
-func cut(b []byte) string {
-	if len(b) > 64 {
-		return hex.EncodeToString(b[:64]) + "..."
+// window is up to 32 bytes of b from offset from, in hex.
+func window(b []byte, from int) string {
+	if from >= len(b) {
+		return "(nothing)"
 	}
-	return hex.EncodeToString(b)
+	end := min(len(b), from+32)
+	s := hex.EncodeToString(b[from:end])
+	if end < len(b) {
+		s += "..."
+	}
+	return s
 }

@@ -1,0 +1,352 @@
+// Package ocfcmd holds the crypto subcommands — selftest, speed, policy —
+// that both the on-board `ocf` command and the host `ocfw` command offer,
+// so the board and a host run exactly the same code.
+package ocfcmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/probe"
+	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/ocf/selftest"
+	"github.com/ocfw/ocfw/ocf/soft"
+	"github.com/ocfw/ocfw/ocf/speed"
+)
+
+// PlanFunc returns the plan whose engines to test, or nil for the host
+// default: every cipher on kernel software (AF_ALG) and Go software.
+type PlanFunc func() (*boards.Plan, error)
+
+// Wants lists the (engine, cipher) pairs of a plan, or the host default
+// when p is nil, limited to ciphers when that is not empty.
+func Wants(p *boards.Plan, ciphers []string) ([]probe.Want, error) {
+	for _, c := range ciphers {
+		if _, ok := drivers.LookupCipher(c); !ok {
+			return nil, fmt.Errorf("--cipher %s: unknown cipher%s; known: %s", c, boards.Suggest(c, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))
+		}
+	}
+	keep := func(c string) bool {
+		if len(ciphers) == 0 {
+			return true
+		}
+		for _, x := range ciphers {
+			if x == c {
+				return true
+			}
+		}
+		return false
+	}
+	var out []probe.Want
+	if p == nil {
+		for _, c := range drivers.CipherNames() {
+			if !keep(c) {
+				continue
+			}
+			out = append(out,
+				probe.Want{Engine: drivers.KernelSoft, Driver: "kernel", API: drivers.APIAFALG, Cipher: c},
+				probe.Want{Engine: drivers.GoSoft, Driver: soft.Name, API: drivers.APIGo, Cipher: c})
+		}
+		return out, nil
+	}
+	for _, pc := range p.Ciphers {
+		if !keep(pc.Cipher) {
+			continue
+		}
+		for _, r := range pc.Routes {
+			out = append(out, probe.Want{Engine: r.Engine, Instance: r.Instance, Driver: r.Driver, API: r.API, Cipher: pc.Cipher, Hardware: r.Hardware})
+		}
+	}
+	return out, nil
+}
+
+// Inject parses --inject: a test engine wrapping Go software that
+// misbehaves at one request size. It exists to prove that the self-test
+// and policy catch a bad engine.
+func Inject(ctx context.Context, spec string) (ocf.Driver, error) {
+	kind, sz, ok := strings.Cut(spec, ":")
+	size, err := strconv.Atoi(sz)
+	if !ok || err != nil || size <= 0 {
+		return nil, fmt.Errorf("--inject %q: want corrupt:SIZE, fail:SIZE or hang:SIZE (SIZE in bytes, e.g. corrupt:4096)", spec)
+	}
+	when := ocftest.Sizes(size)
+	switch kind {
+	case "corrupt":
+		return ocftest.NewCorrupting("test-corrupt", soft.New(), when), nil
+	case "fail":
+		return ocftest.NewFailing("test-fail", soft.New(), when), nil
+	case "hang":
+		return ocftest.NewHanging(ctx, "test-hang", soft.New(), when), nil
+	}
+	return nil, fmt.Errorf("--inject %q: unknown fault %q; want corrupt, fail or hang", spec, kind)
+}
+
+// runFlags are the flags selftest and speed share.
+type runFlags struct {
+	ciphers []string
+	inject  []string
+	timeout time.Duration
+	json    bool
+	out     string
+	depth   int
+}
+
+func (f *runFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.ciphers, "cipher", nil, "only this cipher (repeat; default all in the plan)")
+	cmd.Flags().StringArrayVar(&f.inject, "inject", nil, "add a faulty test engine: corrupt:SIZE, fail:SIZE or hang:SIZE (for testing the tests)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "per-request timeout: an engine slower than this has failed")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	cmd.Flags().StringVarP(&f.out, "output", "o", "", "also write the JSON report to this file (atomically)")
+	cmd.Flags().IntVar(&f.depth, "depth", 4, "AF_ALG requests in flight per session for batched work")
+}
+
+func (f *runFlags) targets(ctx context.Context, plan PlanFunc) ([]probe.Target, error) {
+	p, err := plan()
+	if err != nil {
+		return nil, err
+	}
+	wants, err := Wants(p, f.ciphers)
+	if err != nil {
+		return nil, err
+	}
+	var extra []ocf.Driver
+	for _, spec := range f.inject {
+		d, err := Inject(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, d)
+	}
+	return probe.Find(wants, probe.Options{Depth: f.depth, Extra: extra}), nil
+}
+
+// NewSelftestCmd builds `selftest`.
+func NewSelftestCmd(plan PlanFunc) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "selftest",
+		Short: "Prove each engine gives right answers: known-answer tests and a cross-check against Go software",
+		Long: `selftest runs, for every engine in the plan and every cipher, the known-answer
+tests of the standards (SP 800-38A, RFC 3602, FIPS 81, SP 800-20/67, RFC 2202,
+RFC 4231) in both directions, then a cross-check against Go software on random
+keys, IVs and data from one block to 64 KiB, unaligned and in place. Each result
+is pass, fail (with the first failing case) or absent (in the plan, not on this
+system: reported, not a failure). Exit status 1 when anything present failed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			targets, err := f.targets(cmd.Context(), plan)
+			if err != nil {
+				return err
+			}
+			r := report.Run(targets, report.RunOptions{SelfTest: selftest.Options{Timeout: f.timeout}, NoSpeed: true})
+			if err := emit(cmd.OutOrStdout(), r, f, func(w io.Writer) error {
+				report.WriteSelfTest(w, r.SelfTest)
+				return nil
+			}); err != nil {
+				return err
+			}
+			return failure(r)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// NewSpeedCmd builds `speed`.
+func NewSpeedCmd(plan PlanFunc) *cobra.Command {
+	f := &runFlags{}
+	var seconds float64
+	var multi int
+	var budget time.Duration
+	var sizes []int
+	cmd := &cobra.Command{
+		Use:   "speed",
+		Short: "Measure each engine like `openssl speed -evp CIPHER -elapsed`",
+		Long: `speed self-tests the engines first (a wrong engine is not worth timing), then
+measures the ones that passed by wall clock at 16 to 16384 bytes and prints the
+openssl speed table (thousands of bytes per second) with CPU utilisation per cell,
+and the hardware/software policy those numbers give.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if seconds < 0 || multi < 0 {
+				return fmt.Errorf("--seconds and --multi must not be negative")
+			}
+			for _, s := range sizes {
+				if s <= 0 || s > 1<<20 {
+					return fmt.Errorf("--size %d: want 1 to 1048576 bytes", s)
+				}
+			}
+			targets, err := f.targets(cmd.Context(), plan)
+			if err != nil {
+				return err
+			}
+			r := report.Run(targets, report.RunOptions{
+				SelfTest:    selftest.Options{Timeout: f.timeout},
+				Speed:       speed.Options{Duration: time.Duration(seconds * float64(time.Second)), Multi: multi, Sizes: sizes},
+				SpeedBudget: budget,
+			})
+			if err := emit(cmd.OutOrStdout(), r, f, r.WriteText); err != nil {
+				return err
+			}
+			return failure(r)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().Float64Var(&seconds, "seconds", 0, "seconds per cell (default: --budget spread over the cells)")
+	cmd.Flags().IntVar(&multi, "multi", 1, "concurrent workers per cell, like openssl speed -multi")
+	cmd.Flags().DurationVar(&budget, "budget", 45*time.Second, "time for the whole table when --seconds is not given")
+	cmd.Flags().IntSliceVar(&sizes, "size", nil, "request sizes in bytes (default 16,64,256,1024,8192,16384)")
+	return cmd
+}
+
+// NewPolicyCmd builds `policy`: print a stored policy, or the policy
+// inside a report.
+func NewPolicyCmd(defaultFile string) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "policy [FILE]",
+		Short: "Print the hardware/software policy (a policy file, or a report's policy)",
+		Long: fmt.Sprintf(`policy prints, per cipher, the engine the dispatcher uses and from which request
+size, which engines are excluded and why. FILE is a policy or a report in JSON
+(default %s).`, defaultFile),
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file := defaultFile
+			if len(args) == 1 {
+				file = args[0]
+			}
+			p, err := LoadPolicy(file)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return p.WriteJSON(cmd.OutOrStdout())
+			}
+			report.WritePolicy(cmd.OutOrStdout(), p)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// LoadPolicy reads a policy file, or the policy of a report file.
+func LoadPolicy(file string) (ocf.Policy, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ocf.Policy{}, err
+	}
+	var probeDoc struct {
+		Version int             `json:"version"`
+		Policy  json.RawMessage `json:"policy"`
+	}
+	if json.Unmarshal(data, &probeDoc) == nil && probeDoc.Version > 0 && probeDoc.Policy != nil {
+		r, err := report.Read(strings.NewReader(string(data)))
+		if err != nil {
+			return ocf.Policy{}, fmt.Errorf("%s: %w", file, err)
+		}
+		return r.Policy, nil
+	}
+	p, err := ocf.ReadPolicy(strings.NewReader(string(data)))
+	if err != nil {
+		return ocf.Policy{}, fmt.Errorf("%s: %w", file, err)
+	}
+	return p, nil
+}
+
+func emit(w io.Writer, r *report.Report, f *runFlags, text func(io.Writer) error) error {
+	if f.out != "" {
+		if err := WriteReport(f.out, r); err != nil {
+			return err
+		}
+	}
+	if f.json {
+		j, err := r.JSON()
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(j)
+		return err
+	}
+	return text(w)
+}
+
+// WriteReport writes r as JSON to path atomically: a temporary file in the
+// same directory, synced, then renamed.
+func WriteReport(path string, r *report.Report) error {
+	j, err := r.JSON()
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, j)
+}
+
+// WriteFileAtomic writes data to path through a synced temporary file and
+// a rename, so a reader (or a power cut) never sees half a file.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := "."
+	if i := strings.LastIndex(path, "/"); i >= 0 {
+		dir = path[:i+1]
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// ErrFailed is returned (after the report is printed) when a present
+// engine failed its self-test.
+type ErrFailed struct{ N int }
+
+func (e *ErrFailed) Error() string {
+	return fmt.Sprintf("self-test failed for %d (engine, cipher) pair(s); those engines are excluded by the policy", e.N)
+}
+
+func failure(r *report.Report) error {
+	n := 0
+	for _, t := range r.SelfTest {
+		if t.Status == selftest.Fail {
+			n++
+		}
+	}
+	if n > 0 {
+		return &ErrFailed{N: n}
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package probe
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/afalg"
+	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/soft"
+)
+
+func TestFind(t *testing.T) {
+	noAFALG := afalg.Available() != nil
+	wants := []Want{
+		{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo, Cipher: "aes-128-cbc"},
+		{Engine: drivers.SafeNet, Driver: "safe0", API: drivers.APICryptodev, Cipher: "des-cbc", Hardware: true},
+		{Engine: drivers.GeodeAES, Driver: "cbc-aes-geode", API: drivers.APIAFALG, Cipher: "aes-128-cbc", Hardware: true},
+		{Engine: "x", Driver: "x", API: "carrier-pigeon", Cipher: "aes-128-cbc"},
+		{Engine: "x", Driver: "x", API: drivers.APIGo, Cipher: "rot13"},
+	}
+	targets := Find(wants, Options{Cryptodev: "/nonexistent/crypto", Extra: nil})
+	if len(targets) != len(wants) {
+		t.Fatalf("%d targets for %d wants", len(targets), len(wants))
+	}
+	if !targets[0].Present() || targets[0].Name != "go" {
+		t.Errorf("go: %+v", targets[0])
+	}
+	if targets[1].Present() || !strings.Contains(targets[1].Reason, "OCF kernel with /dev/crypto") {
+		t.Errorf("safenet: %+v", targets[1])
+	}
+	if noAFALG && (targets[2].Present() || !strings.Contains(targets[2].Reason, "AF_ALG")) {
+		t.Errorf("geode without AF_ALG: %+v", targets[2])
+	}
+	if targets[3].Present() || !strings.Contains(targets[3].Reason, "unknown API") {
+		t.Errorf("bad api: %+v", targets[3])
+	}
+	if targets[4].Present() || !strings.Contains(targets[4].Reason, "unknown cipher") {
+		t.Errorf("bad cipher: %+v", targets[4])
+	}
+}
+
+func TestFindExtra(t *testing.T) {
+	bad := ocftest.NewCorrupting("bad", soft.New(), nil)
+	wants := []Want{{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo, Cipher: "hmac-sha1"}}
+	targets := Find(wants, Options{Extra: []ocf.Driver{bad}})
+	if len(targets) != 2 || targets[1].Name != "bad" || targets[1].Cipher != "hmac-sha1" || !targets[1].Hardware {
+		t.Fatalf("%+v", targets)
+	}
+}
+
+func TestPCIPresentReadsSysfs(t *testing.T) {
+	if _, err := os.Stat("/sys/bus/pci/devices"); err != nil {
+		t.Skip("no PCI sysfs on this machine")
+	}
+	if pciPresent([]drivers.PCIID{{Vendor: 0xffff, Device: 0xffff}}) {
+		t.Error("an impossible PCI id is present")
+	}
+}
