@@ -75,7 +75,6 @@ func TestEmbeddedCatalog(t *testing.T) {
 	}
 }
 
-
 // replace returns goodBoard with one line replaced (old must exist).
 func replace(t *testing.T, old, new string) string {
 	t.Helper()
