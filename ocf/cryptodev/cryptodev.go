@@ -123,9 +123,9 @@ type Driver struct {
 	engines []Engine
 	closed  atomic.Bool
 
-	// OCF: whether CIOCGSESSION2 works (0 unknown, 1 yes, -1 no) and
-	// the device names seen per crid; Open may run in several goroutines.
-	session2 atomic.Int32
+	// OCF: whether CIOCGSESSION2/CIOCFINDDEV exist, and the device
+	// names seen per crid (Open may run in several goroutines).
+	session2 bool
 	namesMu  sync.Mutex
 	names    map[uint32]string
 }
@@ -174,6 +174,9 @@ func New(dev Device, opts Options) (*Driver, error) {
 	}
 	d := &Driver{dev: dev, dialect: dialect, nr: nr, opts: opts, names: map[uint32]string{}}
 	d.name = "cryptodev:" + dialect.String() // until the probe names it
+	if dialect == OCF {
+		d.session2 = hasFindDev(dev, nr)
+	}
 	if err := d.probe(); err != nil {
 		dev.Close()
 		return nil, err
@@ -216,6 +219,18 @@ func detect(dev Device, want Dialect, a Arch) (Device, Dialect, error) {
 		return nil, 0, fmt.Errorf("%w: unknown dialect %v", ErrDialect, want)
 	}
 	return nil, 0, fmt.Errorf("%w: neither OCF CRIOGET (%v) nor cryptodev-linux CIOCASYMFEAT (%v) answered", ErrDialect, ocfErr, linErr)
+}
+
+// hasFindDev tells an OCF-linux with CIOCGSESSION2 and CIOCFINDDEV (they
+// came together) from an older one: looking up a driver by name answers 0
+// or ENOENT where the request exists, EINVAL where it does not. Trying
+// CIOCGSESSION2 itself could not tell "no such request" from "no engine
+// for this cipher".
+func hasFindDev(dev Device, nr Ioctls) bool {
+	op := hostCryptFindOp{crid: -1}
+	copy(op.name[:], "cryptosoft")
+	err := ioctlRetry(dev, nr.CIOCFINDDEV, unsafe.Pointer(&op))
+	return err == nil || errors.Is(err, syscall.ENOENT)
 }
 
 // ioctlRetry repeats a request interrupted by a signal; only for requests
@@ -403,7 +418,7 @@ func (d *Driver) newSession(c *ocf.Cipher, key []byte) (uint32, Engine, error) {
 	}
 	var ses uint32
 	var err error
-	if d.dialect == OCF && d.session2.Load() >= 0 {
+	if d.session2 {
 		crid := uint32(ocfFlagHardware | ocfFlagSoftware)
 		if d.opts.HardwareOnly {
 			crid = ocfFlagHardware
@@ -413,20 +428,9 @@ func (d *Driver) newSession(c *ocf.Cipher, key []byte) (uint32, Engine, error) {
 			mackeylen: uint32(len(mkey)), mackey: ptr(mkey), crid: crid}
 		err = ioctlRetry(d.dev, d.nr.CIOCGSESSION2, unsafe.Pointer(&op))
 		if err == nil {
-			d.session2.Store(1)
 			ses = op.ses
 			eng.Driver = d.deviceName(op.crid)
 			eng.Hardware = eng.Driver == "" || !strings.HasPrefix(eng.Driver, "cryptosoft")
-		} else if d.session2.Load() == 0 {
-			// Maybe an OCF-linux from before CIOCGSESSION2: if the
-			// plain request works, stop trying the new one.
-			op := hostSessionOp{cipher: cipherAlg, mac: macAlg,
-				keylen: uint32(len(ckey)), key: ptr(ckey),
-				mackeylen: uint32(len(mkey)), mackey: ptr(mkey)}
-			if err1 := ioctlRetry(d.dev, d.nr.CIOCGSESSION, unsafe.Pointer(&op)); err1 == nil {
-				d.session2.Store(-1)
-				ses, err = op.ses, nil
-			}
 		}
 	} else {
 		op := hostSessionOp{cipher: cipherAlg, mac: macAlg,

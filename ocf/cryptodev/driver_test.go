@@ -149,6 +149,19 @@ func TestProbe(t *testing.T) {
 		{"ocf/safe", safeCard, Options{}, "cryptodev:safe0", true, all, []int{20}, 65535},
 		{"ocf/safe/hardware-only", safeCard, Options{HardwareOnly: true}, "cryptodev:safe0", true,
 			[]string{"des-cbc", "des-ede3-cbc", "aes-128-cbc", "aes-192-cbc", "aes-256-cbc", "hmac-md5", "hmac-sha1", "null"}, []int{20}, 65535},
+		// The first cipher probed has no hardware engine: CIOCGSESSION2
+		// refuses it, which must not be taken for a missing request.
+		{"ocf/hardware-only/no-hardware-des", func(t *testing.T) *fakeState {
+			st := safeCard(t)
+			delete(st.hw, 1)
+			return st
+		}, Options{HardwareOnly: true}, "cryptodev:safe0", true,
+			[]string{"des-ede3-cbc", "aes-128-cbc", "aes-192-cbc", "aes-256-cbc", "hmac-md5", "hmac-sha1", "null"}, []int{20}, 65535},
+		{"ocf/without-session2/hardware-only", func(t *testing.T) *fakeState {
+			st := safeCard(t)
+			st.session2 = false
+			return st
+		}, Options{HardwareOnly: true}, "cryptodev:ocf", true, all, []int{20}, 65535},
 		{"ocf/without-session2", func(t *testing.T) *fakeState {
 			st := safeCard(t)
 			st.session2 = false
