@@ -1,6 +1,7 @@
 package afalg
 
 import (
+	"embed"
 	"errors"
 	"reflect"
 	"slices"
@@ -12,9 +13,20 @@ import (
 	"github.com/ocfw/ocfw/ocf"
 )
 
+// The samples are embedded so that the test binary carries them into the
+// QEMU guest, which has no source tree.
+//
+//go:embed testdata/*.txt
+var samples embed.FS
+
 func readSample(t *testing.T, name string) []Entry {
 	t.Helper()
-	entries, err := ReadProcCrypto("testdata/" + name)
+	f, err := samples.Open("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	entries, err := ParseProcCrypto(f)
 	if err != nil {
 		t.Fatal(err)
 	}
