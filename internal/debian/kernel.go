@@ -143,3 +143,40 @@ func writeFileAtomic(name string, write func(*os.File) error) error {
 	}
 	return os.Rename(f.Name(), name)
 }
+
+// ExtractKernelCached extracts deb once into cacheDir/kernels/NAME (NAME
+// is the .deb's file name without .deb) and reuses that directory later.
+// Concurrent callers (parallel test packages) each extract into a
+// temporary directory; the first rename wins and the others use it.
+func ExtractKernelCached(deb, cacheDir string) (*Kernel, error) {
+	if cacheDir == "" {
+		var err error
+		if cacheDir, err = DefaultCacheDir(); err != nil {
+			return nil, err
+		}
+	}
+	base := filepath.Join(cacheDir, "kernels")
+	dir := filepath.Join(base, strings.TrimSuffix(filepath.Base(deb), ".deb"))
+	if k, err := OpenKernelDir(dir); err == nil {
+		return k, nil
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(base, ".extract-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := ExtractKernel(deb, tmp); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Someone else finished first, or a broken leftover is in the way.
+		if k, err2 := OpenKernelDir(dir); err2 == nil {
+			return k, nil
+		}
+		return nil, fmt.Errorf("caching extracted kernel in %s: %w", dir, err)
+	}
+	return OpenKernelDir(dir)
+}

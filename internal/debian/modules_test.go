@@ -227,3 +227,28 @@ func TestExtractKernelNotAKernel(t *testing.T) {
 		})
 	}
 }
+
+func TestExtractKernelCached(t *testing.T) {
+	deb := writeDeb(t, []entry{
+		{name: "./boot/vmlinuz-2", body: "bzImage"},
+		{name: "./lib/modules/2/kernel/x.ko", body: string(fakeModule("x", ""))},
+	})
+	cache := t.TempDir()
+	k, err := ExtractKernelCached(deb, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(cache, "kernels", "test", "boot", "vmlinuz-2"); k.Vmlinuz != want {
+		t.Errorf("Vmlinuz = %s, want %s", k.Vmlinuz, want)
+	}
+	// The second call reads the cache: it works with the .deb gone.
+	os.Remove(deb)
+	again, err := ExtractKernelCached(deb, cache)
+	if err != nil || *again != *k {
+		t.Errorf("cached = %+v, %v", again, err)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(cache, "kernels", ".extract-*"))
+	if len(leftovers) != 0 {
+		t.Errorf("temporary directories left: %v", leftovers)
+	}
+}
