@@ -8,10 +8,11 @@
 // even when another engine outranks it.
 //
 // One request is one sendmsg (control messages ALG_SET_OP and ALG_SET_IV
-// plus the data) and one read. With Options.Depth > 1 a skcipher session
-// accepts Depth operation sockets and puts up to Depth requests in flight
-// with Linux AIO; see aio.go for why reads, not writes, must be
-// asynchronous.
+// plus the data) and one read. With a depth above 1 (by default for
+// asynchronous implementations such as the Hifn's) a skcipher session
+// accepts that many operation sockets and puts up to that many requests of
+// a batch in flight with Linux AIO; see aio.go for why reads, not writes,
+// must be asynchronous.
 package afalg
 
 import (
@@ -34,6 +35,10 @@ const MaxRequest = 64 << 10
 // MaxDepth bounds Options.Depth: each level is one socket and one AIO slot.
 const MaxDepth = 64
 
+// AsyncDepth is the depth Options.Depth 0 gives asynchronous
+// implementations.
+const AsyncDepth = 8
+
 // Options configure a Driver. The zero value binds generic names, one
 // request at a time.
 type Options struct {
@@ -46,8 +51,11 @@ type Options struct {
 	Names map[string]string
 	// Depth is how many skcipher requests a session keeps in flight
 	// when Do gets a batch (one operation socket each, submitted with one
-	// io_submit). 0 or 1 means one at a time. Hashes are always one at a
-	// time: the kernel computes them inside sendmsg.
+	// io_submit). 1 means one at a time. 0 chooses: AsyncDepth for
+	// asynchronous implementations (Hifn), 1 for synchronous ones (Geode,
+	// generic code), which finish inside the read anyway and for which
+	// AIO only adds kernel work. Hashes are always one at a time: the
+	// kernel computes them inside sendmsg.
 	Depth int
 	// ProcCrypto is the /proc/crypto to read (for tests); empty means
 	// the real one.
@@ -233,16 +241,20 @@ func (d *Driver) Open(c *ocf.Cipher, key []byte) (ocf.Session, error) {
 			return nil, kernelErr(fmt.Sprintf("set %d-byte key on %s %s", len(key), sock, name), err, "", ocf.ErrKeySize)
 		}
 	}
-	served := name
+	served, async := name, false
 	if entries, err := ReadProcCrypto(d.opts.ProcCrypto); err == nil {
 		if e, ok := Resolve(entries, sock, name); ok {
-			served = e.Driver
+			served, async = e.Driver, e.Async
 		}
 	}
 	label := sock + " " + served
 	switch sock {
 	case "skcipher":
-		s, err := newSkSession(c, tfm, served, label, d.opts.Depth)
+		depth := d.opts.Depth
+		if depth == 0 && async {
+			depth = AsyncDepth
+		}
+		s, err := newSkSession(c, tfm, served, label, depth)
 		if err != nil {
 			unix.Close(tfm)
 			return nil, err

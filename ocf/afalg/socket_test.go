@@ -343,3 +343,69 @@ func TestKernelAllocs(t *testing.T) {
 		})
 	}
 }
+
+// asyncStandIn is an asynchronous software skcipher: cryptd hands each
+// request to a kernel worker and completes it later, as the Hifn engine
+// does, so the AIO path's in-flight completions are exercised without the
+// card.
+const asyncStandIn = "cryptd(cbc(aes-generic))"
+
+func TestKernelAsyncEngine(t *testing.T) {
+	needKernel(t)
+	aes, _ := ocf.LookupCipher("aes-128-cbc")
+	key := random(t, 16)
+	for _, depth := range []int{1, 4, 0} {
+		d, err := New(Options{Depth: depth, Names: map[string]string{aes.Name: asyncStandIn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := d.Open(aes, key)
+		if errors.Is(err, unix.ENOENT) {
+			t.Skipf("no %s (module cryptd not loaded): %v", asyncStandIn, err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if sk := s.(*skSession); depth > 1 && !sk.Batched() {
+			t.Errorf("depth %d session runs one at a time", depth)
+		}
+		entries, _ := ReadProcCrypto("")
+		if e, ok := Resolve(entries, "skcipher", asyncStandIn); !ok || !e.Async {
+			t.Errorf("%s: /proc/crypto entry %+v, want an async skcipher", asyncStandIn, e)
+		}
+		reqs, want := randomRequests(t, aes, key)
+		if err := s.Do(reqs); err != nil {
+			t.Errorf("depth %d: %v", depth, err)
+		}
+		checkResults(t, aes, reqs, want)
+	}
+}
+
+// Depth 0 batches only where it pays: asynchronous implementations.
+func TestKernelDefaultDepth(t *testing.T) {
+	needKernel(t)
+	aes, _ := ocf.LookupCipher("aes-128-cbc")
+	for _, tt := range []struct {
+		name  string
+		async bool
+	}{{"cbc(aes-generic)", false}, {asyncStandIn, true}} {
+		d, err := New(Options{Names: map[string]string{aes.Name: tt.name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := d.Open(aes, random(t, 16))
+		if errors.Is(err, unix.ENOENT) {
+			t.Logf("skipping %s: %v", tt.name, err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk := s.(*skSession)
+		if sk.Batched() != tt.async || (tt.async && len(sk.ops) != AsyncDepth) {
+			t.Errorf("%s: batched %v with %d sockets, want batched %v", tt.name, sk.Batched(), len(sk.ops), tt.async)
+		}
+		s.Close()
+	}
+}
