@@ -208,7 +208,7 @@ func (f *finder) bind(name string) (*afalg.Driver, error) {
 func (f *finder) kernelSoftware(c *drivers.Cipher) (string, error) {
 	generic, err := afalg.New(afalg.Options{ProcCrypto: f.opt.ProcCrypto})
 	if err == nil {
-		key := make([]byte, max(c.KeySize, 1))
+		key := make([]byte, c.KeySize)
 		if s, err := generic.Open(c, key); err == nil {
 			s.Close()
 		}

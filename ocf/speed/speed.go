@@ -109,7 +109,7 @@ func measureCell(d ocf.Driver, c *ocf.Cipher, size int, opt Options) (Cell, erro
 		ops  int64
 		err  error
 	}
-	key := make([]byte, max(c.KeySize, 1))
+	key := make([]byte, c.KeySize)
 	for i := range key {
 		key[i] = byte(i*7 + 1)
 	}
