@@ -108,8 +108,11 @@ type Session interface {
 	// Driver is the name of the implementation actually serving the
 	// session (may be more specific than the Driver's Name).
 	Driver() string
-	// Do processes reqs in order, setting each request's Err. It returns
-	// the first request error, or an error that affected the whole batch.
+	// Do processes reqs, setting each request's Err. It returns the first
+	// request error, or an error that affected the whole batch. Requests
+	// in one batch must not depend on each other's output: drivers may
+	// run them in any order or in parallel (the dispatcher splits a batch
+	// between an engine and software).
 	Do(reqs []Request) error
 	Close() error
 }
