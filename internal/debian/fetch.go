@@ -85,31 +85,34 @@ func (f *Fetcher) FetchKernel(ctx context.Context, pkg, arch string) (string, er
 			return "", err
 		}
 	}
+	updated := false
 	if f.Refresh || !d.haveLists() {
 		f.logf("apt-get update for %s", arch)
 		if _, err := d.apt(ctx, "apt-get", "update"); err != nil {
 			return "", err
 		}
+		updated = true
 	}
-	real, err := d.resolve(ctx, pkg)
-	if err != nil {
-		return "", err
-	}
-	f.logf("apt-get download %s (%s)", real, arch)
 	tmp, err := os.MkdirTemp(d.debs, ".download-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	if _, err := d.aptIn(ctx, tmp, "apt-get", "download", real+":"+arch); err != nil {
+	got, err := f.download(ctx, d, pkg, tmp)
+	if err != nil && !updated {
+		// Package lists from an earlier run may name a version the
+		// archive has since dropped: update once and try again.
+		f.logf("%v; apt-get update for %s and retry", err, arch)
+		if _, uerr := d.apt(ctx, "apt-get", "update"); uerr != nil {
+			return "", uerr
+		}
+		got, err = f.download(ctx, d, pkg, tmp)
+	}
+	if err != nil {
 		return "", err
 	}
-	got, err := filepath.Glob(filepath.Join(tmp, "*.deb"))
-	if err != nil || len(got) != 1 {
-		return "", fmt.Errorf("apt-get download %s left %d .deb files, want 1", real, len(got))
-	}
-	deb := filepath.Join(d.debs, filepath.Base(got[0]))
-	if err := os.Rename(got[0], deb); err != nil {
+	deb := filepath.Join(d.debs, filepath.Base(got))
+	if err := os.Rename(got, deb); err != nil {
 		return "", err
 	}
 	// Remember which file the (meta)package name resolved to, so later runs
@@ -121,6 +124,23 @@ func (f *Fetcher) FetchKernel(ctx context.Context, pkg, arch string) (string, er
 		return "", err
 	}
 	return deb, nil
+}
+
+// download resolves pkg and downloads it into dir, returning the .deb.
+func (f *Fetcher) download(ctx context.Context, d *aptDirs, pkg, dir string) (string, error) {
+	real, err := d.resolve(ctx, pkg)
+	if err != nil {
+		return "", err
+	}
+	f.logf("apt-get download %s (%s)", real, d.arch)
+	if _, err := d.aptIn(ctx, dir, "apt-get", "download", real+":"+d.arch); err != nil {
+		return "", err
+	}
+	got, err := filepath.Glob(filepath.Join(dir, "*.deb"))
+	if err != nil || len(got) != 1 {
+		return "", fmt.Errorf("apt-get download %s left %d .deb files, want 1", real, len(got))
+	}
+	return got[0], nil
 }
 
 func (f *Fetcher) logf(format string, args ...any) {

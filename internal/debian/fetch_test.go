@@ -19,11 +19,15 @@ func fakeApt(t *testing.T) (logFile string) {
 echo "$(basename "$0") $*" >> ` + logFile + `
 for a in "$@"; do last="$a"; done
 case "$*" in
-*" update") exit 0 ;;
+*" update") touch ` + filepath.Join(bin, "updated") + `; exit 0 ;;
 *" depends linux-image-686") printf 'linux-image-686\n  Depends: linux-image-9.9-686\n' ;;
 *" depends linux-image-9.9-686") printf 'linux-image-9.9-686\n  Depends: kmod\n |Depends: initramfs-tools\n' ;;
 *" depends "*) echo "E: No packages found" >&2; exit 100 ;;
-*" download linux-image-9.9-686:i386") echo deb > linux-image-9.9-686_9.9-1_i386.deb ;;
+*" download linux-image-9.9-686:i386")
+	if [ -n "$FAKE_APT_STALE" ] && [ ! -e ` + filepath.Join(bin, "updated") + ` ]; then
+		echo "E: Failed to fetch linux-image-9.9-686_9.9-1_i386.deb  404  Not Found" >&2; exit 100
+	fi
+	echo deb > linux-image-9.9-686_9.9-1_i386.deb ;;
 *) echo "E: unexpected: $*" >&2; exit 100 ;;
 esac
 `
@@ -103,6 +107,30 @@ func TestFetchKernelUsesCache(t *testing.T) {
 	os.Remove(deb)
 	if _, err := CachedKernel("linux-image-686", "i386", cache); !errors.Is(err, ErrNotCached) {
 		t.Errorf("deleted deb: err = %v", err)
+	}
+}
+
+// Package lists left by an earlier run can name a version the archive
+// has dropped: the fetch updates them once and retries.
+func TestFetchKernelStaleLists(t *testing.T) {
+	logFile := fakeApt(t)
+	t.Setenv("FAKE_APT_STALE", "1")
+	cache := t.TempDir()
+	lists := filepath.Join(cache, "debian", "i386", "lists")
+	os.MkdirAll(lists, 0o755)
+	os.WriteFile(filepath.Join(lists, "old_main_binary-i386_Packages.lz4"), nil, 0o644)
+	if _, err := FetchKernel(context.Background(), "linux-image-686", "i386", cache); err != nil {
+		t.Fatal(err)
+	}
+	var tools []string
+	for _, c := range calls(t, logFile) {
+		f := strings.Fields(c)
+		tools = append(tools, f[0]+" "+f[len(f)-1])
+	}
+	want := "apt-cache linux-image-686|apt-cache linux-image-9.9-686|apt-get linux-image-9.9-686:i386|apt-get update|" +
+		"apt-cache linux-image-686|apt-cache linux-image-9.9-686|apt-get linux-image-9.9-686:i386"
+	if got := strings.Join(tools, "|"); got != want {
+		t.Errorf("calls:\n got %s\nwant %s", got, want)
 	}
 }
 
