@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -195,6 +196,9 @@ func Start(ctx context.Context, c Config) (*VM, error) {
 		vm.timeout = DefaultTimeout
 	}
 	vm.cmd = exec.Command(bin, args...)
+	// If the test binary dies (e.g. go test's own timeout), take the
+	// emulator with it rather than leave a guest running.
+	vm.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	vm.cmd.Stderr = &lockedWriter{vm: vm, w: &vm.stderr}
 	out, err := vm.cmd.StdoutPipe()
 	if err != nil {
