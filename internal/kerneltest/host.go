@@ -56,6 +56,7 @@ type Result struct {
 	ExitCode    int           // the guest test binary's exit code
 	Output      string        // guest output between the markers, without \r
 	Console     string        // the whole console
+	Initramfs   int64         // size of the uncompressed initramfs in bytes
 	Build       time.Duration // compiling the test binary and the initramfs
 	BootToTests time.Duration // QEMU start to the start marker
 	Total       time.Duration
@@ -80,8 +81,8 @@ func Run(t testing.TB, opts Options) *Result {
 	}
 	res, err := Boot(t, opts)
 	if res != nil {
-		t.Logf("kernel-in-the-loop: build %v, QEMU start to tests %v, total %v",
-			res.Build.Round(time.Millisecond), res.BootToTests.Round(time.Millisecond), res.Total.Round(time.Millisecond))
+		t.Logf("kernel-in-the-loop: initramfs %.1f MiB, build %v, QEMU start to tests %v, total %v",
+			float64(res.Initramfs)/(1<<20), res.Build.Round(time.Millisecond), res.BootToTests.Round(time.Millisecond), res.Total.Round(time.Millisecond))
 		if res.Output != "" {
 			t.Logf("guest output:\n%s", res.Output)
 		}
@@ -207,6 +208,9 @@ func Boot(t testing.TB, opts Options) (*Result, error) {
 	}
 	qcfg.Kernel, qcfg.Initrd, qcfg.Append, qcfg.Timeout = kernel.Vmlinuz, initrd, cmdline, timeout
 	res := &Result{Build: time.Since(start)}
+	if fi, err := os.Stat(initrd); err == nil {
+		res.Initramfs = fi.Size()
+	}
 	boot := time.Now()
 	ctx := context.Background()
 	vm, err := qemu.Start(ctx, qcfg)
