@@ -270,3 +270,16 @@ func TestInitramfs(t *testing.T) {
 		t.Error("a module outside the closure was packed")
 	}
 }
+
+func TestLoadModulesReportsMissingFile(t *testing.T) {
+	list := filepath.Join(t.TempDir(), "modules")
+	os.WriteFile(list, []byte("\n/lib/modules/none/kernel/crypto/af_alg.ko\n"), 0o644)
+	err := loadModules(list)
+	if err == nil || !strings.Contains(err.Error(), "/lib/modules/none/kernel/crypto/af_alg.ko") {
+		t.Errorf("err = %v, want it to name the module", err)
+	}
+	// No list at all: nothing to load, not an error.
+	if err := loadModules(filepath.Join(t.TempDir(), "absent")); err != nil {
+		t.Errorf("absent list: %v", err)
+	}
+}
