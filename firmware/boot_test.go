@@ -1,0 +1,46 @@
+package firmware
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/internal/qemu"
+)
+
+var cmdlineRe = regexp.MustCompile(`Kernel command line: .*console=ttyS0,38400n8 panic=10`)
+
+// bootMarker is what a booted image must print: the firmware's self-test
+// line when the image holds the real rootfs, the test init's marker when
+// it holds the test initramfs.
+func TestBIOSCFImageBoots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU; -short")
+	}
+	cfg := qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Timeout: 3 * time.Minute}
+	if _, err := cfg.BinaryPath(); err != nil {
+		require(t, err)
+	}
+	_, img := buildALIX(t, t.TempDir(), ImageOptions{})
+	cfg.Disk = img
+	ctx := context.Background()
+	vm, err := qemu.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Kill()
+	if err := vm.WaitFor(ctx, testMarker); err != nil {
+		t.Fatalf("the image did not reach its init: %v\nconsole tail:\n%s", err, vm.Tail(30))
+	}
+	// The kernel got the board's console argument from syslinux.cfg.
+	if !cmdlineRe.MatchString(vm.Console()) {
+		t.Errorf("the kernel command line lacks the ALIX console and panic=10:\n%s", vm.Tail(60))
+	}
+	t.Logf("booted to init in %v", vm.Elapsed().Round(time.Millisecond))
+	if !strings.Contains(vm.Console(), "SYSLINUX") {
+		t.Errorf("no SYSLINUX banner on the serial console (the SERIAL line did not take):\n%s", vm.Tail(40))
+	}
+	vm.Wait()
+}

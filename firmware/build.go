@@ -1,0 +1,180 @@
+// Package firmware lays out the images ocfw builds for each boot method —
+// a bootable CompactFlash image for BIOS boards (MBR, FAT16 boot partition
+// with SYSLINUX, FAT data partition for reports) and RedBoot flash images
+// for IXP4xx boards — writes them atomically with a manifest, reads any
+// of them back (Inspect) and writes them to a card safely (Flash).
+package firmware
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/ocfw/ocfw/boards"
+)
+
+// Boot methods (boards.Plan.Boot).
+const (
+	BootBIOSCF  = "bios-cf"
+	BootRedBoot = "redboot"
+)
+
+// Input is what goes into an image: a kernel and a compressed initramfs
+// (from the rootfs step), and the sha256 of everything they were made of.
+type Input struct {
+	Kernel        string            // bzImage (x86) or zImage (ARM)
+	KernelVersion string            // e.g. 6.1.0-57-686, for the manifest
+	Initramfs     string            // compressed initramfs
+	Inputs        map[string]string // name -> sha256 of the rootfs step's inputs
+}
+
+// ImageOptions says where and how big.
+type ImageOptions struct {
+	Output string // image path; sidecars are written beside it
+	// SizeMiB is the whole image (bios-cf); 0 means plan.Image.SizeMB.
+	SizeMiB int
+	// CardMB is the card the image must fit, in the decimal megabytes
+	// cards are sold by; 0 means plan.Storage.CardMB.
+	CardMB          int
+	SourceDateEpoch int64
+	// Tool names the builder in the manifest; "" means "ocfw" and the
+	// module version.
+	Tool string
+	Log  func(format string, args ...any)
+}
+
+func (o *ImageOptions) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log(format, args...)
+	}
+}
+
+// ToolVersion is "ocfw" plus the main module's version.
+func ToolVersion() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	return "ocfw " + v
+}
+
+// Build lays out the image for plan's boot method and writes it, with
+// its manifest and a sha256sums file, atomically to opts.Output. Every
+// size check happens before anything is written.
+func Build(ctx context.Context, plan *boards.Plan, in Input, opts ImageOptions) (*Manifest, error) {
+	if plan == nil {
+		return nil, errors.New("firmware: no plan")
+	}
+	if opts.Output == "" {
+		return nil, errors.New("firmware: no output file (-o)")
+	}
+	if fi, err := os.Stat(opts.Output); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("firmware: output %s is a directory", opts.Output)
+	}
+	if _, err := os.Stat(filepath.Dir(opts.Output)); err != nil {
+		return nil, fmt.Errorf("firmware: output directory: %w", err)
+	}
+	if opts.Tool == "" {
+		opts.Tool = ToolVersion()
+	}
+	if opts.SourceDateEpoch < 0 {
+		return nil, fmt.Errorf("firmware: SOURCE_DATE_EPOCH %d is negative", opts.SourceDateEpoch)
+	}
+	m := &Manifest{Format: ManifestFormat, Tool: opts.Tool, Board: plan.Board, Cards: []string{},
+		Boot: plan.Boot, SourceDateEpoch: opts.SourceDateEpoch, KernelVersion: in.KernelVersion,
+		Inputs: map[string]string{}, Plan: plan}
+	for _, c := range plan.Cards {
+		m.Cards = append(m.Cards, c.Name)
+	}
+	for k, v := range in.Inputs {
+		m.Inputs[k] = v
+	}
+	for name, p := range map[string]string{"kernel": in.Kernel, "initramfs": in.Initramfs} {
+		if p == "" {
+			return nil, fmt.Errorf("firmware: no %s given", name)
+		}
+		sum, _, err := fileSHA256(p)
+		if err != nil {
+			return nil, fmt.Errorf("firmware: %s: %w", name, err)
+		}
+		m.Inputs[name] = sum
+	}
+	switch plan.Boot {
+	case BootBIOSCF:
+		return buildBIOSCF(ctx, plan, in, opts, m)
+	case BootRedBoot:
+		return buildRedBoot(ctx, plan, in, opts, m)
+	}
+	return nil, fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", plan.Board, plan.Boot, BootBIOSCF, BootRedBoot)
+}
+
+// Kernel image formats.
+const (
+	KernelBzImage  = "x86 bzImage"
+	KernelZImageLE = "ARM zImage, little-endian"
+	KernelZImageBE = "ARM zImage, big-endian"
+)
+
+// KernelFormat identifies a kernel image from its header: an x86 bzImage
+// ("HdrS" at 0x202) or an ARM zImage (magic 0x016f2818 at 0x24, in the
+// kernel's own byte order).
+func KernelFormat(head []byte) (string, error) {
+	if len(head) >= 0x206 && string(head[0x202:0x206]) == "HdrS" && head[0x1fe] == 0x55 && head[0x1ff] == 0xaa {
+		return KernelBzImage, nil
+	}
+	if len(head) >= 0x28 {
+		switch {
+		case binary.LittleEndian.Uint32(head[0x24:]) == 0x016f2818:
+			return KernelZImageLE, nil
+		case binary.BigEndian.Uint32(head[0x24:]) == 0x016f2818:
+			return KernelZImageBE, nil
+		}
+	}
+	return "", errors.New("not a Linux kernel image: no bzImage header (HdrS) and no ARM zImage magic at 0x24")
+}
+
+func checkKernel(path, want string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 0x400)
+	n, _ := f.ReadAt(head, 0)
+	got, err := KernelFormat(head[:n])
+	if err != nil {
+		return fmt.Errorf("kernel %s: %w", path, err)
+	}
+	if got == KernelZImageBE {
+		return fmt.Errorf("kernel %s is a big-endian ARM zImage: Go has no big-endian ARM port, so the firmware's userland needs a little-endian kernel (CONFIG_CPU_LITTLE_ENDIAN)", path)
+	}
+	if got != want {
+		return fmt.Errorf("kernel %s is an %s; this board needs an %s", path, got, want)
+	}
+	return nil
+}
+
+// Cmdline is the kernel command line for plan: the serial console at the
+// board's baud, reboot 10 s after a panic, and the profile's extras.
+func Cmdline(plan *boards.Plan) string {
+	parts := []string{plan.Console.KernelArg, "panic=10"}
+	if plan.Kernel.Cmdline != "" {
+		parts = append(parts, plan.Kernel.Cmdline)
+	}
+	return strings.Join(parts, " ")
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
