@@ -76,6 +76,7 @@ software and decides from which request size hardware is worth using.`,
 		ocfcmd.NewSelftestCmd(f.loadPlan),
 		ocfcmd.NewSpeedCmd(f.loadPlan),
 		ocfcmd.NewPolicyCmd(DefaultPolicy),
+		newBootCmd(),
 	)
 	return root
 }

@@ -1,0 +1,488 @@
+// Package boot is the firmware's boot sequence, run on the board by
+// `ocf boot` as u-root's uinit: mount the kernel file systems, find the
+// data partition, read the plan, detect the hardware, load the planned
+// kernel modules, self-test and measure the engines, derive the policy,
+// keep the report on the card (or in RAM) and return, so that init hands
+// the console to the shell. Every step is time-bounded and a panic in one
+// is recovered: whatever fails, the board ends at a shell.
+//
+// It holds no host-only code: cmd/ocf links it into the board's userland.
+package boot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/ocfcmd"
+	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/probe"
+	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/ocf/selftest"
+)
+
+// Where the firmware keeps its files.
+const (
+	PlanFile    = "/etc/ocfw/plan.json"
+	OptionsFile = "/etc/ocfw/boot.json"
+	// StorageFile lists the storage modules (disk controller, vfat, code
+	// pages) the build put in, loaded before looking for the data
+	// partition; one name a line.
+	StorageFile = "/etc/ocfw/storage-modules"
+	RunDir      = "/run/ocfw" // RAM copy of the latest report and policy
+	DataMount   = "/data"     // where the data partition is mounted
+	// ReportDir is the reports' folder on the data partition.
+	ReportDir = "ocfw"
+	// Keep is how many reports stay on the data partition.
+	Keep = 10
+)
+
+// DefaultSpeedBudget bounds the speed table when boot.json gives none.
+// A full plan on a Geode board has about 21 (engine, cipher) pairs that
+// pass, times 6 sizes = 126 cells: 15 s gives ~120 ms a cell, above the
+// 50 ms floor below which timer granularity dominates on a 500 MHz CPU.
+// With the kernel's ~10 s to uinit, module loading, about 10 s of
+// self-tests and the writes, a boot stays within 60 s.
+const DefaultSpeedBudget = 15 * time.Second
+
+// Console markers: runners and tests wait for these exact prefixes.
+const (
+	MarkReportWritten = "ocfw: report written: "
+	MarkReportRAM     = "ocfw: report kept in RAM only: "
+	MarkSelfTest      = "ocfw: self-test: "
+	MarkDone          = "ocfw: boot sequence done; shell on console"
+)
+
+// Options are the boot options the build writes into the initramfs as
+// /etc/ocfw/boot.json.
+type Options struct {
+	// SpeedBudget bounds the speed table, a Go duration ("20s"); "" means
+	// DefaultSpeedBudget, "0s" skips the speed table.
+	SpeedBudget string `json:"speed_budget,omitempty"`
+	// Inject adds a faulty test engine (test images only), e.g.
+	// "corrupt:4096": see ocfcmd.Inject.
+	Inject []string `json:"inject,omitempty"`
+}
+
+// Config says where the sequence finds things. The zero value (with
+// Defaults) is the board; tests point Root at a fake tree.
+type Config struct {
+	Root        string // prefix for /proc, /sys, /dev, /etc, /lib/modules, /run, /data; "" means "/"
+	Console     io.Writer
+	Mount       bool          // mount proc/sys/devtmpfs and the data partition (false in tests)
+	DataWait    time.Duration // how long to wait for the data partition to appear; 0 means 6 s
+	StepTimeout time.Duration // bound of each step but the crypto run; 0 means 30 s
+	// DataDir, when set, is used as the data partition's mount point
+	// without looking for or mounting one (tests).
+	DataDir string
+	// Loader loads a kernel module with its dependencies; nil means
+	// u-root's kmodule on the running kernel.
+	Loader ModuleLoader
+}
+
+// Outcome is what a boot did; the console has the same in words.
+type Outcome struct {
+	Boot       int            // boot counter, 0 when there is no data partition
+	Report     *report.Report // nil when the crypto run did not finish
+	ReportPath string         // on the data partition ("/ocfw/report-0001.json") or in RAM
+	InRAM      string         // why the report is in RAM only, "" when on the card
+	Modules    ModuleResults
+	Problems   []string // steps that failed or timed out
+}
+
+func (c *Config) path(p string) string {
+	if c.Root == "" || c.Root == "/" {
+		return p
+	}
+	return filepath.Join(c.Root, p)
+}
+
+func (c *Config) printf(format string, args ...any) {
+	fmt.Fprintf(c.Console, format+"\n", args...)
+}
+
+// Run is the boot sequence. It always returns (within the step bounds
+// plus the crypto run's budget), never panics, and prints the console
+// markers; the caller then exits so init starts the shell.
+func Run(ctx context.Context, cfg Config) *Outcome {
+	if cfg.Console == nil {
+		cfg.Console = os.Stdout
+	}
+	if cfg.DataWait == 0 {
+		cfg.DataWait = 6 * time.Second
+	}
+	if cfg.StepTimeout == 0 {
+		cfg.StepTimeout = 30 * time.Second
+	}
+	out := &Outcome{}
+	problem := func(err error) {
+		if err != nil {
+			out.Problems = append(out.Problems, err.Error())
+			cfg.printf("ocfw: %v", err)
+		}
+	}
+	start := time.Now()
+	cfg.printf("ocfw: boot sequence starting")
+
+	// 1. Kernel file systems, storage drivers, data partition.
+	if cfg.Mount {
+		problem(step(ctx, "mounting proc, sys, devtmpfs", cfg.StepTimeout, func() error { return mountKernelFS(&cfg) }))
+	}
+	var storage ModuleResults
+	problem(step(ctx, "loading storage modules", cfg.StepTimeout, func() error {
+		names, err := readLines(cfg.path(StorageFile))
+		if err != nil || len(names) == 0 {
+			return nil // a board without a storage stack in the initramfs
+		}
+		storage = loadModules(&cfg, names, nil)
+		return nil
+	}))
+	dataDir, why := "", ""
+	problem(step(ctx, "looking for the data partition", cfg.StepTimeout+cfg.DataWait, func() error {
+		dataDir, why = findData(&cfg)
+		return nil
+	}))
+	if dataDir == "" && why == "" {
+		why = "looking for the data partition did not finish"
+	}
+	if dataDir != "" {
+		cfg.printf("ocfw: data partition mounted on %s", dataDir)
+	} else {
+		cfg.printf("ocfw: no data partition (%s): reports stay in RAM (%s) and on this console", why, RunDir)
+	}
+
+	// 2. Plan and boot options; hardware.
+	var plan *boards.Plan
+	var opts Options
+	problem(step(ctx, "reading the plan", cfg.StepTimeout, func() error {
+		var err error
+		plan, err = ReadPlan(cfg.path(PlanFile))
+		if err != nil {
+			return err
+		}
+		opts, err = ReadOptions(cfg.path(OptionsFile))
+		return err
+	}))
+	if plan != nil {
+		cfg.printf("ocfw: plan for %s: %d engines, %d ciphers, %d modules", plan.Board, len(plan.Engines), len(plan.Ciphers), len(plan.Modules))
+		problem(step(ctx, "detecting hardware", cfg.StepTimeout, func() error {
+			for _, l := range DetectPCI(cfg.path("/sys/bus/pci/devices"), plan) {
+				cfg.printf("ocfw: hardware: %s", l)
+			}
+			return nil
+		}))
+	}
+
+	// 3. Planned modules.
+	out.Modules = storage
+	if plan != nil {
+		var names []string
+		for _, m := range plan.Modules {
+			names = append(names, m.Name)
+		}
+		var res ModuleResults
+		problem(step(ctx, "loading the plan's kernel modules", cfg.StepTimeout, func() error {
+			res = loadModules(&cfg, names, plan)
+			return nil
+		}))
+		out.Modules = append(out.Modules, res...)
+	}
+	for _, l := range out.Modules.Lines() {
+		cfg.printf("ocfw: module %s", l)
+	}
+
+	// 4. Self-test, speed, policy.
+	budget := DefaultSpeedBudget
+	if opts.SpeedBudget != "" {
+		d, err := time.ParseDuration(opts.SpeedBudget)
+		if err != nil || d < 0 {
+			problem(fmt.Errorf("boot options: speed_budget %q is not a duration; using %v", opts.SpeedBudget, budget))
+		} else {
+			budget = d
+		}
+	}
+	// The crypto run's own bound: self-tests time out per request, the
+	// speed table has its budget; this is the backstop for a wedged
+	// engine.
+	runBound := cfg.StepTimeout + 3*budget + 2*time.Minute
+	problem(step(ctx, "self-test and speed", runBound, func() error {
+		r, err := runCrypto(ctx, &cfg, plan, opts, budget)
+		out.Report = r
+		return err
+	}))
+
+	// 5. Report.
+	if out.Report == nil {
+		out.Report = &report.Report{Version: report.Version, Env: report.HostEnvironment()}
+	}
+	r := out.Report
+	r.Notes = append(r.Notes, out.Modules.Notes()...)
+	if dataDir == "" {
+		r.Notes = append(r.Notes, "no data partition: "+why)
+	}
+	problem(step(ctx, "writing the report", cfg.StepTimeout, func() error {
+		return writeAll(&cfg, out, dataDir, why)
+	}))
+	summary(&cfg, r)
+	cfg.printf("ocfw: boot sequence took %v", time.Since(start).Round(100*time.Millisecond))
+	cfg.printf("%s", MarkDone)
+	return out
+}
+
+// step runs fn with a time bound, turning a panic into an error. A step
+// that overruns is left running in the background: the sequence goes on.
+func step(ctx context.Context, name string, bound time.Duration, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("%s: panic: %v\n%s", name, p, debug.Stack())
+			}
+		}()
+		if err := fn(); err != nil {
+			done <- fmt.Errorf("%s: %w", name, err)
+			return
+		}
+		done <- nil
+	}()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%s: still running after %v; going on without it", name, bound)
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", name, ctx.Err())
+	}
+}
+
+// ReadPlan reads the firmware's plan.
+func ReadPlan(name string) (*boards.Plan, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var p boards.Plan
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("%s: not a plan written by ocfw: %w", name, err)
+	}
+	return &p, nil
+}
+
+// ReadOptions reads boot.json; a missing file means the defaults.
+func ReadOptions(name string) (Options, error) {
+	var o Options
+	data, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return o, nil
+	}
+	if err != nil {
+		return o, err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return Options{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return o, nil
+}
+
+func readLines(name string) ([]string, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func runCrypto(ctx context.Context, cfg *Config, plan *boards.Plan, opts Options, budget time.Duration) (*report.Report, error) {
+	wants, err := ocfcmd.Wants(plan, nil)
+	if err != nil {
+		return nil, err
+	}
+	var extra []ocf.Driver
+	for _, spec := range opts.Inject {
+		d, err := ocfcmd.Inject(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, d)
+	}
+	targets := probe.Find(wants, probe.Options{ProcCrypto: cfg.path("/proc/crypto"), Extra: extra, Depth: 4})
+	cfg.printf("ocfw: self-testing %d (engine, cipher) pairs; speed budget %v", len(targets), budget)
+	r := report.Run(targets, report.RunOptions{
+		SelfTest:    selftest.Options{Timeout: 5 * time.Second},
+		SpeedBudget: budget,
+		NoSpeed:     budget == 0,
+		Progress:    cfg.Console,
+	})
+	return r, nil
+}
+
+// summary prints the whole report and the self-test marker.
+func summary(cfg *Config, r *report.Report) {
+	cfg.printf("")
+	if err := r.WriteText(cfg.Console); err != nil {
+		cfg.printf("ocfw: printing the report: %v", err)
+	}
+	var pass, fail, absent int
+	for _, t := range r.SelfTest {
+		switch t.Status {
+		case selftest.Pass:
+			pass++
+		case selftest.Fail:
+			fail++
+		default:
+			absent++
+		}
+	}
+	cfg.printf("%s%d passed, %d failed, %d absent", MarkSelfTest, pass, fail, absent)
+}
+
+// writeAll keeps the report on the data partition when there is one, and
+// always in RAM (RunDir) for the shell's `ocf policy`.
+func writeAll(cfg *Config, out *Outcome, dataDir, why string) error {
+	r := out.Report
+	var werr error
+	if dataDir != "" {
+		n, name, err := WriteReports(filepath.Join(dataDir, ReportDir), r, Keep)
+		if err == nil {
+			out.Boot = n
+			out.ReportPath = "/" + ReportDir + "/" + name
+			cfg.printf("%s%s", MarkReportWritten, out.ReportPath)
+		} else {
+			werr = err
+			why = "writing to the data partition failed: " + err.Error()
+		}
+	}
+	ram := cfg.path(RunDir)
+	if err := os.MkdirAll(ram, 0o755); err != nil {
+		return errors.Join(werr, err)
+	}
+	j, jerr := r.JSON()
+	if jerr != nil {
+		return errors.Join(werr, jerr)
+	}
+	if err := ocfcmd.WriteFileAtomic(filepath.Join(ram, "report.json"), j); err != nil {
+		return errors.Join(werr, err)
+	}
+	var pj strings.Builder
+	if err := r.Policy.WriteJSON(&pj); err == nil {
+		if err := ocfcmd.WriteFileAtomic(filepath.Join(ram, "policy.json"), []byte(pj.String())); err != nil {
+			return errors.Join(werr, err)
+		}
+	}
+	if out.ReportPath == "" {
+		out.InRAM = why
+		out.ReportPath = filepath.Join(RunDir, "report.json")
+		cfg.printf("%s%s", MarkReportRAM, why)
+	}
+	return werr
+}
+
+// WriteReports stores r as boot number N in dir (the data partition's
+// ocfw folder): the boot counter, report-NNNN.json and .txt and
+// policy.json, each written atomically, then drops all but the last keep
+// reports. It returns N and the JSON report's file name.
+func WriteReports(dir string, r *report.Report, keep int) (int, string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, "", err
+	}
+	nums, err := reportNumbers(dir)
+	if err != nil {
+		return 0, "", err
+	}
+	n := 0
+	if b, err := os.ReadFile(filepath.Join(dir, "bootcount")); err == nil {
+		n, _ = strconv.Atoi(strings.TrimSpace(string(b))) // garbage counts as 0
+	}
+	// Never reuse a number, even when the counter was lost or damaged.
+	if len(nums) > 0 && nums[len(nums)-1] > n {
+		n = nums[len(nums)-1]
+	}
+	n++
+	if err := ocfcmd.WriteFileAtomic(filepath.Join(dir, "bootcount"), []byte(strconv.Itoa(n)+"\n")); err != nil {
+		return 0, "", fmt.Errorf("boot counter: %w", err)
+	}
+	r.Boot = n
+	j, err := r.JSON()
+	if err != nil {
+		return n, "", err
+	}
+	var txt strings.Builder
+	if err := r.WriteText(&txt); err != nil {
+		return n, "", err
+	}
+	var pol strings.Builder
+	if err := r.Policy.WriteJSON(&pol); err != nil {
+		return n, "", err
+	}
+	base := fmt.Sprintf("report-%04d", n)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{base + ".json", j},
+		{base + ".txt", []byte(txt.String())},
+		{"policy.json", []byte(pol.String())},
+	} {
+		if err := ocfcmd.WriteFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+			return n, "", fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	for _, old := range append(nums, n) {
+		if old > n-keep {
+			continue
+		}
+		for _, ext := range []string{".json", ".txt"} {
+			if err := os.Remove(filepath.Join(dir, fmt.Sprintf("report-%04d%s", old, ext))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return n, base + ".json", err
+			}
+		}
+	}
+	return n, base + ".json", nil
+}
+
+// reportNumbers lists the boot numbers of the reports in dir, ascending.
+func reportNumbers(dir string) ([]int, error) {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int]bool{}
+	var nums []int
+	for _, e := range es {
+		name := e.Name()
+		rest, ok := strings.CutPrefix(strings.ToLower(name), "report-")
+		if !ok {
+			continue
+		}
+		rest = strings.TrimSuffix(strings.TrimSuffix(rest, ".json"), ".txt")
+		n, err := strconv.Atoi(rest)
+		if err != nil || n <= 0 || seen[n] {
+			continue
+		}
+		seen[n] = true
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	return nums, nil
+}

@@ -1,0 +1,138 @@
+package boot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ocfw/ocfw/boards"
+)
+
+// ModuleLoader loads one kernel module and its dependencies.
+type ModuleLoader interface {
+	Load(name string) error
+}
+
+// ErrModuleNotFound marks a module the initramfs does not have: not
+// fatal, the engines it drives are reported absent.
+var ErrModuleNotFound = errors.New("not in this kernel's modules")
+
+// Module load outcomes.
+const (
+	ModLoaded   = "loaded"
+	ModBuiltin  = "built in"
+	ModMissing  = "missing"
+	ModFailed   = "failed"
+	ModOptional = "not in this kernel (optional)"
+)
+
+// ModuleResult is what happened to one module.
+type ModuleResult struct {
+	Name   string
+	Status string
+	Err    string
+	For    string
+}
+
+// ModuleResults are a boot's module outcomes, in load order.
+type ModuleResults []ModuleResult
+
+// Lines renders the results for the console, one per module.
+func (rs ModuleResults) Lines() []string {
+	var out []string
+	for _, r := range rs {
+		l := fmt.Sprintf("%-16s %s", r.Name, r.Status)
+		if r.Err != "" {
+			l += ": " + r.Err
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// Notes are the report notes for modules that did not load.
+func (rs ModuleResults) Notes() []string {
+	var out []string
+	for _, r := range rs {
+		switch r.Status {
+		case ModMissing, ModFailed:
+			n := fmt.Sprintf("kernel module %s %s", r.Name, r.Status)
+			if r.For != "" {
+				n += " (" + r.For + ")"
+			}
+			if r.Err != "" {
+				n += ": " + r.Err
+			}
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// loadModules loads names in order. With a plan, the names are the plan's
+// modules (a missing one is reported); without, they are optional storage
+// modules.
+func loadModules(cfg *Config, names []string, plan *boards.Plan) ModuleResults {
+	builtin := builtinModules(cfg)
+	loader := cfg.Loader
+	if loader == nil {
+		l, err := newKmoduleLoader(cfg.Root)
+		if err != nil {
+			// No modules.dep: a kernel with everything built in, or none
+			// of the modules the build wanted.
+			loader = noModules{err}
+		} else {
+			loader = l
+		}
+	}
+	why := map[string]string{}
+	if plan != nil {
+		for _, m := range plan.Modules {
+			why[m.Name] = m.For
+		}
+	}
+	var rs ModuleResults
+	for _, n := range names {
+		r := ModuleResult{Name: n, For: why[n]}
+		switch err := loader.Load(n); {
+		case builtin[canonical(n)]:
+			r.Status = ModBuiltin
+		case err == nil:
+			r.Status = ModLoaded
+		case errors.Is(err, ErrModuleNotFound) && plan == nil:
+			r.Status = ModOptional
+		case errors.Is(err, ErrModuleNotFound):
+			r.Status, r.Err = ModMissing, err.Error()
+		default:
+			r.Status, r.Err = ModFailed, err.Error()
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+func canonical(n string) string { return strings.ReplaceAll(n, "-", "_") }
+
+// builtinModules reads modules.builtin of the running kernel's modules.
+func builtinModules(cfg *Config) map[string]bool {
+	out := map[string]bool{}
+	dirs, _ := filepath.Glob(cfg.path("/lib/modules/*/modules.builtin"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Fields(string(b)) {
+			base := filepath.Base(l)
+			base = strings.TrimSuffix(base, ".ko")
+			out[canonical(base)] = true
+		}
+	}
+	return out
+}
+
+type noModules struct{ err error }
+
+func (n noModules) Load(string) error { return fmt.Errorf("%w: %v", ErrModuleNotFound, n.err) }

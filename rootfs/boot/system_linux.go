@@ -1,0 +1,87 @@
+package boot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/u-root/u-root/pkg/kmodule"
+	"golang.org/x/sys/unix"
+)
+
+// mountKernelFS mounts proc, sysfs and devtmpfs where they are not yet
+// (u-root's init mounts them too; the sequence does not rely on it).
+func mountKernelFS(cfg *Config) error {
+	var errs []error
+	for _, m := range []struct{ src, dir, fstype string }{
+		{"proc", "/proc", "proc"},
+		{"sysfs", "/sys", "sysfs"},
+		{"devtmpfs", "/dev", "devtmpfs"},
+	} {
+		dir := cfg.path(m.dir)
+		if mounted(cfg.path("/proc/self/mountinfo"), dir) {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := unix.Mount(m.src, dir, m.fstype, 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+			errs = append(errs, fmt.Errorf("mount %s on %s: %w", m.fstype, dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func mounted(mountinfo, dir string) bool {
+	b, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// mountVFAT mounts the data partition. flush writes each file out as it
+// is closed, so a report survives a power cut right after the boot.
+func mountVFAT(dev, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var err error
+	for _, opts := range []string{"flush,shortname=mixed", ""} {
+		if err = unix.Mount(dev, dir, "vfat", unix.MS_NOATIME, opts); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// kmoduleLoader loads modules with u-root's kmodule, dependencies from
+// the initramfs's modules.dep.
+type kmoduleLoader struct{ p *kmodule.Prober }
+
+func newKmoduleLoader(root string) (*kmoduleLoader, error) {
+	opts := kmodule.ProbeOpts{}
+	if root != "" && root != "/" {
+		opts.RootDir = root
+	}
+	p, err := kmodule.NewProber(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &kmoduleLoader{p: p}, nil
+}
+
+func (l *kmoduleLoader) Load(name string) error {
+	err := l.p.Probe(name, "")
+	if err != nil && strings.Contains(err.Error(), "could not find module path") {
+		return fmt.Errorf("%w: %v", ErrModuleNotFound, err)
+	}
+	return err
+}

@@ -1,0 +1,543 @@
+package rootfs
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/u-root/gobusybox/src/pkg/golang"
+	"github.com/u-root/mkuimage/uimage"
+	"github.com/u-root/u-root/pkg/cpio"
+	"github.com/u-root/uio/llog"
+	"github.com/ulikunitz/xz"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/rootfs/boot"
+)
+
+// BootOptions are written into the initramfs as /etc/ocfw/boot.json and
+// read by the boot sequence.
+type BootOptions = boot.Options
+
+// Options say what goes into the initramfs.
+type Options struct {
+	Kernel  *Kernel // from LoadKernel; its modules go in
+	WorkDir string  // where the initramfs is written; "" means a new temporary directory
+	// SourceDateEpoch is every file's time in the archive; 0 means
+	// $SOURCE_DATE_EPOCH, else 0 (1970).
+	SourceDateEpoch int64
+	Boot            BootOptions
+	// SourceDir is a directory inside the ocfw module (cmd/ocf is built
+	// from source); "" means the current directory or a parent of it.
+	SourceDir string
+	// Log, when set, gets progress lines.
+	Log func(format string, args ...any)
+}
+
+// Result is a built initramfs.
+type Result struct {
+	Initramfs string // path, compressed per the plan
+	RawSize   int64  // the cpio archive
+	Size      int64  // compressed
+	Modules   []string
+	Kernel    *Kernel
+	Inputs    map[string]string // name -> sha256
+	// Parts are the archive's biggest files, largest first.
+	Parts []Part
+	Took  time.Duration
+}
+
+// Part is one file of the archive and its size.
+type Part struct {
+	Name string
+	Size int64
+}
+
+// Commands are the u-root commands in the firmware's userland, all in one
+// busybox binary (shared code is paid once). Each earns its place on a
+// router console:
+//
+//	init      PID 1: mounts, runs `ocf boot` as uinit, then the shell
+//	gosh      the shell (built with goshsmall: a plain line reader that
+//	          works on any serial terminal, no full-screen line editor)
+//	ls, cat   read reports and /proc, /sys
+//	cp, rm, mkdir  manage files on the data partition
+//	mount, umount, sync  the data partition by hand, and flush before power-off
+//	dmesg     why a module or disk failed
+//	poweroff  scripted runs end with it; shutdown: `shutdown reboot`
+//
+// Networking (ip, dhclient) is left out: the firmware tests crypto engines,
+// and ip alone adds about 1 MB raw.
+var Commands = []string{
+	"github.com/u-root/u-root/cmds/core/init",
+	"github.com/u-root/u-root/cmds/core/gosh",
+	"github.com/u-root/u-root/cmds/core/ls",
+	"github.com/u-root/u-root/cmds/core/cat",
+	"github.com/u-root/u-root/cmds/core/cp",
+	"github.com/u-root/u-root/cmds/core/rm",
+	"github.com/u-root/u-root/cmds/core/mkdir",
+	"github.com/u-root/u-root/cmds/core/mount",
+	"github.com/u-root/u-root/cmds/core/umount",
+	"github.com/u-root/u-root/cmds/core/sync",
+	"github.com/u-root/u-root/cmds/core/dmesg",
+	"github.com/u-root/u-root/cmds/core/poweroff",
+	"github.com/u-root/u-root/cmds/core/shutdown",
+	"github.com/ocfw/ocfw/cmd/ocf",
+}
+
+// StorageModules are what the boot sequence needs to reach a data
+// partition: disk controllers (QEMU's PIIX, the Geode boards' CS5536,
+// IXP4xx CF, USB sticks), SCSI disks, vfat and its code pages. They are
+// optional: the ones the kernel lacks are left out (or are built in).
+func StorageModules(p *boards.Plan) []string {
+	mods := []string{"ata_piix", "pata_cs5536", "pata_amd", "pata_ixp4xx_cf"}
+	if p.Storage.Kind == "flash" && !p.Storage.CF {
+		mods = append(mods, "ehci_pci", "ohci_pci", "usb_storage")
+	}
+	return append(mods, "sd_mod", "vfat", "nls_cp437", "nls_iso8859_1", "nls_utf8")
+}
+
+// buildMu serialises builds: GOARM and GO386 reach `go build` only
+// through the process environment.
+var buildMu sync.Mutex
+
+// Build makes the initramfs for plan with the kernel's modules.
+func Build(ctx context.Context, plan *boards.Plan, opts Options) (*Result, error) {
+	start := time.Now()
+	if plan == nil || opts.Kernel == nil {
+		return nil, errors.New("rootfs: Build needs a plan and a kernel (LoadKernel)")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k := opts.Kernel
+	logf := opts.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	epoch := opts.SourceDateEpoch
+	if epoch == 0 {
+		if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970", s)
+			}
+			epoch = v
+		}
+	}
+	if opts.Boot.SpeedBudget != "" {
+		if d, err := time.ParseDuration(opts.Boot.SpeedBudget); err != nil || d < 0 {
+			return nil, fmt.Errorf("boot options: speed_budget %q: want a duration such as 20s", opts.Boot.SpeedBudget)
+		}
+	}
+	src, err := sourceDir(opts.SourceDir)
+	if err != nil {
+		return nil, err
+	}
+	work := opts.WorkDir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "ocfw-rootfs-"); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(work, ".build-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	// Files the boot sequence reads.
+	planJSON, err := plan.JSON()
+	if err != nil {
+		return nil, err
+	}
+	bootJSON, err := json.MarshalIndent(opts.Boot, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	bootJSON = append(bootJSON, '\n')
+	extra := []cpio.Record{
+		cpio.StaticFile("etc/ocfw/plan.json", string(planJSON), 0o644),
+		cpio.StaticFile("etc/ocfw/boot.json", string(bootJSON), 0o644),
+	}
+	mods, modRecs, storage, err := moduleRecords(plan, k)
+	if err != nil {
+		return nil, err
+	}
+	extra = append(extra, modRecs...)
+	extra = append(extra, cpio.StaticFile(strings.TrimPrefix(boot.StorageFile, "/"), strings.Join(storage, "\n")+"\n", 0o644))
+
+	// The Go userland.
+	logf("building the Go userland for %s", strings.Join(plan.Go.Env(), " "))
+	base := filepath.Join(tmp, "uroot.cpio")
+	if err := buildUserland(plan.Go, src, tmp, base, logf); err != nil {
+		return nil, err
+	}
+
+	raw := filepath.Join(tmp, "initramfs.cpio")
+	parts, err := assemble(base, raw, extra, epoch)
+	if err != nil {
+		return nil, err
+	}
+	rawInfo, err := os.Stat(raw)
+	if err != nil {
+		return nil, err
+	}
+	name := "initramfs.cpio"
+	switch plan.Image.Compression {
+	case "xz":
+		name += ".xz"
+	case "gzip":
+		name += ".gz"
+	case "", "none":
+	default:
+		return nil, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", plan.Board, plan.Image.Compression)
+	}
+	packed := filepath.Join(tmp, name)
+	if err := compress(raw, packed, plan.Image.Compression); err != nil {
+		return nil, err
+	}
+	pi, err := os.Stat(packed)
+	if err != nil {
+		return nil, err
+	}
+	if b := plan.Image.InitramfsBudgetKB; b > 0 && pi.Size() > int64(b)*1024 {
+		return nil, &BudgetError{Board: plan.Board, Budget: int64(b) * 1024, Size: pi.Size(), Raw: rawInfo.Size(), Compression: plan.Image.Compression, Parts: parts}
+	}
+	out := filepath.Join(work, name)
+	if err := os.Rename(packed, out); err != nil {
+		return nil, err
+	}
+	inputs := map[string]string{
+		"kernel":    k.SHA256,
+		"plan.json": sum(planJSON),
+		"boot.json": sum(bootJSON),
+	}
+	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: pi.Size(), Modules: mods, Kernel: k, Inputs: inputs,
+		Parts: parts, Took: time.Since(start)}, nil
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// BudgetError is an initramfs bigger than the board allows, with its
+// biggest parts.
+type BudgetError struct {
+	Board             string
+	Budget, Size, Raw int64
+	Compression       string
+	Parts             []Part
+}
+
+func (e *BudgetError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "initramfs for %s is %d KiB %s-compressed (%d KiB raw), over the board's budget of %d KiB; biggest parts (raw):",
+		e.Board, e.Size/1024, e.Compression, e.Raw/1024, e.Budget/1024)
+	for i, p := range e.Parts {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(&b, "\n  %8d KiB  %s", (p.Size+1023)/1024, p.Name)
+	}
+	return b.String()
+}
+
+// sourceDir finds the root of the ocfw module from dir.
+func sourceDir(dir string) (string, error) {
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			return "", err
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			if modulePath(b) == "github.com/ocfw/ocfw" {
+				return d, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("rootfs: %s is not inside the ocfw source tree: the firmware's Go userland (cmd/ocf, u-root) is compiled from source, so run the build from a checkout of ocfw", abs)
+		}
+	}
+}
+
+func modulePath(gomod []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
+
+// buildUserland runs mkuimage for the plan's Go target.
+func buildUserland(target boards.GoTarget, src, tmp, out string, logf func(string, ...any)) error {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	restore := setenv(map[string]string{"GOARM": target.GOARM, "GO386": target.GO386, "GOFLAGS": "", "CGO_ENABLED": "0"})
+	defer restore()
+
+	env := golang.Default(
+		golang.WithGOOS(target.GOOS),
+		golang.WithGOARCH(target.GOARCH),
+		golang.DisableCGO(),
+		golang.WithBuildTag("goshsmall"),
+		golang.WithWorkingDir(src),
+	)
+	var logBuf bytes.Buffer
+	l := llog.New(slog.LevelWarn, func(format string, v ...any) {
+		fmt.Fprintf(&logBuf, format+"\n", v...)
+	})
+	err := uimage.Create(l,
+		uimage.WithReplaceEnv(env),
+		uimage.WithBusyboxCommands(Commands...),
+		uimage.WithInit("init"),
+		uimage.WithUinit("ocf", "boot"),
+		uimage.WithShell("gosh"),
+		uimage.WithSkipLDD(),
+		uimage.WithTempDir(tmp),
+		uimage.WithCPIOOutput(out),
+	)
+	if err != nil {
+		return fmt.Errorf("building the Go userland (%s) with mkuimage: %w\n%s", strings.Join(target.Env(), " "), err, strings.TrimSpace(logBuf.String()))
+	}
+	return nil
+}
+
+// setenv sets (or, for "", unsets) variables and returns how to undo it.
+func setenv(vars map[string]string) func() {
+	old := map[string]*string{}
+	for k, v := range vars {
+		if prev, ok := os.LookupEnv(k); ok {
+			old[k] = &prev
+		} else {
+			old[k] = nil
+		}
+		if v == "" {
+			os.Unsetenv(k)
+		} else {
+			os.Setenv(k, v)
+		}
+	}
+	return func() {
+		for k, v := range old {
+			if v == nil {
+				os.Unsetenv(k)
+			} else {
+				os.Setenv(k, *v)
+			}
+		}
+	}
+}
+
+// moduleRecords puts the planned and storage modules the kernel has
+// (with their dependencies, from modules.dep) under lib/modules/VERSION,
+// with a modules.dep and modules.builtin for them.
+func moduleRecords(plan *boards.Plan, k *Kernel) (names []string, recs []cpio.Record, storage []string, err error) {
+	if k.ModulesDir == "" {
+		return nil, nil, nil, nil
+	}
+	idx, err := debian.LoadModuleIndex(k.ModulesDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var want []string
+	for _, m := range plan.Modules {
+		want = append(want, m.Name)
+	}
+	for _, m := range StorageModules(plan) {
+		if _, ok := idx.Modules[m]; ok || idx.Builtin[m] {
+			storage = append(storage, m)
+			want = append(want, m)
+		}
+	}
+	// Absent out-of-tree modules are reported at boot, not packed.
+	var have []string
+	for _, n := range want {
+		if _, ok := idx.Modules[debian.ModuleName(n)]; ok || idx.Builtin[debian.ModuleName(n)] {
+			have = append(have, n)
+		}
+	}
+	load, builtin, err := idx.Closure(have...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	root := path.Join("lib/modules", k.Version)
+	var dep strings.Builder
+	if err := idx.WriteDep(&dep, load); err != nil {
+		return nil, nil, nil, err
+	}
+	recs = append(recs, cpio.StaticFile(path.Join(root, "modules.dep"), dep.String(), 0o644))
+	var bl strings.Builder
+	for _, b := range builtin {
+		fmt.Fprintf(&bl, "kernel/%s.ko\n", b)
+	}
+	recs = append(recs, cpio.StaticFile(path.Join(root, "modules.builtin"), bl.String(), 0o644))
+	for _, m := range load {
+		data, err := os.ReadFile(filepath.Join(k.ModulesDir, filepath.FromSlash(m.Path)))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		recs = append(recs, cpio.StaticFile(path.Join(root, m.Path), string(data), 0o644))
+		names = append(names, m.Name)
+	}
+	return names, recs, storage, nil
+}
+
+// baseRecords are the nodes and directories the kernel and u-root's init
+// need before anything is mounted.
+func baseRecords() []cpio.Record {
+	var recs []cpio.Record
+	for _, d := range []string{"bin", "dev", "etc", "lib", "proc", "sys", "run", "tmp", "data", "usr", "usr/lib", "var", "var/log"} {
+		mode := uint64(0o755)
+		if d == "tmp" {
+			mode = 0o1777
+		}
+		recs = append(recs, cpio.Directory(d, mode))
+	}
+	return append(recs,
+		cpio.CharDev("dev/console", 0o600, 5, 1),
+		cpio.CharDev("dev/tty", 0o666, 5, 0),
+		cpio.CharDev("dev/null", 0o666, 1, 3),
+		cpio.CharDev("dev/urandom", 0o666, 1, 9),
+	)
+}
+
+// assemble writes the final archive: mkuimage's records plus the base
+// nodes and extra files, sorted by name (parents first), with fixed
+// owners, inode numbers and times.
+func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, error) {
+	f, err := os.Open(uroot)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rr, err := cpio.Newc.NewFileReader(f)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := cpio.ReadAllRecords(rr)
+	if err != nil {
+		return nil, fmt.Errorf("reading mkuimage's archive: %w", err)
+	}
+	byName := map[string]cpio.Record{}
+	for _, r := range append(append(baseRecords(), recs...), extra...) {
+		name := path.Clean(strings.TrimPrefix(r.Name, "/"))
+		if name == "." || name == "" || name == "TRAILER!!!" {
+			continue
+		}
+		r.Name = name
+		if old, ok := byName[name]; ok && old.Mode&cpio.S_IFMT == cpio.S_IFDIR && r.Mode&cpio.S_IFMT == cpio.S_IFDIR {
+			continue // the first directory record wins (keeps /tmp's mode)
+		}
+		byName[name] = r
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []Part
+	final := make([]cpio.Record, 0, len(names))
+	for _, n := range names {
+		r := cpio.MakeReproducible(byName[n])
+		r.MTime = uint64(epoch)
+		final = append(final, r)
+		if r.Mode&cpio.S_IFMT == cpio.S_IFREG {
+			parts = append(parts, Part{Name: "/" + n, Size: int64(r.FileSize)})
+		}
+	}
+	sort.SliceStable(parts, func(i, j int) bool { return parts[i].Size > parts[j].Size })
+	o, err := os.Create(out)
+	if err != nil {
+		return nil, err
+	}
+	bw := bufio.NewWriter(o)
+	w := cpio.Newc.Writer(bw)
+	if err := cpio.WriteRecordsAndDirs(w, final); err != nil {
+		o.Close()
+		return nil, fmt.Errorf("writing the initramfs: %w", err)
+	}
+	if err := cpio.WriteTrailer(w); err != nil {
+		o.Close()
+		return nil, err
+	}
+	if err := bw.Flush(); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return parts, o.Close()
+}
+
+// compress packs raw as the kernel's initramfs decompressors expect: xz
+// with CRC32 checks (the kernel's xz decoder has no CRC64 by default),
+// gzip without a name or time, or nothing.
+func compress(raw, out, how string) error {
+	in, err := os.Open(raw)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	o, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(o)
+	var w io.WriteCloser
+	switch how {
+	case "xz":
+		w, err = xz.WriterConfig{CheckSum: xz.CRC32, DictCap: 8 << 20}.NewWriter(bw)
+	case "gzip":
+		w, err = gzip.NewWriterLevel(bw, gzip.BestCompression)
+	default:
+		w = nopCloser{bw}
+	}
+	if err != nil {
+		o.Close()
+		return err
+	}
+	if _, err := io.Copy(w, in); err != nil {
+		o.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		o.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		o.Close()
+		return err
+	}
+	return o.Close()
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

@@ -1,0 +1,503 @@
+// Package rootfs turns a Plan into what the board runs: the board's kernel
+// (a Debian package, a directory or a zImage plus modules), checked against
+// the plan, and an initramfs whose whole userland is Go — u-root's init, a
+// shell, a few core commands and the on-board `ocf` command as the boot
+// sequence — built for the board's CPU with u-root's mkuimage.
+package rootfs
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/debian"
+)
+
+// Kernel is the kernel a firmware boots, as LoadKernel found and checked it.
+type Kernel struct {
+	Version    string // "6.1.0-57-686"; "" when no modules directory was given
+	Image      string // path of the bzImage or zImage
+	Arch       string // "x86" or "arm", from the image itself
+	ModulesDir string // .../lib/modules/VERSION, "" when none was given
+	Config     string // path of the kernel config (plain or gzip), "" when none
+	Source     string // what the user gave (or the cached .deb)
+	SHA256     string // of Source when it is a file, else of Image
+
+	// Builtin are planned modules the kernel has built in (no file to load).
+	Builtin []string
+	// Absent are out-of-tree planned modules this kernel lacks (OCF): the
+	// firmware reports their engines absent rather than failing.
+	Absent []string
+}
+
+// Kernel image architectures.
+const (
+	ArchX86 = "x86"
+	ArchARM = "arm"
+)
+
+// KernelError lists every problem with a kernel input at once, so a user
+// fixes them in one round rather than one per run.
+type KernelError struct {
+	Source   string
+	Problems []string
+}
+
+func (e *KernelError) Error() string {
+	if len(e.Problems) == 1 {
+		return fmt.Sprintf("kernel %s: %s", e.Source, e.Problems[0])
+	}
+	return fmt.Sprintf("kernel %s has %d problems:\n  - %s", e.Source, len(e.Problems), strings.Join(e.Problems, "\n  - "))
+}
+
+// LoadKernel finds the kernel for plan and checks it. spec is:
+//
+//   - "": the plan's Debian package (plan.Kernel.Package for
+//     plan.Kernel.Arch), from cacheDir, fetched with apt-get if missing;
+//   - a Debian linux-image .deb;
+//   - a directory holding vmlinuz, bzImage or zImage (or boot/vmlinuz-V)
+//     and lib/modules/VERSION, with an optional config, .config,
+//     config.gz or boot/config-V;
+//   - IMAGE:MODULES, a kernel image file and a modules directory (either
+//     lib/modules/VERSION itself or a directory containing it) — the form
+//     for IXP4xx zImages with an appended device tree. IMAGE alone is a
+//     kernel with everything built in.
+//
+// A config file beside the image is used as IMAGE:MODULES:CONFIG.
+// cacheDir "" means the default cache. The checks (architecture,
+// endianness, config options, planned modules) report every problem in
+// one *KernelError.
+func LoadKernel(ctx context.Context, plan *boards.Plan, spec, cacheDir string) (*Kernel, error) {
+	if plan == nil {
+		return nil, errors.New("rootfs: no plan")
+	}
+	k, err := findKernel(ctx, plan, spec, cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.check(plan); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func findKernel(ctx context.Context, plan *boards.Plan, spec, cacheDir string) (*Kernel, error) {
+	if spec == "" {
+		if plan.Kernel.Source != "debian" || plan.Kernel.Package == "" {
+			msg := fmt.Sprintf("board %s has no Debian kernel package: give its kernel with --kernel", plan.Board)
+			if plan.Kernel.Note != "" {
+				msg += " (" + plan.Kernel.Note + ")"
+			}
+			return nil, errors.New(msg)
+		}
+		deb, err := debian.FetchKernel(ctx, plan.Kernel.Package, plan.Kernel.Arch, cacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("kernel package %s (%s): %w", plan.Kernel.Package, plan.Kernel.Arch, err)
+		}
+		return fromDeb(deb, cacheDir)
+	}
+	if fi, err := os.Stat(spec); err == nil {
+		if fi.IsDir() {
+			return fromDir(spec)
+		}
+		if isDeb(spec) {
+			return fromDeb(spec, cacheDir)
+		}
+		return fromParts(spec, spec, "", "")
+	}
+	parts := strings.Split(spec, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, fmt.Errorf("--kernel %s: no such file or directory (want a .deb, a directory, or IMAGE:MODULESDIR[:CONFIG])", spec)
+	}
+	cfg := ""
+	if len(parts) == 3 {
+		cfg = parts[2]
+	}
+	return fromParts(spec, parts[0], parts[1], cfg)
+}
+
+func isDeb(name string) bool {
+	f, err := os.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 8)
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == "!<arch>\n" || strings.HasSuffix(name, ".deb")
+}
+
+func fromDeb(deb, cacheDir string) (*Kernel, error) {
+	dk, err := debian.ExtractKernelCached(deb, cacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("kernel package %s: %w", deb, err)
+	}
+	sum, err := fileSHA256(deb)
+	if err != nil {
+		return nil, err
+	}
+	return &Kernel{Version: dk.Version, Image: dk.Vmlinuz, ModulesDir: dk.ModulesDir, Config: dk.Config, Source: deb, SHA256: sum}, nil
+}
+
+// fromDir accepts the Debian layout (boot/vmlinuz-V, lib/modules/V) or a
+// flat one (vmlinuz|bzImage|zImage, lib/modules/V, config).
+func fromDir(dir string) (*Kernel, error) {
+	if dk, err := debian.OpenKernelDir(dir); err == nil {
+		sum, err := fileSHA256(dk.Vmlinuz)
+		if err != nil {
+			return nil, err
+		}
+		return &Kernel{Version: dk.Version, Image: dk.Vmlinuz, ModulesDir: dk.ModulesDir, Config: dk.Config, Source: dir, SHA256: sum}, nil
+	}
+	var image string
+	for _, n := range []string{"vmlinuz", "bzImage", "zImage"} {
+		if fi, err := os.Stat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+			image = filepath.Join(dir, n)
+			break
+		}
+	}
+	if image == "" {
+		return nil, fmt.Errorf("--kernel %s: no vmlinuz, bzImage, zImage or boot/vmlinuz-VERSION in the directory", dir)
+	}
+	mods := ""
+	if _, err := os.Stat(filepath.Join(dir, "lib", "modules")); err == nil {
+		mods = dir
+	}
+	cfg := ""
+	for _, n := range []string{"config", ".config", "config.gz"} {
+		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+			cfg = filepath.Join(dir, n)
+			break
+		}
+	}
+	return fromParts(dir, image, mods, cfg)
+}
+
+// fromParts builds a Kernel from an image, a modules directory (V itself or
+// a directory with lib/modules/V) and a config.
+func fromParts(source, image, mods, cfg string) (*Kernel, error) {
+	if fi, err := os.Stat(image); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("--kernel %s: kernel image %s: not a file", source, image)
+	}
+	k := &Kernel{Image: image, Source: source, Config: cfg}
+	if mods != "" {
+		dir, err := modulesDir(mods)
+		if err != nil {
+			return nil, fmt.Errorf("--kernel %s: %w", source, err)
+		}
+		k.ModulesDir, k.Version = dir, filepath.Base(dir)
+	}
+	if cfg != "" {
+		if _, err := os.Stat(cfg); err != nil {
+			return nil, fmt.Errorf("--kernel %s: kernel config: %w", source, err)
+		}
+	}
+	sum, err := fileSHA256(image)
+	if err != nil {
+		return nil, err
+	}
+	k.SHA256 = sum
+	return k, nil
+}
+
+// modulesDir finds lib/modules/VERSION from what a user gave.
+func modulesDir(d string) (string, error) {
+	if _, err := os.Stat(filepath.Join(d, "modules.dep")); err == nil {
+		return filepath.Clean(d), nil
+	}
+	for _, sub := range []string{"lib/modules", "usr/lib/modules", "."} {
+		es, err := os.ReadDir(filepath.Join(d, sub))
+		if err != nil {
+			continue
+		}
+		var vs []string
+		for _, e := range es {
+			if e.IsDir() {
+				if _, err := os.Stat(filepath.Join(d, sub, e.Name(), "modules.dep")); err == nil {
+					vs = append(vs, e.Name())
+				} else if sub != "." {
+					vs = append(vs, e.Name())
+				}
+			}
+		}
+		switch len(vs) {
+		case 0:
+			continue
+		case 1:
+			return filepath.Join(d, sub, vs[0]), nil
+		default:
+			return "", fmt.Errorf("modules directory %s holds several kernel versions (%s): name one", d, strings.Join(vs, ", "))
+		}
+	}
+	return "", fmt.Errorf("modules directory %s: no modules.dep and no lib/modules/VERSION in it", d)
+}
+
+func fileSHA256(name string) (string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ImageInfo is what the first bytes of a kernel image say.
+type ImageInfo struct {
+	Arch      string // ArchX86 or ArchARM
+	BigEndian bool   // ARM only
+}
+
+// zImage header fields (arch/arm/boot/compressed/head.S): the magic word
+// at 0x24, the endianness flag word 0x04030201 at 0x30 — stored in the
+// kernel's own byte order, so its bytes tell the order apart.
+const (
+	zImageMagic     = 0x016f2818
+	zImageMagicOff  = 0x24
+	zImageEndianOff = 0x30
+	ubootMagic      = 0x27051956
+)
+
+// IdentifyImage reads a kernel image's header: an x86 bzImage ("HdrS" at
+// 0x202 after the 0x55AA boot signature) or an ARM zImage (magic at 0x24,
+// in either byte order).
+func IdentifyImage(name string) (ImageInfo, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return ImageInfo{}, err
+	}
+	defer f.Close()
+	hdr := make([]byte, 0x210)
+	n, _ := io.ReadFull(f, hdr)
+	hdr = hdr[:n]
+	if len(hdr) >= 0x206 && hdr[0x1fe] == 0x55 && hdr[0x1ff] == 0xaa && string(hdr[0x202:0x206]) == "HdrS" {
+		return ImageInfo{Arch: ArchX86}, nil
+	}
+	if len(hdr) >= zImageEndianOff+4 {
+		le := binary.LittleEndian.Uint32(hdr[zImageMagicOff:])
+		be := binary.BigEndian.Uint32(hdr[zImageMagicOff:])
+		if le == zImageMagic || be == zImageMagic {
+			flag := hdr[zImageEndianOff : zImageEndianOff+4]
+			switch {
+			case bytes.Equal(flag, []byte{1, 2, 3, 4}):
+				return ImageInfo{Arch: ArchARM}, nil
+			case bytes.Equal(flag, []byte{4, 3, 2, 1}):
+				return ImageInfo{Arch: ArchARM, BigEndian: true}, nil
+			}
+			// Older zImages have no flag: the magic's order is the kernel's.
+			return ImageInfo{Arch: ArchARM, BigEndian: be == zImageMagic && le != zImageMagic}, nil
+		}
+	}
+	if len(hdr) >= 4 && binary.BigEndian.Uint32(hdr) == ubootMagic {
+		return ImageInfo{}, fmt.Errorf("%s is a U-Boot uImage; give the zImage inside it (RedBoot loads a zImage)", name)
+	}
+	return ImageInfo{}, fmt.Errorf("%s is neither an x86 bzImage nor an ARM zImage (no boot header found)", name)
+}
+
+// imageArch is the kernel image architecture a plan's Go target needs.
+func imageArch(p *boards.Plan) string {
+	if p.Go.GOARCH == "arm" {
+		return ArchARM
+	}
+	return ArchX86
+}
+
+// configSymbols maps module names to the config options that build them;
+// a module whose option is =y is built in.
+var configSymbols = map[string]string{
+	"af_alg":         "CONFIG_CRYPTO_USER_API",
+	"algif_skcipher": "CONFIG_CRYPTO_USER_API_SKCIPHER",
+	"algif_hash":     "CONFIG_CRYPTO_USER_API_HASH",
+	"des_generic":    "CONFIG_CRYPTO_DES",
+	"geode_aes":      "CONFIG_CRYPTO_DEV_GEODE",
+	"hifn_795x":      "CONFIG_CRYPTO_DEV_HIFN_795X",
+	"ixp4xx_crypto":  "CONFIG_CRYPTO_DEV_IXP4XX",
+}
+
+// ReadConfig parses a kernel config (plain, or gzip like /proc/config.gz)
+// into option → value ("y", "m", a string); unset options are absent.
+func ReadConfig(name string) (map[string]string, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("kernel config %s: %w", name, err)
+		}
+		if data, err = io.ReadAll(zr); err != nil {
+			return nil, fmt.Errorf("kernel config %s: %w", name, err)
+		}
+	}
+	cfg := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	lines := 0
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if k, v, ok := strings.Cut(line, "="); ok && strings.HasPrefix(k, "CONFIG_") {
+			cfg[k] = strings.Trim(v, `"`)
+			lines++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("kernel config %s: %w", name, err)
+	}
+	if lines == 0 {
+		return nil, fmt.Errorf("kernel config %s: no CONFIG_ lines: not a kernel config", name)
+	}
+	return cfg, nil
+}
+
+// neededOptions are the config options a plan needs, each with why.
+func neededOptions(p *boards.Plan) [][2]string {
+	opts := [][2]string{
+		{"CONFIG_BLK_DEV_INITRD", "the initramfs"},
+		{"CONFIG_DEVTMPFS", "device nodes for the boot sequence"},
+	}
+	switch p.Image.Compression {
+	case "xz":
+		opts = append(opts, [2]string{"CONFIG_RD_XZ", "the xz-compressed initramfs"})
+	case "gzip":
+		opts = append(opts, [2]string{"CONFIG_RD_GZIP", "the gzip-compressed initramfs"})
+	}
+	for _, m := range p.Modules {
+		if sym, ok := configSymbols[m.Name]; ok && !m.OutOfTree {
+			opts = append(opts, [2]string{sym, "module " + m.Name + " (" + m.For + ")"})
+		}
+	}
+	return opts
+}
+
+// check collects every problem with k for plan p.
+func (k *Kernel) check(p *boards.Plan) error {
+	var problems []string
+	info, err := IdentifyImage(k.Image)
+	switch {
+	case err != nil:
+		problems = append(problems, err.Error())
+	case info.Arch != imageArch(p):
+		problems = append(problems, fmt.Sprintf("kernel image %s is an %s kernel, but board %s needs an %s kernel (%s)",
+			k.Image, archName(info.Arch), p.Board, archName(imageArch(p)), p.Kernel.Image))
+	case info.BigEndian:
+		problems = append(problems, fmt.Sprintf("kernel image %s is a big-endian ARM kernel: the firmware's Go userland runs only on "+
+			"little-endian ARM (Go has no big-endian ARM port); build the kernel little-endian (CONFIG_CPU_LITTLE_ENDIAN)", k.Image))
+	default:
+		k.Arch = info.Arch
+	}
+
+	var cfg map[string]string
+	if k.Config != "" {
+		if cfg, err = ReadConfig(k.Config); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			for _, o := range neededOptions(p) {
+				if v := cfg[o[0]]; v != "y" && v != "m" {
+					problems = append(problems, fmt.Sprintf("kernel config %s: %s is not set (needed for %s)", k.Config, o[0], o[1]))
+				}
+			}
+		}
+	}
+
+	k.Builtin, k.Absent = nil, nil
+	var want []string
+	for _, m := range p.Modules {
+		if sym, ok := configSymbols[m.Name]; ok && cfg[sym] == "y" {
+			k.Builtin = append(k.Builtin, m.Name)
+			continue
+		}
+		want = append(want, m.Name)
+	}
+	if len(want) > 0 {
+		if k.ModulesDir == "" {
+			var inTree []string
+			for _, m := range p.Modules {
+				if contains(want, m.Name) && !m.OutOfTree {
+					inTree = append(inTree, m.Name)
+				} else if contains(want, m.Name) {
+					k.Absent = append(k.Absent, m.Name)
+				}
+			}
+			if len(inTree) > 0 {
+				problems = append(problems, fmt.Sprintf("no modules directory given, and the plan's modules %s are not built in (by the config)", strings.Join(inTree, ", ")))
+			}
+		} else if idx, err := debian.LoadModuleIndex(k.ModulesDir); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			var missing []string
+			for _, m := range p.Modules {
+				if !contains(want, m.Name) {
+					continue
+				}
+				_, builtin, err := idx.Closure(m.Name)
+				var mm *debian.MissingModulesError
+				switch {
+				case errors.As(err, &mm) && m.OutOfTree:
+					k.Absent = append(k.Absent, m.Name)
+				case errors.As(err, &mm):
+					missing = append(missing, mm.Missing...)
+				case err != nil:
+					problems = append(problems, err.Error())
+				case len(builtin) > 0 && builtin[len(builtin)-1] == m.Name:
+					k.Builtin = append(k.Builtin, m.Name)
+				}
+			}
+			if len(missing) > 0 {
+				problems = append(problems, fmt.Sprintf("planned kernel modules missing from %s (neither a .ko nor in modules.builtin): %s",
+					k.ModulesDir, strings.Join(dedupe(missing), ", ")))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return &KernelError{Source: k.Source, Problems: problems}
+	}
+	return nil
+}
+
+func archName(a string) string {
+	switch a {
+	case ArchX86:
+		return "x86 (bzImage)"
+	case ArchARM:
+		return "ARM (zImage)"
+	}
+	return a
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
