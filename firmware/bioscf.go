@@ -473,3 +473,5 @@ func copyFile(src, dst string) error {
 	}
 	return out.Close()
 }
+
+func openFAT(r io.ReaderAt, off, size int64) (*fat.FS, error) { return fat.Open(r, off, size) }

@@ -1,0 +1,180 @@
+package firmware
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ocfw/ocfw/ocf/report"
+)
+
+func TestBIOSCFReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two image builds; -short")
+	}
+	a, _ := buildALIX(t, t.TempDir(), ImageOptions{})
+	b, _ := buildALIX(t, t.TempDir(), ImageOptions{})
+	if a.Image.SHA256 != b.Image.SHA256 {
+		t.Fatalf("two builds of the same inputs differ: %s vs %s", a.Image.SHA256, b.Image.SHA256)
+	}
+	c, _ := buildALIX(t, t.TempDir(), ImageOptions{SourceDateEpoch: 1700000000 + 86400})
+	if c.Image.SHA256 == a.Image.SHA256 {
+		t.Errorf("a different SOURCE_DATE_EPOCH gave the same image: timestamps are not from it")
+	}
+}
+
+func TestBIOSCFSizeErrors(t *testing.T) {
+	require(t, CheckTools(BootBIOSCF))
+	in := x86Payload(t)
+	big := filepath.Join(t.TempDir(), "big.initrd")
+	if err := os.WriteFile(big, bytes.Repeat([]byte{1}, 40*MiB), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bigIn := in
+	bigIn.Initramfs = big
+	for _, tc := range []struct {
+		name string
+		in   Input
+		opts ImageOptions
+		want string
+	}{
+		{"larger than the card", in, ImageOptions{SizeMiB: 200}, "larger than the alix2d13's 128 MB card"},
+		{"card override too small", in, ImageOptions{SizeMiB: 120, CardMB: 64}, "64 MB card"},
+		{"no room for data", in, ImageOptions{SizeMiB: 36}, "data partition"},
+		{"initramfs does not fit", bigIn, ImageOptions{}, "boot partition holds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tc.opts.Output = filepath.Join(dir, "x.img")
+			_, err := Build(context.Background(), testPlan(t, "alix2d13"), tc.in, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if es, _ := os.ReadDir(dir); len(es) != 0 {
+				t.Errorf("a failed build left files behind: %v", es)
+			}
+		})
+	}
+}
+
+func TestInspectBIOSCF(t *testing.T) {
+	dir := t.TempDir()
+	m, img := buildALIX(t, dir, ImageOptions{})
+	// Two reports on the data partition, as the firmware writes them.
+	for _, n := range []int{1, 2} {
+		r := &report.Report{Version: report.Version, Boot: n}
+		r.Env.Board = "alix2d13"
+		js, err := r.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := filepath.Join(dir, "r.json")
+		os.WriteFile(src, js, 0o644)
+		name := "::/ocfw/report-000" + string(rune('0'+n)) + ".json"
+		if out, err := exec.Command("mcopy", "-i", img+"@@"+itoa(m.Layout[2].Offset), src, name).CombinedOutput(); err != nil {
+			t.Fatalf("mcopy: %v\n%s", err, out)
+		}
+	}
+	info, err := Inspect(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Problems) > 0 {
+		t.Errorf("problems: %v", info.Problems)
+	}
+	if len(info.Partitions) != 2 || !info.Partitions[0].Bootable || info.Partitions[1].Bootable {
+		t.Fatalf("partitions: %+v", info.Partitions)
+	}
+	p1, p2 := info.Partitions[0], info.Partitions[1]
+	if p1.Offset != MiB || p1.FS == nil || p1.FS.Type != "FAT16" || p1.FS.Label != BootLabel || p1.FS.HiddenSectors != 2048 || p1.FS.Heads != 255 || p1.FS.SectorsTrack != 63 {
+		t.Errorf("boot partition: %+v fs %+v", p1, p1.FS)
+	}
+	if p2.FS == nil || p2.FS.Label != "OCFWDATA" || p2.FS.HiddenSectors != uint32(p2.Offset/512) {
+		t.Errorf("data partition: %+v fs %+v", p2, p2.FS)
+	}
+	names := map[string]int64{}
+	for _, f := range p1.Files {
+		names[f.Name] = f.Size
+	}
+	for _, want := range []string{BootKernel, BootInitrd, BootSyslinux, BootManifest, "/boot/syslinux/ldlinux.sys"} {
+		if _, ok := names[want]; !ok {
+			t.Errorf("boot partition lacks %s (have %v)", want, names)
+		}
+	}
+	if names[BootKernel] != m.Files[0].Size {
+		t.Errorf("vmlinuz is %d bytes in the image, manifest says %d", names[BootKernel], m.Files[0].Size)
+	}
+	if !strings.Contains(info.BootConfig, "SERIAL 0 38400") || !strings.Contains(info.BootConfig, "console=ttyS0,38400n8") {
+		t.Errorf("boot config:\n%s", info.BootConfig)
+	}
+	if info.Manifest == nil || info.Manifest.Image == nil || info.Manifest.Image.SHA256 != m.Image.SHA256 {
+		t.Errorf("manifest not read back from beside the image: %+v", info.ManifestFrom)
+	}
+	if len(info.Reports) != 2 || info.Reports[0].Boot != 2 || info.Reports[1].Boot != 1 || info.Reports[0].Report == nil {
+		t.Errorf("reports, latest first: %+v", info.Reports)
+	}
+	// Without the sidecar, the copy inside the image is found.
+	os.Remove(ManifestPath(img))
+	info, err = Inspect(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Manifest == nil || !strings.HasPrefix(info.ManifestFrom, "partition 1") || info.Manifest.Board != "alix2d13" {
+		t.Errorf("in-image manifest: from %q", info.ManifestFrom)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestInspectRejects(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"text", []byte("hello, this is not an image\n")},
+		{"zeros", make([]byte, 4096)},
+		{"mbr pointing past the end", func() []byte {
+			b := make([]byte, 1024)
+			b[510], b[511] = 0x55, 0xaa
+			b[446+4] = 0x06
+			binary.LittleEndian.PutUint32(b[446+8:], 2048)
+			binary.LittleEndian.PutUint32(b[446+12:], 4096)
+			return b
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.name)
+			os.WriteFile(p, tc.data, 0o644)
+			if _, err := Inspect(p); err == nil {
+				t.Fatal("no error")
+			}
+		})
+	}
+	if _, err := Inspect(dir); err == nil {
+		t.Error("a directory inspected without error")
+	}
+}
+
+func TestInspectTruncated(t *testing.T) {
+	dir := t.TempDir()
+	_, img := buildALIX(t, dir, ImageOptions{})
+	os.Remove(ManifestPath(img))
+	for _, keep := range []int64{100, 512, MiB + 512, 20 * MiB} {
+		cut := filepath.Join(dir, "cut.img")
+		cutOut(t, img, cut, 0, keep)
+		if _, err := Inspect(cut); err == nil {
+			t.Errorf("image truncated to %d bytes: no error", keep)
+		} else if errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+}
