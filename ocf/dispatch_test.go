@@ -590,7 +590,7 @@ func BenchmarkDispatchOverhead(b *testing.B) {
 	}
 	for _, name := range []string{"aes-128-cbc", "null", "hmac-sha1"} {
 		c, _ := ocf.LookupCipher(name)
-		for _, n := range []int{16, 1024} {
+		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
 				direct, disp := openCipher(b, soft.New(), name), openCipher(b, d, name)
 				req := benchRequest(c, n)

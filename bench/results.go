@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// results is bench.json; bench.md is rendered from it.
+type results struct {
+	Command   string          `json:"command"`
+	Started   string          `json:"started"`
+	Seconds   float64         `json:"seconds"`
+	Host      hostInfoT       `json:"host"`
+	Trials    int             `json:"trials"`
+	Sections  []sectionStatus `json:"sections"`
+	Goals     []goal          `json:"goals"`
+	Crypto    *cryptoResult   `json:"crypto,omitempty"`
+	Crypto386 *cryptoResult   `json:"crypto386,omitempty"`
+	Dispatch  []dispatchCell  `json:"dispatch,omitempty"`
+	AFALG     *afalgResult    `json:"afalg,omitempty"`
+	Build     *buildResult    `json:"build,omitempty"`
+	Boot      *bootResult     `json:"boot,omitempty"`
+}
+
+type sectionStatus struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+	Skipped string  `json:"skipped,omitempty"`
+}
+
+type cryptoResult struct {
+	Reference string `json:"reference"`
+	Cells     []cell `json:"cells"`
+}
+
+// goal is one of the issue's targets and what was measured.
+type goal struct {
+	Item     string  `json:"item"`
+	What     string  `json:"what"`
+	Target   string  `json:"target"`
+	Measured float64 `json:"measured"`
+	Met      bool    `json:"met"`
+	// Short is by how much it falls short, in percent of the target.
+	Short float64 `json:"short_pct,omitempty"`
+	Unit  string  `json:"unit,omitempty"` // "" means a ratio (x)
+}
+
+// goal records a "measured >= min" target.
+func (r *results) goal(item, what, target string, measured, min float64) {
+	g := goal{Item: item, What: what, Target: target, Measured: measured, Met: measured >= min}
+	if !g.Met && min > 0 {
+		g.Short = 100 * (1 - measured/min)
+	}
+	r.Goals = append(r.Goals, g)
+}
+
+// goalMax records a "measured <= limit" target.
+func (r *results) goalMax(item, what, target, unit string, measured, limit float64) {
+	g := goal{Item: item, What: what, Target: target, Measured: measured, Met: measured <= limit, Unit: unit}
+	if !g.Met {
+		g.Short = measured - limit
+	}
+	r.Goals = append(r.Goals, g)
+}
+
+func (r *results) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(dir, "bench.json"), append(j, '\n')); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, "bench.md"), []byte(r.markdown()))
+}
+
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func (r *results) markdown() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("## Benchmarks\n\n")
+	p("`%s` — %s, %d cores (%s), %s; load average %s before, %s after; best of %d interleaved runs per side; %.0f s in all.\n\n",
+		r.Command, r.Host.CPU, r.Host.Cores, r.Host.GoVersion, r.Host.OpenSSL, r.Host.LoadBefore, r.Host.LoadAfter, r.Trials, r.Seconds)
+	if len(r.Goals) > 0 {
+		p("### Goals\n\n| item | what | goal | measured | met? |\n|---|---|---|---|---|\n")
+		for _, g := range r.Goals {
+			m := fmt.Sprintf("%.2fx", g.Measured)
+			if g.Unit != "" {
+				m = fmt.Sprintf("%.2f %s", g.Measured, g.Unit)
+			}
+			met := "yes"
+			if !g.Met {
+				if g.Unit != "" {
+					met = fmt.Sprintf("no (%.2f %s over)", g.Short, g.Unit)
+				} else {
+					met = fmt.Sprintf("no (%.0f%% short)", g.Short)
+				}
+			}
+			p("| %s | %s | %s | %s | %s |\n", g.Item, g.What, g.Target, m, met)
+		}
+		p("\n")
+	}
+	if r.Crypto != nil {
+		p("### 1. Go software engine vs OpenSSL (this host)\n\nReference: %s. Cells: Go/OpenSSL ratio (Go MB/s / OpenSSL MB/s, best runs).\n\n", r.Crypto.Reference)
+		cryptoTable(&b, r.Crypto.Cells)
+	}
+	if r.Crypto386 != nil {
+		p("### 1b. The boards' build: GOARCH=386 GO386=softfloat vs Debian's i386 OpenSSL, Geode LX instructions only\n\nReference: %s. Cells: Go/OpenSSL ratio (MB/s under the emulator; only the ratio means anything).\n\n", r.Crypto386.Reference)
+		cryptoTable(&b, r.Crypto386.Cells)
+	}
+	if len(r.Dispatch) > 0 {
+		dispatchTable(&b, r.Dispatch)
+	}
+	if r.AFALG != nil {
+		afalgTable(&b, r.AFALG)
+	}
+	if r.Build != nil {
+		buildTable(&b, r.Build)
+	}
+	if r.Boot != nil {
+		bootTable(&b, r.Boot)
+	}
+	var notes []string
+	for _, s := range r.Sections {
+		switch {
+		case s.Error != "":
+			notes = append(notes, fmt.Sprintf("- %s: **failed**: %s", s.Name, s.Error))
+		case s.Skipped != "":
+			notes = append(notes, fmt.Sprintf("- %s: not measured: %s", s.Name, s.Skipped))
+		}
+	}
+	if len(notes) > 0 {
+		p("### Not measured\n\n%s\n", strings.Join(notes, "\n"))
+	}
+	return b.String()
+}
+
+func cryptoTable(b *strings.Builder, cells []cell) {
+	fmt.Fprintf(b, "| cipher |")
+	for _, s := range benchSizes {
+		fmt.Fprintf(b, " %d |", s)
+	}
+	fmt.Fprintf(b, "\n|---|")
+	for range benchSizes {
+		fmt.Fprintf(b, "---|")
+	}
+	fmt.Fprintf(b, "\n")
+	for _, c := range cryptoCiphers {
+		fmt.Fprintf(b, "| %s |", c)
+		for _, s := range benchSizes {
+			for _, x := range cells {
+				if x.Cipher == c && x.Size == s {
+					fmt.Fprintf(b, " %.2f (%s/%s) |", x.Ratio, mbs(x.Go), mbs(x.Other))
+				}
+			}
+		}
+		fmt.Fprintf(b, "\n")
+	}
+	fmt.Fprintf(b, "\n")
+}
+
+func mbs(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
