@@ -29,32 +29,43 @@ type afalgRow struct {
 type afalgResult struct {
 	Kernel    string     `json:"kernel"`
 	Benchtime string     `json:"benchtime"`
+	Boots     int        `json:"boots"`
 	Rows      []afalgRow `json:"rows"`
 }
 
-const afalgBenchtime = "200ms"
+const (
+	afalgBenchtime = "200ms"
+	afalgBoots     = 2
+)
 
 // runAFALG is item 3: one boot of Debian's 686 kernel under QEMU
 // (ocf/afalg's TestKernelInTheLoop) runs BenchmarkAFALG,
 // BenchmarkAFALGAsync and BenchmarkGoSoft one after the other.
 func runAFALG(ctx context.Context, r *runner) error {
 	re := "^Benchmark(AFALG|AFALGAsync|GoSoft)$/^(" + strings.Join(quoteAll(afalgCiphers), "|") + "|one|batch)$"
-	out, err := r.run(ctx, []string{
-		"OCFW_KERNELTEST_RUN=^$",
-		"OCFW_KERNELTEST_BENCH=" + re,
-		"OCFW_KERNELTEST_BENCHTIME=" + afalgBenchtime,
-	}, "go", "test", "-count=1", "-timeout", "10m", "-run", "^TestKernelInTheLoop$", "-v", "./ocf/afalg")
+	// Each boot runs every benchmark once; with more than one boot the
+	// best figure of each benchmark counts (both sides alike).
+	boots := min(r.trials, afalgBoots)
+	var all strings.Builder
+	for i := 0; i < boots; i++ {
+		out, err := r.run(ctx, []string{
+			"OCFW_KERNELTEST_RUN=^$",
+			"OCFW_KERNELTEST_BENCH=" + re,
+			"OCFW_KERNELTEST_BENCHTIME=" + afalgBenchtime,
+		}, "go", "test", "-count=1", "-timeout", "10m", "-run", "^TestKernelInTheLoop$", "-v", "./ocf/afalg")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, "--- SKIP") {
+			return fmt.Errorf("the QEMU test skipped (kernel package or QEMU missing: `ocfw kernel fetch`): %s", tail(out, 400))
+		}
+		all.WriteString(out)
+	}
+	rows, err := parseAFALG(all.String())
 	if err != nil {
 		return err
 	}
-	if i := strings.Index(out, "--- SKIP"); i >= 0 {
-		return fmt.Errorf("the QEMU test skipped (kernel package or QEMU missing: `ocfw kernel fetch`): %s", tail(out, 400))
-	}
-	rows, err := parseAFALG(out)
-	if err != nil {
-		return err
-	}
-	r.res.AFALG = &afalgResult{Kernel: "Debian linux-image-686 under qemu-system-i386 -cpu pentium2 (TCG)", Benchtime: afalgBenchtime, Rows: rows}
+	r.res.AFALG = &afalgResult{Kernel: "Debian linux-image-686 under qemu-system-i386 -cpu pentium2 (TCG)", Benchtime: afalgBenchtime, Boots: boots, Rows: rows}
 	return nil
 }
 
@@ -91,7 +102,7 @@ func parseAFALG(out string) ([]afalgRow, error) {
 		switch {
 		case parts[0] == "BenchmarkGoSoft" && len(parts) == 3:
 			row := get(key{parts[1], size})
-			row.Go = mb
+			row.Go = max(row.Go, mb)
 			row.MaxAllocs = max(row.MaxAllocs, g.Metrics["allocs/op"])
 		case parts[0] == "BenchmarkAFALG" && len(parts) == 4:
 			row := get(key{parts[1], size})
@@ -124,14 +135,14 @@ func parseAFALG(out string) ([]afalgRow, error) {
 func setMode(row *afalgRow, mode string, mb float64) {
 	switch mode {
 	case "one":
-		row.One = mb
+		row.One = max(row.One, mb)
 	case "batch":
-		row.Batch = mb
+		row.Batch = max(row.Batch, mb)
 	}
 }
 
 func afalgTable(b *strings.Builder, a *afalgResult) {
-	fmt.Fprintf(b, "### 3. AF_ALG vs Go inside one QEMU boot\n\n%s, benchtime %s. Ratios only: absolute figures under emulation say nothing about a board. \"one\": one request per call; \"batch\": 8 requests per call through AIO. For cryptd (asynchronous stand-in for a Hifn) Go's figure is the plain aes-128-cbc one.\n\n", a.Kernel, a.Benchtime)
+	fmt.Fprintf(b, "### 3. AF_ALG vs Go inside one QEMU boot\n\n%s, benchtime %s, best of %d boot(s), each running every benchmark once. Ratios only: absolute figures under emulation say nothing about a board. \"one\": one request per call; \"batch\": 8 requests per call through AIO. For cryptd (asynchronous stand-in for a Hifn) Go's figure is the plain aes-128-cbc one.\n\n", a.Kernel, a.Benchtime, a.Boots)
 	fmt.Fprintf(b, "| cipher | size | one/Go | batch/Go | batch/one | allocs/op |\n|---|---|---|---|---|---|\n")
 	goOf := map[string]float64{}
 	for _, r := range a.Rows {

@@ -37,10 +37,18 @@ var sections = []struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "image" {
+		if err := imageChild(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench image:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	trials := flag.Int("trials", 3, "runs per side; the best counts")
 	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,boot")
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
+	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")
 	flag.Parse()
 	if *trials < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -trials must be at least 1")
@@ -68,7 +76,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(tmp)
-	r := &runner{tmp: tmp, trials: *trials, benchtime: *benchtime, res: &results{
+	r := &runner{tmp: tmp, trials: *trials, benchtime: *benchtime, cold: *cold, res: &results{
 		Command: "bench/run " + strings.Join(os.Args[1:], " "),
 		Started: time.Now().UTC().Format(time.RFC3339),
 		Host:    hostInfo(),
@@ -118,6 +126,7 @@ type runner struct {
 	tmp       string
 	trials    int
 	benchtime string
+	cold      bool
 	res       *results
 }
 

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/qemu"
+)
+
+// trivialMarker is bench/trivialinit's console line.
+const trivialMarker = "ocfw-bench: trivial init reached"
+
+// bootResult is item 6: QEMU power-on to the firmware's report against
+// power-on to a trivial /init of the same kernel started with -kernel.
+type bootResult struct {
+	Board       string    `json:"board"`
+	SelfTestS   float64   `json:"selftest_s"`
+	ReportS     float64   `json:"report_s"`
+	ReportRuns  []float64 `json:"report_runs"`
+	TrivialS    float64   `json:"trivial_s"`
+	TrivialRuns []float64 `json:"trivial_runs"`
+	Ratio       float64   `json:"ratio"`
+	Machine     string    `json:"machine"`
+}
+
+// bootRuns is how many times each boot runs (they alternate; best counts):
+// a firmware boot under TCG takes a minute or more.
+const bootRuns = 2
+
+func runBoot(ctx context.Context, r *runner) error {
+	var img, kernel, karg string
+	if b := r.res.Build; b != nil && b.WarmOcfw != nil {
+		img, kernel, karg = b.WarmOcfw.ImagePath, b.WarmOcfw.Kernel, b.WarmOcfw.KernelArg
+	} else {
+		child := filepath.Join(r.tmp, "bench")
+		if _, err := r.run(ctx, nil, "go", "build", "-o", child, "./bench"); err != nil {
+			return err
+		}
+		out, err := r.run(ctx, nil, child, "image", buildBoard, filepath.Join(r.tmp, "boot"))
+		if err != nil {
+			return err
+		}
+		var ib imageBuild
+		if err := json.Unmarshal([]byte(lastLine(out)), &ib); err != nil {
+			return fmt.Errorf("bench image output: %v", err)
+		}
+		img, kernel, karg = ib.ImagePath, ib.Kernel, ib.KernelArg
+	}
+	initBin := filepath.Join(r.tmp, "trivialinit")
+	if _, err := r.run(ctx, []string{"GOARCH=386", "GO386=softfloat", "CGO_ENABLED=0"}, "go", "build", "-o", initBin, "./bench/trivialinit"); err != nil {
+		return err
+	}
+	initrd := filepath.Join(r.tmp, "trivial.cpio")
+	f, err := os.Create(initrd)
+	if err != nil {
+		return err
+	}
+	err = (&kerneltest.Initramfs{Init: initBin}).Write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	res := &bootResult{Board: buildBoard, Machine: "qemu-system-i386 -M pc -cpu pentium2 -m 256 (TCG)"}
+	base := qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Timeout: 6 * time.Minute}
+	for i := 0; i < bootRuns; i++ {
+		// The image's data partition keeps reports between boots: boot a
+		// fresh copy each time so every run is a first boot.
+		disk := filepath.Join(r.tmp, fmt.Sprintf("boot%d.img", i))
+		if _, err := r.run(ctx, nil, "cp", "--sparse=always", img, disk); err != nil {
+			return err
+		}
+		cfg := base
+		cfg.Disk = disk
+		st, rep, err := bootFirmware(ctx, cfg)
+		os.Remove(disk)
+		if err != nil {
+			return err
+		}
+		res.ReportRuns = append(res.ReportRuns, rep)
+		if res.ReportS == 0 || rep < res.ReportS {
+			res.ReportS, res.SelfTestS = rep, st
+		}
+		cfg = base
+		cfg.Kernel, cfg.Initrd, cfg.Append = kernel, initrd, karg+" panic=10"
+		t, err := bootTrivial(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		res.TrivialRuns = append(res.TrivialRuns, t)
+	}
+	res.TrivialS = minOf(res.TrivialRuns)
+	res.Ratio = res.ReportS / res.TrivialS
+	r.res.Boot = res
+	return nil
+}
+
+func bootFirmware(ctx context.Context, cfg qemu.Config) (selftest, report float64, err error) {
+	vm, err := qemu.Start(ctx, cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer vm.Kill()
+	if err := vm.WaitFor(ctx, "ocfw: self-test: "); err != nil {
+		return 0, 0, fmt.Errorf("firmware boot: no self-test line: %v\n%s", err, vm.Tail(20))
+	}
+	selftest = vm.Elapsed().Seconds()
+	if err := vm.WaitFor(ctx, "ocfw: report written: "); err != nil {
+		return 0, 0, fmt.Errorf("firmware boot: no report written: %v\n%s", err, vm.Tail(20))
+	}
+	return selftest, vm.Elapsed().Seconds(), nil
+}
+
+func bootTrivial(ctx context.Context, cfg qemu.Config) (float64, error) {
+	vm, err := qemu.Start(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer vm.Kill()
+	if err := vm.WaitFor(ctx, trivialMarker); err != nil {
+		return 0, fmt.Errorf("trivial boot: %v\n%s", err, vm.Tail(20))
+	}
+	return vm.Elapsed().Seconds(), nil
+}
+
+func bootTable(b *strings.Builder, x *bootResult) {
+	fmt.Fprintf(b, "### 6. Boot time in QEMU (%s)\n\n%s, best of %d alternating boots each.\n\n", x.Board, x.Machine, len(x.ReportRuns))
+	fmt.Fprintf(b, "| boot | power-on to | seconds |\n|---|---|---|\n")
+	fmt.Fprintf(b, "| firmware CF image (SeaBIOS, SYSLINUX, kernel, modules, self-test, speed table) | self-test line | %.1f |\n", x.SelfTestS)
+	fmt.Fprintf(b, "| same | report written | %.1f |\n", x.ReportS)
+	fmt.Fprintf(b, "| same kernel, `-kernel`, trivial /init | init running | %.1f |\n", x.TrivialS)
+	fmt.Fprintf(b, "| ratio | report / trivial | %.2f |\n\n", x.Ratio)
+}

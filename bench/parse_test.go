@@ -1,0 +1,172 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseGoBench(t *testing.T) {
+	out := `goos: linux
+BenchmarkSoft/aes-128-cbc/16-2      	  719444	       500.0 ns/op	  32.00 MB/s	       0 B/op	       0 allocs/op
+        BenchmarkGoSoft/hmac-sha1/8192      	    1149	    210135 ns/op	  38.98 MB/s	       0 B/op	       0 allocs/op
+BenchmarkDispatchOverhead/null/16-2 	   10000	     9000 ns/op	  1.5 MB/s	 7.6 direct-ns/req	 9.7 dispatch-ns/req	 27.6 overhead-%	 2 B/op	 1 allocs/op
+BenchmarkAFALG/des-ede3-cbc/one/64
+BenchmarkBroken-2   12   notanumber ns/op
+PASS`
+	got := parseGoBench(out)
+	want := []struct {
+		name   string
+		unit   string
+		metric float64
+	}{
+		{"BenchmarkSoft/aes-128-cbc/16", "MB/s", 32},
+		{"BenchmarkGoSoft/hmac-sha1/8192", "MB/s", 38.98},
+		{"BenchmarkDispatchOverhead/null/16", "dispatch-ns/req", 9.7},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("parsed %d results, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if got[i].Name != w.name || got[i].Metrics[w.unit] != w.metric {
+			t.Errorf("result %d = %s %v, want %s %s=%v", i, got[i].Name, got[i].Metrics, w.name, w.unit, w.metric)
+		}
+	}
+}
+
+func TestParseSpeedMR(t *testing.T) {
+	tests := []struct {
+		name, out string
+		want      map[int]float64
+		err       string
+	}{
+		{"all sizes", "+DT:AES-128-CBC:1:16\n+R:1:AES-128-CBC:1.0\n+H:16:64:256:1024:8192:16384\n+F:25:AES-128-CBC:620595344.00:1200000000.00:1.1e9:1.2e9:1.21e9:1.22e9\n",
+			map[int]float64{16: 620.595344, 64: 1200, 256: 1100, 1024: 1200, 8192: 1210, 16384: 1220}, ""},
+		{"hmac", "+H:16\n+F:9:hmac(sha1):38085552.00\n", map[int]float64{16: 38.085552}, ""},
+		{"no rows", "Error: unknown cipher\n", nil, "no +H/+F"},
+		{"count mismatch", "+H:16:64\n+F:1:X:5\n", nil, "2 sizes but 1 figures"},
+		{"bad figure", "+H:16\n+F:1:X:fast\n", nil, "figure"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseSpeedMR(tc.out)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for s, v := range tc.want {
+				if d := got[s] - v; d > 1e-6 || d < -1e-6 {
+					t.Errorf("size %d: %v MB/s, want %v", s, got[s], v)
+				}
+			}
+		})
+	}
+}
+
+func TestGeodeCapCheck(t *testing.T) {
+	tests := []struct {
+		out  string
+		want string // "" = a Geode code path
+	}{
+		// qemu-i386 -cpu pentium2: MMX, FXSR, no SSE.
+		{"CPUINFO: OPENSSL_ia32cap=0x800000004183fffd:0x0", ""},
+		// This host without a mask: SSE, SSE2, SSSE3 and AES-NI.
+		{"CPUINFO: OPENSSL_ia32cap=0xfed83203178bffff:0x18005f42f1bb03a9", "SSE, SSE2, SSSE3, AES-NI"},
+		// With the environment mask applied.
+		{"CPUINFO: OPENSSL_ia32cap=0x108bffff:0x0 env:~0xffffffff07000000:0", ""},
+	}
+	for _, tc := range tests {
+		c, err := parseIA32Cap(tc.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = geodeCapCheck(c)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want a Geode path", tc.out, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want one naming %s", tc.out, err, tc.want)
+		}
+	}
+	if _, err := parseIA32Cap("OpenSSL 3.0.22"); err == nil {
+		t.Error("parseIA32Cap accepted output without a capability vector")
+	}
+}
+
+func TestParseDispatch(t *testing.T) {
+	out := `BenchmarkDispatchOverhead/aes-128-cbc/16-2   100  1 ns/op  21.0 direct-ns/req  23.6 dispatch-ns/req  12 overhead-%  0 B/op  0 allocs/op
+BenchmarkDispatchOverhead/aes-128-cbc/16-2   100  1 ns/op  20.0 direct-ns/req  24.0 dispatch-ns/req  20 overhead-%  0 B/op  0 allocs/op
+BenchmarkDispatchOverhead/null/16-2   100  1 ns/op  8 direct-ns/req  8.8 dispatch-ns/req  10 overhead-%  0 B/op  512 allocs/op
+`
+	cells, err := parseDispatch(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 2 {
+		t.Fatalf("%d cells, want 2: %+v", len(cells), cells)
+	}
+	a := cells[0]
+	// Fastest of each side across runs: 20.0 direct, 23.6 dispatcher.
+	if a.Cipher != "aes-128-cbc" || a.Size != 16 || a.DirectNs != 20 || a.DispatchNs != 23.6 || a.OverheadPct < 17.9 || a.OverheadPct > 18.1 {
+		t.Errorf("aes cell %+v, want direct 20, dispatcher 23.6, overhead 18%%", a)
+	}
+	if cells[1].AllocsPerReq != 1 {
+		t.Errorf("null allocs/req %v, want 1 (512 per 512-request op)", cells[1].AllocsPerReq)
+	}
+	if _, err := parseDispatch("PASS\n"); err == nil {
+		t.Error("parseDispatch accepted output without results")
+	}
+}
+
+func TestParseAFALG(t *testing.T) {
+	out := `    kernel_test.go:29: guest output:
+        BenchmarkGoSoft/aes-128-cbc/16       	  177811	      1827 ns/op	   8.00 MB/s	       0 B/op	       0 allocs/op
+        BenchmarkAFALG/aes-128-cbc/one/16    	    4300	     93810 ns/op	   0.20 MB/s	       0 B/op	       0 allocs/op
+        BenchmarkAFALG/aes-128-cbc/batch/16  	    4300	     93810 ns/op	   0.40 MB/s	       0 B/op	       0 allocs/op
+        BenchmarkAFALGAsync/one/16           	    4300	     93810 ns/op	   0.10 MB/s	       0 B/op	       0 allocs/op
+        BenchmarkAFALGAsync/batch/16         	    4300	     93810 ns/op	   0.30 MB/s	       0 B/op	       0 allocs/op
+        BenchmarkGoSoft/null/16              	    4300	     93810 ns/op	   9.00 MB/s	       0 B/op	       0 allocs/op
+`
+	rows, err := parseAFALG(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2 (Go-only rows dropped): %+v", len(rows), rows)
+	}
+	r := rows[0]
+	if r.Cipher != "aes-128-cbc" || r.OneGo != 0.025 || r.BatchGo != 0.05 || r.BatchOne != 2 {
+		t.Errorf("row %+v, want one/Go 0.025, batch/Go 0.05, batch/one 2", r)
+	}
+	if c := rows[1]; c.Cipher != "aes-128-cbc (cryptd)" || c.BatchOne < 2.99 || c.BatchOne > 3.01 {
+		t.Errorf("cryptd row %+v, want batch/one 3", c)
+	}
+}
+
+func TestSymbolsByPackage(t *testing.T) {
+	out := ` 8049000      120 T runtime.main
+ 8049100      300 T github.com/u-root/u-root/pkg/ls.(*Printer).Print
+ 8049200      200 T github.com/u-root/u-root/pkg/ls.init
+ 8049300       50 R go:string.*
+ 8049400       70 R go:string.hello
+ 8049500        0 T runtime.zero
+ 8049600       10 D crypto/internal/fips140/aes.Block.Encrypt
+bad line`
+	got := symbolsByPackage(out, 3)
+	want := []pkgSize{{"github.com/u-root/u-root/pkg/ls", 500}, {"(go:string)", 120}, {"runtime", 120}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%d: got %v, want %v", i, got[i], want[i])
+		}
+	}
+}
