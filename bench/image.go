@@ -32,7 +32,7 @@ type imageBuild struct {
 	KernelS   float64       `json:"kernel_s"`   // LoadKernel (cached package)
 	UserlandS float64       `json:"userland_s"` // mkuimage: go build of the busybox userland, its cpio
 	AssembleS float64       `json:"assemble_s"` // rest of rootfs.Build: modules, plan, merge, compress
-	ImageS    float64       `json:"image_s"`    // firmware.BuildImage: partitions, FAT, bootloader, manifest
+	ImageS    float64       `json:"image_s"`    // firmware.Build: partitions, FAT, bootloader, manifest
 	TotalS    float64       `json:"total_s"`
 	Raw       int64         `json:"initramfs_raw"`
 	Packed    int64         `json:"initramfs"`
@@ -44,7 +44,7 @@ type imageBuild struct {
 }
 
 // imageChild is `bench image BOARD DIR`: one `ocfw build` worth of work
-// (rootfs.LoadKernel, rootfs.Build, firmware.BuildImage, the calls the
+// (rootfs.LoadKernel, rootfs.Build, firmware.Build, the calls the
 // build command makes) in a process of its own, so the parent can give it
 // an empty Go build cache.
 func imageChild(args []string) error {
@@ -108,7 +108,8 @@ func imageChild(args []string) error {
 		return fmt.Errorf("did not see mkuimage's uroot.cpio in %s: cannot split Go compilation from assembly", dir)
 	}
 	img := filepath.Join(dir, board+".img")
-	if _, err := firmware.BuildImage(ctx, plan, r, firmware.ImageOptions{Output: img, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"}); err != nil {
+	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: r.Initramfs, Inputs: r.Inputs}
+	if _, err := firmware.Build(ctx, plan, in, firmware.ImageOptions{Output: img, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"}); err != nil {
 		return err
 	}
 	t3 := time.Now()
@@ -177,7 +178,7 @@ func runBuild(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
-	res := &buildResult{Board: buildBoard, Route: "rootfs.LoadKernel + rootfs.Build + firmware.BuildImage (the calls `ocfw build` makes), in a child process"}
+	res := &buildResult{Board: buildBoard, Route: "rootfs.LoadKernel + rootfs.Build + firmware.Build (the calls `ocfw build` makes), in a child process"}
 	ocfwCache, urootCache := filepath.Join(r.tmp, "gocache-ocfw"), filepath.Join(r.tmp, "gocache-uroot")
 	ocfwBuild := func(name string) (*imageBuild, error) {
 		out, err := r.run(ctx, []string{"GOCACHE=" + ocfwCache}, child, "image", buildBoard, filepath.Join(r.tmp, name))
