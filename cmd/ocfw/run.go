@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/ocf/report"
+)
+
+type runFlags struct {
+	timeout  time.Duration
+	until    string
+	poweroff bool
+	memoryMB int
+	quiet    bool
+}
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run IMAGE",
+		Short: "Boot a CF image in QEMU as the board would, with its serial console here",
+		Long: `run boots an x86 CF image (alix2d13, net5501) with qemu-system-i386 -M pc -cpu
+pentium2 (no SSE2, like the Geode LX: a userland built without softfloat dies
+here as it would on the board), the board's RAM and the image as the IDE disk.
+The serial console is this terminal; on a terminal, Ctrl-A x ends the run.
+
+With --poweroff-after-report the run types 'poweroff' once the firmware's boot
+sequence is done, and the exit status is the self-test outcome read back from the
+image's data partition: 0 when every present engine passed, 1 otherwise.`,
+		Example: `  ocfw run alix.img
+  ocfw run --poweroff-after-report --timeout 10m alix.img`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			var escaped atomic.Bool
+			opt := firmware.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB}
+			if !f.quiet {
+				opt.Console = cmd.OutOrStdout()
+			}
+			if in, ok := cmd.InOrStdin().(*os.File); ok && !f.poweroff && f.until == "" {
+				if restore, err := rawTerminal(in); err == nil {
+					defer restore()
+					opt.Input = &escapeReader{r: in, cancel: func() { escaped.Store(true); cancel() }}
+				}
+			}
+			res, err := firmware.Run(ctx, args[0], opt)
+			if escaped.Load() {
+				return nil // the user ended the run with Ctrl-A x
+			}
+			if err != nil {
+				return err
+			}
+			if res.Report != nil && res.NewReport {
+				var pass, fail, absent int
+				for _, t := range res.Report.SelfTest {
+					switch t.Status {
+					case "pass":
+						pass++
+					case "fail":
+						fail++
+					default:
+						absent++
+					}
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on the data partition: self-test %d passed, %d failed, %d absent\n",
+					res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, pass, fail, absent)
+				if res.Report.Failed() {
+					return failedEngines(res.Report)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog: end the run (with an error) when the guest is still running after this")
+	cmd.Flags().StringVar(&f.until, "until", "", "end the run when the console shows this text")
+	cmd.Flags().BoolVar(&f.poweroff, "poweroff-after-report", false, "power off once the boot sequence is done and exit with the self-test outcome")
+	cmd.Flags().IntVar(&f.memoryMB, "memory", 0, "guest RAM in MiB (default: the board's)")
+	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "do not copy the console here")
+	return cmd
+}
+
+func failedEngines(r *report.Report) error {
+	var names []string
+	seen := map[string]bool{}
+	for _, t := range r.SelfTest {
+		if t.Status == "fail" && !seen[t.Engine] {
+			seen[t.Engine] = true
+			names = append(names, t.Engine)
+		}
+	}
+	return fmt.Errorf("self-test failed on the board for %v: excluded by the policy (see the report)", names)
+}
+
+// rawTerminal puts a terminal in raw mode so keystrokes reach the guest
+// as typed; it fails (and nothing changes) when f is not a terminal.
+func rawTerminal(f *os.File) (restore func(), err error) {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	raw := *old
+	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	raw.Cflag &^= unix.CSIZE | unix.PARENB
+	raw.Cflag |= unix.CS8
+	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &raw); err != nil {
+		return nil, err
+	}
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }, nil
+}
+
+// escapeReader passes keystrokes through and ends the run on Ctrl-A x,
+// QEMU's own escape.
+type escapeReader struct {
+	r      io.Reader
+	cancel func()
+	ctrlA  bool
+}
+
+func (e *escapeReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	for i := 0; i < n; i++ {
+		if e.ctrlA && (p[i] == 'x' || p[i] == 'X') {
+			e.cancel()
+			return 0, io.EOF
+		}
+		e.ctrlA = p[i] == 0x01
+	}
+	return n, err
+}

@@ -1,0 +1,144 @@
+package firmware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/rootfs/boot"
+)
+
+// RunOptions say how to boot an image in QEMU.
+type RunOptions struct {
+	// Timeout is the watchdog: a guest still running after it (a silent
+	// hang, or a boot that never finishes) is killed and Run says so.
+	Timeout time.Duration
+	// Until ends the run as soon as the console shows this text.
+	Until string
+	// PoweroffAfterReport types `poweroff` at the shell once the boot
+	// sequence is done, so a scripted run ends by itself.
+	PoweroffAfterReport bool
+	// Console gets the guest's serial console as it comes.
+	Console io.Writer
+	// Input, when set, is typed on the guest's console (a terminal's
+	// keystrokes for interactive use).
+	Input io.Reader
+	// MemoryMB overrides the board's RAM.
+	MemoryMB int
+}
+
+// RunResult is what a run left behind.
+type RunResult struct {
+	Board   string
+	Console string
+	// Report is the newest report on the image's data partition after the
+	// run, nil when the run wrote none.
+	Report *report.Report
+	// NewReport says whether Report was written by this run.
+	NewReport bool
+	Elapsed   time.Duration
+}
+
+// ErrNoReport is returned when a run that should have written a report
+// (PoweroffAfterReport) left none on the data partition.
+var ErrNoReport = errors.New("no new report on the image's data partition")
+
+// Run boots an x86 CF image the way the board would: QEMU's emulated
+// Pentium II has no SSE2, like the Geode LX, so a userland built without
+// softfloat dies here as it would there; the board's RAM; the image as the
+// first IDE disk; the serial console on Console.
+func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) {
+	info, err := Inspect(image)
+	if err != nil {
+		return nil, err
+	}
+	if info.Manifest == nil || info.Manifest.Plan == nil {
+		return nil, fmt.Errorf("%s: no ocfw manifest in or beside the image: build it with ocfw build", image)
+	}
+	plan := info.Manifest.Plan
+	if plan.Boot != boards.BootBIOSCF {
+		return nil, fmt.Errorf("%s: a %s image for %s: QEMU has no IXP4xx machine, so only x86 CF images (bios-cf) can be run; write it to the board", image, plan.Boot, plan.Board)
+	}
+	before := latestBoot(info)
+	mem := opt.MemoryMB
+	if mem == 0 {
+		mem = plan.RAMMB
+	}
+	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: image, Timeout: opt.Timeout, Echo: opt.Console})
+	if err != nil {
+		return nil, err
+	}
+	defer vm.Kill()
+	res := &RunResult{Board: plan.Board}
+	if opt.Input != nil {
+		go forward(vm, opt.Input)
+	}
+	switch {
+	case opt.Until != "":
+		err = vm.WaitFor(ctx, opt.Until)
+		vm.Kill()
+	case opt.PoweroffAfterReport:
+		if err = vm.WaitFor(ctx, boot.MarkDone); err == nil {
+			// Give the shell a moment to take the console.
+			time.Sleep(500 * time.Millisecond)
+			if err = vm.Send("poweroff\n"); err == nil {
+				err = vm.Wait()
+			}
+		}
+	default:
+		err = vm.Wait()
+	}
+	res.Console, res.Elapsed = vm.Console(), vm.Elapsed()
+	if err != nil {
+		var te *qemu.TimeoutError
+		if errors.As(err, &te) {
+			return res, fmt.Errorf("the guest did not finish within --timeout %v (a hang prints nothing: check the last lines):\n%s", te.After, te.Tail)
+		}
+		return res, err
+	}
+	vm.Kill() // QEMU must have let go of the image before we read it
+	after, err := Inspect(image)
+	if err != nil {
+		return res, fmt.Errorf("reading the report back: %w", err)
+	}
+	if len(after.Reports) > 0 && after.Reports[0].Report != nil {
+		res.Report = after.Reports[0].Report
+		res.NewReport = after.Reports[0].Boot > before
+	}
+	if opt.PoweroffAfterReport && !res.NewReport {
+		why := "the boot did not write one"
+		if strings.Contains(res.Console, boot.MarkReportRAM) {
+			why = "the firmware kept it in RAM (it did not find the data partition)"
+		}
+		return res, fmt.Errorf("%w: %s", ErrNoReport, why)
+	}
+	return res, nil
+}
+
+func latestBoot(info *Info) int {
+	if len(info.Reports) == 0 {
+		return 0
+	}
+	return info.Reports[0].Boot
+}
+
+func forward(vm *qemu.VM, in io.Reader) {
+	buf := make([]byte, 256)
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			if vm.Send(string(buf[:n])) != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
