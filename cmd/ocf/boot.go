@@ -32,6 +32,11 @@ time-bounded; it always exits 0 so that init starts the shell.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
+			if !noMount {
+				if err := boot.ReleaseConsole(); err != nil {
+					fmt.Fprintf(out, "ocfw: %v\n", err)
+				}
+			}
 			done := make(chan struct{})
 			go func() {
 				defer close(done)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 
 	"github.com/u-root/u-root/pkg/kmodule"
@@ -84,4 +85,21 @@ func (l *kmoduleLoader) Load(name string) error {
 		return fmt.Errorf("%w: %v", ErrModuleNotFound, err)
 	}
 	return err
+}
+
+// ReleaseConsole gives up the controlling terminal when this process leads
+// its session, as u-root's init makes uinit do. Otherwise the kernel hangs
+// up the console when uinit exits — discarding output not yet sent and
+// handing the shell that init starts next a dead terminal, so it exits and
+// init with it. Dropping the terminal sends our process group SIGHUP,
+// hence the ignore first.
+func ReleaseConsole() error {
+	if sid, err := unix.Getsid(0); err != nil || sid != unix.Getpid() {
+		return nil // not a session leader: nothing is hung up at exit
+	}
+	signal.Ignore(unix.SIGHUP)
+	if err := unix.IoctlSetInt(0, unix.TIOCNOTTY, 0); err != nil && !errors.Is(err, unix.ENOTTY) {
+		return fmt.Errorf("releasing the console (TIOCNOTTY): %w", err)
+	}
+	return nil
 }
