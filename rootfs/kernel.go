@@ -393,8 +393,8 @@ func (k *Kernel) check(p *boards.Plan) error {
 	case err != nil:
 		problems = append(problems, err.Error())
 	case info.Arch != imageArch(p):
-		problems = append(problems, fmt.Sprintf("kernel image %s is an %s kernel, but board %s needs an %s kernel (%s)",
-			k.Image, archName(info.Arch), p.Board, archName(imageArch(p)), p.Kernel.Image))
+		problems = append(problems, fmt.Sprintf("kernel image %s is an %s kernel, but board %s needs an %s kernel",
+			k.Image, archName(info.Arch), p.Board, archName(imageArch(p))))
 	case info.BigEndian:
 		problems = append(problems, fmt.Sprintf("kernel image %s is a big-endian ARM kernel: the firmware's Go userland runs only on "+
 			"little-endian ARM (Go has no big-endian ARM port); build the kernel little-endian (CONFIG_CPU_LITTLE_ENDIAN)", k.Image))

@@ -77,6 +77,7 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		withPlanFlags(g, ocfcmd.NewSpeedCmd),
 		ocfcmd.NewPolicyCmd("policy.json"),
 		newReportCmd(),
+		newKernelCmd(g),
 		newRunCmd(),
 	)
 	return root

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/rootfs"
+)
+
+func newKernelCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kernel",
+		Short: "Fetch and check the kernel a board's firmware boots",
+	}
+	cmd.AddCommand(newKernelFetchCmd(g), newKernelCheckCmd(g))
+	return cmd
+}
+
+func newKernelFetchCmd(g *globalFlags) *cobra.Command {
+	var board, cache string
+	var refresh bool
+	cmd := &cobra.Command{
+		Use:   "fetch --board BOARD",
+		Short: "Download the board's Debian kernel package into the cache (no root needed)",
+		Long: `fetch downloads the Debian kernel package a board's profile names (linux-image-686,
+i386, for the Geode boards) with apt-get download, using a private package list
+for the package's architecture, into the cache (--cache, else $OCFW_CACHE, else
+$XDG_CACHE_HOME/ocfw or ~/.cache/ocfw). A package already cached is reused
+without network access; --refresh updates the lists and downloads again.`,
+		Example: `  ocfw kernel fetch --board alix2d13`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := kernelBoard(g, board)
+			if err != nil {
+				return err
+			}
+			if b.Kernel.Source != "debian" || b.Kernel.Package == "" {
+				msg := fmt.Sprintf("board %s has no Debian kernel package to fetch: build ocfw images for it with --kernel", b.Name)
+				if b.Kernel.Note != "" {
+					msg += " (" + strings.TrimSpace(b.Kernel.Note) + ")"
+				}
+				return fmt.Errorf("%s", msg)
+			}
+			f := &debian.Fetcher{CacheDir: cache, Refresh: refresh, Log: func(format string, args ...any) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...)
+			}}
+			deb, err := f.FetchKernel(cmd.Context(), b.Kernel.Package, b.Kernel.Arch)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s) for %s: %s\n", b.Kernel.Package, b.Kernel.Arch, b.Name, deb)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&board, "board", "", "board name or alias (required)")
+	cmd.Flags().StringVar(&cache, "cache", "", "cache directory (default $OCFW_CACHE, else ~/.cache/ocfw)")
+	cmd.Flags().BoolVar(&refresh, "refresh", false, "update the package lists and download again")
+	return cmd
+}
+
+func newKernelCheckCmd(g *globalFlags) *cobra.Command {
+	var board, cache, kernel string
+	var cards []string
+	cmd := &cobra.Command{
+		Use:   "check --board BOARD [--card CARD]... [--kernel SPEC]",
+		Short: "Check a kernel against a board's plan: architecture, endianness, config, modules",
+		Long: `check loads the kernel a build would use and lists every problem at once: an image
+for the wrong architecture (x86 bzImage against ARM zImage), a big-endian ARM kernel
+(the Go userland needs little-endian), config options the plan needs (AF_ALG
+skcipher and hash, the engine drivers, the initramfs compression), planned modules
+that are neither a .ko nor built in.
+
+--kernel is a Debian linux-image .deb, a directory with vmlinuz (or bzImage,
+zImage, boot/vmlinuz-VERSION) and lib/modules/VERSION and an optional config or
+config.gz, or IMAGE:MODULESDIR[:CONFIG]. Without it, the board's Debian package
+from the cache (fetched if missing).`,
+		Example: `  ocfw kernel check --board alix2d13
+  ocfw kernel check --board nslu2 --kernel zImage-ixp4xx:modules/lib/modules/6.6.0:config`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if board == "" {
+				return fmt.Errorf("--board is required (see 'ocfw boards')")
+			}
+			cat, err := g.catalog()
+			if err != nil {
+				return err
+			}
+			p, err := cat.Resolve(boards.Request{Board: board, Cards: cards})
+			if err != nil {
+				return err
+			}
+			k, err := rootfs.LoadKernel(cmd.Context(), p, kernel, cache)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "kernel %s (%s) for %s: ok\n", orNone(k.Version), k.Arch, p.Board)
+			fmt.Fprintf(w, "  source   %s\n  image    %s\n  sha256   %s (of the source)\n  modules  %s\n  config   %s\n", k.Source, k.Image, k.SHA256, orNone(k.ModulesDir), orNone(k.Config))
+			if len(k.Builtin) > 0 {
+				fmt.Fprintf(w, "  built in %s\n", strings.Join(k.Builtin, " "))
+			}
+			if len(k.Absent) > 0 {
+				fmt.Fprintf(w, "  absent   %s (out of tree: their engines will be reported absent)\n", strings.Join(k.Absent, " "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&board, "board", "", "board name or alias (required)")
+	cmd.Flags().StringArrayVar(&cards, "card", nil, "a card in the board's slots (repeat)")
+	cmd.Flags().StringVar(&kernel, "kernel", "", "the kernel: a .deb, a directory, or IMAGE:MODULESDIR[:CONFIG] (default: the board's Debian package)")
+	cmd.Flags().StringVar(&cache, "cache", "", "cache directory (default $OCFW_CACHE, else ~/.cache/ocfw)")
+	return cmd
+}
+
+func kernelBoard(g *globalFlags, name string) (*boards.Board, error) {
+	if name == "" {
+		return nil, fmt.Errorf("--board is required (see 'ocfw boards')")
+	}
+	cat, err := g.catalog()
+	if err != nil {
+		return nil, err
+	}
+	return cat.Board(name)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
