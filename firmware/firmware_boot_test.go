@@ -1,0 +1,112 @@
+package firmware
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/rootfs"
+)
+
+var reportRe = regexp.MustCompile(`ocfw: report (written: (/ocfw/report-\d+\.json)|kept in RAM only: [^\r\n]*)`)
+
+var selfTestRe = regexp.MustCompile(`ocfw: self-test: (\d+) passed, (\d+) failed, (\d+) absent`)
+
+// TestFirmwareImageBoots builds the real firmware (rootfs: u-root init and
+// the ocf boot sequence) into an ALIX image and boots it from the IDE disk
+// to the self-test line, then powers it off from the shell.
+func TestFirmwareImageBoots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the userland and boots QEMU; -short")
+	}
+	require(t, CheckTools(BootBIOSCF))
+	cfg := qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Timeout: 6 * time.Minute}
+	if _, err := cfg.BinaryPath(); err != nil {
+		require(t, err)
+	}
+	cat, err := boards.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two ciphers keep the emulated Pentium II's self-test and speed run short.
+	plan, err := cat.Resolve(boards.Request{Board: "alix2d13", Ciphers: []string{"aes-128-cbc", "hmac-sha1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deb, err := debian.CachedKernel(plan.Kernel.Package, plan.Kernel.Arch, "")
+	require(t, err)
+	ctx := context.Background()
+	k, err := rootfs.LoadKernel(ctx, plan, deb, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r, err := rootfs.Build(ctx, plan, rootfs.Options{Kernel: k, WorkDir: dir, SourceDateEpoch: 1700000000,
+		Boot: rootfs.BootOptions{SpeedBudget: "2s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(dir, "alix.img")
+	m, err := BuildImage(ctx, plan, r, ImageOptions{Output: img, SourceDateEpoch: 1700000000, Tool: "ocfw test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Inputs["kernel"] == "" || len(m.Inputs) < 3 {
+		t.Errorf("manifest inputs: %v", m.Inputs)
+	}
+	cfg.Disk = img
+	// OCFW_TEST_CONSOLE names a file that gets a live copy of the console.
+	if p := os.Getenv("OCFW_TEST_CONSOLE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cfg.Echo = f
+	}
+	vm, err := qemu.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Kill()
+	// The console prints the report marker, then the self-test summary.
+	rep, err := vm.WaitForRegexp(ctx, reportRe)
+	if err != nil {
+		t.Fatalf("no report marker from the booted image: %v\n%s", err, vm.Tail(40))
+	}
+	got, err := vm.WaitForRegexp(ctx, selfTestRe)
+	if err != nil {
+		t.Fatalf("no self-test line from the booted image: %v\n%s", err, vm.Tail(40))
+	}
+	t.Logf("self-test line after %v: %s", vm.Elapsed().Round(time.Millisecond), got[0])
+	if got[2] != "0" {
+		t.Errorf("self-test failures: %s\n%s", got[0], vm.Tail(40))
+	}
+	if err := vm.WaitFor(ctx, "ocfw: boot sequence done"); err != nil {
+		t.Fatalf("%v\n%s", err, vm.Tail(20))
+	}
+	vm.Send("poweroff\n")
+	vm.Wait()
+	if rep[2] == "" {
+		// The data partition passes fsck.fat (TestBIOSCFImageChecks); a
+		// mount failure here is the boot sequence's (see the marker).
+		t.Errorf("the firmware did not write its report to the image's data partition: %s", rep[0])
+		return
+	}
+	// The report the firmware wrote is on the image's data partition.
+	info, err := Inspect(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Reports) == 0 || info.Reports[0].Report == nil {
+		t.Errorf("inspect finds no report on the data partition after the boot: %+v", info.Reports)
+	} else if info.Reports[0].Boot != 1 {
+		t.Errorf("first boot's report says boot %d", info.Reports[0].Boot)
+	}
+}
