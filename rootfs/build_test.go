@@ -1,0 +1,109 @@
+package rootfs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/u-root/u-root/pkg/cpio"
+	"github.com/ulikunitz/xz"
+)
+
+func fileSum(t *testing.T, name string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// Two builds from the same inputs give the same bytes, and every file in
+// the archive carries SOURCE_DATE_EPOCH and no host owner.
+func TestBuildReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the userland twice")
+	}
+	first := sharedBuild(t)
+	p := testPlan(t)
+	second, err := Build(context.Background(), p, Options{Kernel: first.Kernel, WorkDir: t.TempDir(), SourceDateEpoch: 1700000000,
+		Boot: BootOptions{SpeedBudget: "1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fileSum(t, first.Initramfs) != fileSum(t, second.Initramfs) {
+		t.Fatalf("two builds differ: %s (%d bytes) and %s (%d bytes)", first.Initramfs, first.Size, second.Initramfs, second.Size)
+	}
+	t.Logf("initramfs %d bytes raw, %d bytes xz, built in %v", second.RawSize, second.Size, second.Took)
+
+	f, err := os.Open(second.Initramfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := xz.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(raw)) != second.RawSize {
+		t.Errorf("raw size %d, result says %d", len(raw), second.RawSize)
+	}
+	recs, err := cpio.ReadAllRecords(cpio.Newc.Reader(bytes.NewReader(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, r := range recs {
+		have[r.Name] = true
+		if r.MTime != 1700000000 || r.UID != 0 || r.GID != 0 {
+			t.Errorf("%s: mtime %d uid %d gid %d; want the epoch and root", r.Name, r.MTime, r.UID, r.GID)
+			break
+		}
+	}
+	for _, want := range []string{"init", "bbin/bb", "bbin/gosh", "bbin/poweroff", "bbin/ocf", "bin/uinit", "bin/sh", "dev/console",
+		"etc/ocfw/plan.json", "etc/ocfw/boot.json", "etc/uinit.flags",
+		"lib/modules/" + second.Kernel.Version + "/modules.dep",
+		"lib/modules/" + second.Kernel.Version + "/kernel/drivers/crypto/geode-aes.ko"} {
+		if !have[want] {
+			t.Errorf("archive lacks %s", want)
+		}
+	}
+}
+
+// Over the board's budget the build fails and names the biggest parts.
+func TestBuildOverBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the userland")
+	}
+	first := sharedBuild(t)
+	p := testPlan(t)
+	p.Image.Compression = "gzip"
+	p.Image.InitramfsBudgetKB = 1024
+	dir := t.TempDir()
+	_, err := Build(context.Background(), p, Options{Kernel: first.Kernel, WorkDir: dir})
+	var be *BudgetError
+	if !errors.As(err, &be) {
+		t.Fatalf("err = %v, want a *BudgetError", err)
+	}
+	msg := err.Error()
+	for _, w := range []string{"over the board's budget of 1024 KiB", "gzip-compressed", "/bbin/bb", "libata.ko"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error lacks %q:\n%s", w, msg)
+		}
+	}
+	if be.Parts[0].Name != "/bbin/bb" {
+		t.Errorf("biggest part %s, want the busybox binary", be.Parts[0].Name)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("a failed build left %d files in the work directory", len(left))
+	}
+}
