@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/rootfs/boot"
 )
 
 // trivialMarker is bench/trivialinit's console line.
@@ -20,7 +22,7 @@ const trivialMarker = "ocfw-bench: trivial init reached"
 // power-on to a trivial /init of the same kernel started with -kernel.
 type bootResult struct {
 	Board       string    `json:"board"`
-	SelfTestS   float64   `json:"selftest_s"`
+	Report      string    `json:"report"` // where the report went
 	ReportS     float64   `json:"report_s"`
 	ReportRuns  []float64 `json:"report_runs"`
 	TrivialS    float64   `json:"trivial_s"`
@@ -29,9 +31,10 @@ type bootResult struct {
 	Machine     string    `json:"machine"`
 }
 
-// bootRuns is how many times each boot runs (they alternate; best counts):
-// a firmware boot under TCG takes a minute or more.
-const bootRuns = 2
+// bootRuns is how many times each boot runs (they alternate; best
+// counts): a firmware boot under TCG takes about 40 s here, more when
+// the host is busy, and the whole harness should stay within 15 minutes.
+const bootRuns = 1
 
 func runBoot(ctx context.Context, r *runner) error {
 	var img, kernel, karg string
@@ -79,14 +82,14 @@ func runBoot(ctx context.Context, r *runner) error {
 		}
 		cfg := base
 		cfg.Disk = disk
-		st, rep, err := bootFirmware(ctx, cfg)
+		rep, kept, err := bootFirmware(ctx, cfg)
 		os.Remove(disk)
 		if err != nil {
 			return err
 		}
 		res.ReportRuns = append(res.ReportRuns, rep)
 		if res.ReportS == 0 || rep < res.ReportS {
-			res.ReportS, res.SelfTestS = rep, st
+			res.ReportS, res.Report = rep, kept
 		}
 		cfg = base
 		cfg.Kernel, cfg.Initrd, cfg.Append = kernel, initrd, karg+" panic=10"
@@ -102,20 +105,40 @@ func runBoot(ctx context.Context, r *runner) error {
 	return nil
 }
 
-func bootFirmware(ctx context.Context, cfg qemu.Config) (selftest, report float64, err error) {
+// reportRe matches the boot sequence's report line: written to the data
+// partition, or kept in RAM when the partition cannot be used (the
+// report exists either way; the table says which).
+var reportRe = regexp.MustCompile(regexp.QuoteMeta(boot.MarkReportWritten) + `|` + regexp.QuoteMeta(boot.MarkReportRAM) + `([^\r\n]*)`)
+
+var selfTestRe = regexp.MustCompile(`ocfw: self-test: \d+ passed, \d+ failed, \d+ absent`)
+
+// bootFirmware boots the CF image and returns seconds from power-on to
+// the report line, and how the report was kept.
+func bootFirmware(ctx context.Context, cfg qemu.Config) (report float64, kept string, err error) {
 	vm, err := qemu.Start(ctx, cfg)
 	if err != nil {
-		return 0, 0, err
+		return 0, "", err
 	}
 	defer vm.Kill()
-	if err := vm.WaitFor(ctx, "ocfw: self-test: "); err != nil {
-		return 0, 0, fmt.Errorf("firmware boot: no self-test line: %v\n%s", err, vm.Tail(20))
+	m, err := vm.WaitForRegexp(ctx, reportRe)
+	if err != nil {
+		return 0, "", fmt.Errorf("firmware boot: no report line: %w", err)
 	}
-	selftest = vm.Elapsed().Seconds()
-	if err := vm.WaitFor(ctx, "ocfw: report written: "); err != nil {
-		return 0, 0, fmt.Errorf("firmware boot: no report written: %v\n%s", err, vm.Tail(20))
+	report = vm.Elapsed().Seconds()
+	kept = "written to the data partition"
+	if strings.HasPrefix(m[0], boot.MarkReportRAM) {
+		kept = "kept in RAM only: " + strings.TrimSpace(m[1])
 	}
-	return selftest, vm.Elapsed().Seconds(), nil
+	// The summary follows the report; a boot that reports failures is
+	// not a boot to time.
+	st, err := vm.WaitForRegexp(ctx, selfTestRe)
+	if err != nil {
+		return 0, "", fmt.Errorf("firmware boot: no self-test summary: %w", err)
+	}
+	if !strings.Contains(st[0], " 0 failed") {
+		return 0, "", fmt.Errorf("firmware boot: %s", st[0])
+	}
+	return report, kept, nil
 }
 
 func bootTrivial(ctx context.Context, cfg qemu.Config) (float64, error) {
@@ -125,16 +148,15 @@ func bootTrivial(ctx context.Context, cfg qemu.Config) (float64, error) {
 	}
 	defer vm.Kill()
 	if err := vm.WaitFor(ctx, trivialMarker); err != nil {
-		return 0, fmt.Errorf("trivial boot: %v\n%s", err, vm.Tail(20))
+		return 0, fmt.Errorf("trivial boot: %w", err)
 	}
 	return vm.Elapsed().Seconds(), nil
 }
 
 func bootTable(b *strings.Builder, x *bootResult) {
-	fmt.Fprintf(b, "### 6. Boot time in QEMU (%s)\n\n%s, best of %d alternating boots each.\n\n", x.Board, x.Machine, len(x.ReportRuns))
+	fmt.Fprintf(b, "### 6. Boot time in QEMU (%s)\n\n%s, best of %d boot(s) each, alternating.\n\n", x.Board, x.Machine, len(x.ReportRuns))
 	fmt.Fprintf(b, "| boot | power-on to | seconds |\n|---|---|---|\n")
-	fmt.Fprintf(b, "| firmware CF image (SeaBIOS, SYSLINUX, kernel, modules, self-test, speed table) | self-test line | %.1f |\n", x.SelfTestS)
-	fmt.Fprintf(b, "| same | report written | %.1f |\n", x.ReportS)
+	fmt.Fprintf(b, "| firmware CF image (SeaBIOS, SYSLINUX, kernel, modules, self-test, speed table) | report (%s) | %.1f |\n", x.Report, x.ReportS)
 	fmt.Fprintf(b, "| same kernel, `-kernel`, trivial /init | init running | %.1f |\n", x.TrivialS)
 	fmt.Fprintf(b, "| ratio | report / trivial | %.2f |\n\n", x.Ratio)
 }

@@ -158,6 +158,7 @@ func TestSymbolsByPackage(t *testing.T) {
  8049400       70 R go:string.hello
  8049500        0 T runtime.zero
  8049600       10 D crypto/internal/fips140/aes.Block.Encrypt
+ 8049700  9999999 B crypto/internal/fips140/drbg.memory
 bad line`
 	got := symbolsByPackage(out, 3)
 	want := []pkgSize{{"github.com/u-root/u-root/pkg/ls", 500}, {"(go:string)", 120}, {"runtime", 120}}
