@@ -342,7 +342,9 @@ func volumeSeed(m *Manifest) uint32 {
 }
 
 func mkfs(run runner, img string, off, size int64, fatBits int, label string, volid uint32) error {
-	args := []string{"-F", strconv.Itoa(fatBits), "-n", label, "-i", fmt.Sprintf("%08x", volid), "--invariant",
+	// --invariant before -i: mkfs.fat applies options in order, and
+	// --invariant sets its own volume id.
+	args := []string{"--invariant", "-F", strconv.Itoa(fatBits), "-n", label, "-i", fmt.Sprintf("%08x", volid),
 		"-S", "512", "-h", strconv.FormatInt(off/512, 10), "-g", fmt.Sprintf("%d/%d", mbr.Heads, mbr.SectorsPerTrack),
 		"--offset", strconv.FormatInt(off/512, 10), img, strconv.FormatInt(size/1024, 10)}
 	if err := run.run(toolMkfsFat, args...); err != nil {

@@ -99,6 +99,11 @@ func TestInspectBIOSCF(t *testing.T) {
 	if p2.FS == nil || p2.FS.Label != "OCFWDATA" || p2.FS.HiddenSectors != uint32(p2.Offset/512) {
 		t.Errorf("data partition: %+v fs %+v", p2, p2.FS)
 	}
+	// Volume ids come from the inputs, one per partition, not mkfs.fat's
+	// --invariant constant.
+	if p2.FS != nil && p1.FS != nil && (p1.FS.Serial == p2.FS.Serial || p1.FS.Serial == "1234-ABCD") {
+		t.Errorf("volume serials %s and %s", p1.FS.Serial, p2.FS.Serial)
+	}
 	names := map[string]int64{}
 	for _, f := range p1.Files {
 		names[f.Name] = f.Size

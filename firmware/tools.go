@@ -25,7 +25,7 @@ type hostTool struct {
 // that fsck.fat rejects; mkfs.fat --invariant with a fixed volume id and
 // mtools under SOURCE_DATE_EPOCH give byte-identical file systems.
 var (
-	toolMkfsFat  = hostTool{Name: "mkfs.fat", Package: "dosfstools", Version: []string{"--help"}}
+	toolMkfsFat  = hostTool{Name: "mkfs.fat", Package: "dosfstools"}
 	toolMcopy    = hostTool{Name: "mcopy", Package: "mtools", Version: []string{"--version"}}
 	toolMmd      = hostTool{Name: "mmd", Package: "mtools"}
 	toolSyslinux = hostTool{Name: "syslinux", Package: "syslinux", Version: []string{"--version"}}
@@ -55,9 +55,12 @@ func (t hostTool) path() (string, error) {
 	return p, nil
 }
 
-// version returns the tool's first version line, for the manifest: the
+// version returns the tool's package and version, for the manifest: the
 // image bytes depend on these tools' versions.
 func (t hostTool) version(ctx context.Context) string {
+	if out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${Package} ${Version}", t.Package).Output(); err == nil && len(out) > 0 {
+		return string(out)
+	}
 	p, err := t.path()
 	if err != nil || t.Version == nil {
 		return ""

@@ -79,6 +79,9 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newReportCmd(),
 		newKernelCmd(g),
 		newRunCmd(),
+		newBuildCmd(g),
+		newInspectCmd(),
+		newFlashCmd(),
 	)
 	return root
 }

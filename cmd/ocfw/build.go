@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/rootfs"
+)
+
+type buildFlags struct {
+	board     string
+	cards     []string
+	ciphers   []string
+	requireHW []string
+	kernel    string
+	initramfs string
+	output    string
+	size      string
+	cardMB    int
+	budget    string
+	json      bool
+}
+
+func newBuildCmd(g *globalFlags) *cobra.Command {
+	f := &buildFlags{}
+	cmd := &cobra.Command{
+		Use:   "build --board BOARD [--card CARD]... [--kernel K] [-o FILE]",
+		Short: "Build the firmware image for a board and its cards",
+		Long: `build resolves the plan, builds the initramfs (kernel modules and the Go userland)
+and lays out the image for the board's boot method:
+
+  bios-cf (alix2d13, net5501): a CompactFlash image — MBR, FAT16 boot partition with
+    the kernel, initramfs and SYSLINUX on the board's serial console, and a FAT data
+    partition where the firmware keeps its reports. dd or 'ocfw flash' it to the card.
+  redboot, nslu2: the whole 8 MiB flash in the RedBoot/FIS layout (RedBoot itself
+    left erased). avila-gw2348: kernel and initramfs files, the RedBoot commands that
+    store them in flash, and a CF image with the data partition.
+
+The image is written under a temporary name and renamed, with FILE.manifest.json
+(board, plan, sha256 of every input, block map) and a sha256sums file beside it.
+The same inputs and SOURCE_DATE_EPOCH give a byte-identical image. Host tools:
+mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
+		Example: `  ocfw build --board alix2d13 --card vpn1411 -o alix.img
+  ocfw build --board net5501 --size 240 --card-mb 256 -o net5501.img
+  ocfw build --board nslu2 --kernel zImage:lib/modules/6.1.0 -o nslu2.bin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.board == "" {
+				return fmt.Errorf("--board is required (see 'ocfw boards')")
+			}
+			cat, err := g.catalog()
+			if err != nil {
+				return err
+			}
+			plan, err := cat.Resolve(boards.Request{Board: f.board, Cards: f.cards, Ciphers: f.ciphers, RequireHW: f.requireHW})
+			if err != nil {
+				return err
+			}
+			return runBuild(cmd, plan, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.board, "board", "", "board name or alias (required)")
+	fl.StringArrayVar(&f.cards, "card", nil, "a card in one of the board's slots (repeat)")
+	fl.StringArrayVar(&f.ciphers, "cipher", nil, "limit the firmware to this cipher (repeat; default all)")
+	fl.StringArrayVar(&f.requireHW, "require-hw", nil, "fail unless some selected engine does this cipher in hardware (repeat)")
+	fl.StringVar(&f.kernel, "kernel", "", "kernel: a linux-image .deb, a directory, or IMAGE:MODULESDIR (default: the board's Debian package)")
+	fl.StringVar(&f.initramfs, "initramfs", "", "use this compressed initramfs instead of building one (the kernel still comes from --kernel)")
+	fl.StringVarP(&f.output, "output", "o", "", "image file (default ocfw-BOARD.img)")
+	fl.StringVar(&f.size, "size", "", "image size in MiB, e.g. 120 or 240M or 1G (default: the board's, which fits its card)")
+	fl.IntVar(&f.cardMB, "card-mb", 0, "the card's size in MB as sold (default: the board's, e.g. 128)")
+	fl.StringVar(&f.budget, "speed-budget", "", "time the firmware's boot-time speed run may take, e.g. 20s (default: the firmware's)")
+	fl.BoolVar(&f.json, "json", false, "print the manifest as JSON")
+	return cmd
+}
+
+// parseSizeMiB reads 120, 120M, 120MiB or 1G as MiB.
+func parseSizeMiB(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	u := strings.ToUpper(strings.TrimSpace(s))
+	mult := 1
+	for _, suf := range []struct {
+		s string
+		m int
+	}{{"GIB", 1024}, {"MIB", 1}, {"G", 1024}, {"M", 1}} {
+		if strings.HasSuffix(u, suf.s) {
+			u, mult = strings.TrimSuffix(u, suf.s), suf.m
+			break
+		}
+	}
+	n, err := strconv.Atoi(u)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("--size %q: want a positive size in MiB, e.g. 120, 240M or 1G", s)
+	}
+	return n * mult, nil
+}
+
+func sourceDateEpoch() (int64, error) {
+	v := os.Getenv("SOURCE_DATE_EPOCH")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970", v)
+	}
+	return n, nil
+}
+
+func runBuild(cmd *cobra.Command, plan *boards.Plan, f *buildFlags) error {
+	size, err := parseSizeMiB(f.size)
+	if err != nil {
+		return err
+	}
+	sde, err := sourceDateEpoch()
+	if err != nil {
+		return err
+	}
+	out := f.output
+	if out == "" {
+		out = "ocfw-" + plan.Board + ".img"
+	}
+	// Missing host tools are reported before the slow userland build.
+	if err := firmware.CheckTools(plan.Boot); err != nil {
+		return err
+	}
+	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
+	ctx := cmd.Context()
+	k, err := rootfs.LoadKernel(ctx, plan, f.kernel, "")
+	if err != nil {
+		return err
+	}
+	opts := firmware.ImageOptions{Output: out, SizeMiB: size, CardMB: f.cardMB, SourceDateEpoch: sde, Log: log}
+	var m *firmware.Manifest
+	if f.initramfs != "" {
+		in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: f.initramfs, Inputs: map[string]string{}}
+		if k.SHA256 != "" {
+			in.Inputs["kernel-source"] = k.SHA256
+		}
+		m, err = firmware.Build(ctx, plan, in, opts)
+	} else {
+		work, werr := os.MkdirTemp(filepath.Dir(out), ".ocfw-rootfs-")
+		if werr != nil {
+			return werr
+		}
+		defer os.RemoveAll(work)
+		r, berr := rootfs.Build(ctx, plan, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: sde,
+			Boot: rootfs.BootOptions{SpeedBudget: f.budget}, Log: log})
+		if berr != nil {
+			return berr
+		}
+		m, err = firmware.BuildImage(ctx, plan, r, opts)
+	}
+	if err != nil {
+		return err
+	}
+	if f.json {
+		js, err := m.JSON()
+		if err != nil {
+			return err
+		}
+		_, err = cmd.OutOrStdout().Write(js)
+		return err
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "%s  %s (%s, %d bytes; %d MiB mapped)\n", m.Image.SHA256, out, m.Board, m.Image.Size, m.BlockMap.Mapped/(1<<20))
+	for _, o := range m.Outputs {
+		fmt.Fprintf(w, "%s  %s (%d bytes)\n", o.SHA256, filepath.Join(filepath.Dir(out), o.Name), o.Size)
+	}
+	fmt.Fprintf(w, "manifest: %s\nsums:     %s\n", firmware.ManifestPath(out), firmware.SumsPath(out))
+	return nil
+}
