@@ -213,8 +213,10 @@ func TestBootDataPartition(t *testing.T) {
 		t.Fatalf("mkfs.fat: %v\n%s", err, out)
 	}
 	vm := bootVM(t, res, img)
-	waitFor(t, vm, boot.MarkReportWritten+"/ocfw/report-0001.json")
 	waitFor(t, vm, boot.MarkDone)
+	if !strings.Contains(vm.Console(), boot.MarkReportWritten+"/ocfw/report-0001.json") {
+		t.Fatalf("no report on the data partition:\n%s", vm.Tail(40))
+	}
 	shellWorks(t, vm)
 	poweroff(t, vm)
 

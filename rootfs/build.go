@@ -111,7 +111,9 @@ func StorageModules(p *boards.Plan) []string {
 	if p.Storage.Kind == "flash" && !p.Storage.CF {
 		mods = append(mods, "ehci_pci", "ohci_pci", "usb_storage")
 	}
-	return append(mods, "sd_mod", "vfat", "nls_cp437", "nls_iso8859_1", "nls_utf8")
+	// vfat's default code page is 437 and Debian's default iocharset is
+	// ascii: without nls_cp437 and nls_ascii the mount fails with EINVAL.
+	return append(mods, "sd_mod", "vfat", "nls_cp437", "nls_ascii", "nls_utf8")
 }
 
 // buildMu serialises builds: GOARM and GO386 reach `go build` only

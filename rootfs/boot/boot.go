@@ -364,10 +364,22 @@ func writeAll(cfg *Config, out *Outcome, dataDir, why string) error {
 	var werr error
 	if dataDir != "" {
 		n, name, err := WriteReports(filepath.Join(dataDir, ReportDir), r, Keep)
+		// vfat metadata (the FAT, renamed entries) is not all covered by
+		// the files' fsyncs: flush everything before saying it is written.
+		syncAll()
 		if err == nil {
 			out.Boot = n
 			out.ReportPath = "/" + ReportDir + "/" + name
 			cfg.printf("%s%s", MarkReportWritten, out.ReportPath)
+			// Read-only from here on: a router is switched off by pulling
+			// the plug, and a read-only FAT is never left dirty.
+			if cfg.Mount {
+				if err := remountReadOnly(dataDir); err != nil {
+					cfg.printf("ocfw: remounting %s read-only: %v", dataDir, err)
+				} else {
+					cfg.printf("ocfw: %s is read-only now (mount -o remount,rw %s to write to it)", dataDir, DataMount)
+				}
+			}
 		} else {
 			werr = err
 			why = "writing to the data partition failed: " + err.Error()

@@ -54,13 +54,18 @@ func mountVFAT(dev, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var err error
-	for _, opts := range []string{"flush,shortname=mixed", ""} {
-		if err = unix.Mount(dev, dir, "vfat", unix.MS_NOATIME, opts); err == nil {
+	// A kernel whose default iocharset's nls module is missing refuses
+	// the mount with EINVAL: then try the UTF-8 one.
+	var errs []string
+	for _, opts := range []string{"flush,shortname=mixed", "flush,shortname=mixed,iocharset=utf8", ""} {
+		err := unix.Mount(dev, dir, "vfat", unix.MS_NOATIME, opts)
+		if err == nil {
 			return nil
 		}
+		errs = append(errs, fmt.Sprintf("options %q: %v", opts, err))
 	}
-	return err
+	// One line: the reason ends up in a console marker.
+	return errors.New(strings.Join(errs, "; "))
 }
 
 // kmoduleLoader loads modules with u-root's kmodule, dependencies from
@@ -102,4 +107,13 @@ func ReleaseConsole() error {
 		return fmt.Errorf("releasing the console (TIOCNOTTY): %w", err)
 	}
 	return nil
+}
+
+// syncAll flushes every file system, as sync(1) does.
+func syncAll() { unix.Sync() }
+
+// remountReadOnly makes the data partition read-only, which also clears
+// the FAT's dirty flag.
+func remountReadOnly(dir string) error {
+	return unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOATIME, "")
 }
