@@ -55,6 +55,12 @@ func runBoot(ctx context.Context, r *runner) error {
 		}
 		img, kernel, karg = ib.ImagePath, ib.Kernel, ib.KernelArg
 	}
+	if kernel == "" {
+		var err error
+		if kernel, karg, err = kernelFor(ctx, buildBoard); err != nil {
+			return err
+		}
+	}
 	initBin := filepath.Join(r.tmp, "trivialinit")
 	if _, err := r.run(ctx, []string{"GOARCH=386", "GO386=softfloat", "CGO_ENABLED=0"}, "go", "build", "-o", initBin, "./bench/trivialinit"); err != nil {
 		return err

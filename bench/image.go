@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -183,6 +184,13 @@ func runBuild(ctx context.Context, r *runner) error {
 	}
 	res := &buildResult{Board: buildBoard, Route: "rootfs.LoadKernel + rootfs.Build + firmware.Build (the calls `ocfw build` makes), in a child process"}
 	ocfwCache, urootCache := filepath.Join(r.tmp, "gocache-ocfw"), filepath.Join(r.tmp, "gocache-uroot")
+	if bin := r.ocfwCommand(ctx); bin != "" {
+		res.Route = "`ocfw build --board " + buildBoard + " -o FILE` (cmd/ocfw), steps split by watching its work directory"
+		ocfwBuildCmd := func(name string) (*imageBuild, error) {
+			return r.timeOcfwBuild(ctx, bin, buildBoard, filepath.Join(r.tmp, name), []string{"GOCACHE=" + ocfwCache})
+		}
+		return r.measureBuilds(ctx, res, plan, cat, uroot, ocfwCache, urootCache, ocfwBuildCmd)
+	}
 	ocfwBuild := func(name string) (*imageBuild, error) {
 		out, err := r.run(ctx, []string{"GOCACHE=" + ocfwCache}, child, "image", buildBoard, filepath.Join(r.tmp, name))
 		if err != nil {
@@ -194,6 +202,14 @@ func runBuild(ctx context.Context, r *runner) error {
 		}
 		return &b, nil
 	}
+	return r.measureBuilds(ctx, res, plan, cat, uroot, ocfwCache, urootCache, ocfwBuild)
+}
+
+// measureBuilds times cold and warm builds with ocfwBuild against the
+// u-root command and fills in the sizes.
+func (r *runner) measureBuilds(ctx context.Context, res *buildResult, plan *boards.Plan, cat *boards.Catalog, uroot, ocfwCache, urootCache string,
+	ocfwBuild func(name string) (*imageBuild, error)) error {
+	var err error
 	urootArgs := func(out string, extra ...string) []string {
 		a := append([]string{"-o", out, "-build", "bb", "-tags", "goshsmall", "-initcmd", "init",
 			"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd"}, extra...)
@@ -291,7 +307,7 @@ func lastLine(s string) string {
 }
 
 // bbSymbols extracts bbin/bb from an unstripped u-root archive and sums
-// `go tool nm -size` by package.
+// ELF symbol sizes, zero-filled sections left out by package.
 func (r *runner) bbSymbols(ctx context.Context, archive string) ([]pkgSize, int64, error) {
 	f, err := os.Open(archive)
 	if err != nil {
@@ -321,32 +337,34 @@ func (r *runner) bbSymbols(ctx context.Context, archive string) ([]pkgSize, int6
 	if size == 0 {
 		return nil, 0, fmt.Errorf("no bbin/bb in %s", archive)
 	}
-	out, err := r.run(ctx, nil, "go", "tool", "nm", "-size", bb)
-	if err != nil {
-		return nil, 0, err
-	}
-	return symbolsByPackage(out, 12), size, nil
+	ps, err := symbolsByPackage(bb, 12)
+	return ps, size, err
 }
 
-// symbolsByPackage sums `go tool nm -size` lines (addr size type name) by
-// the symbol's package path and returns the n biggest.
-func symbolsByPackage(out string, n int) []pkgSize {
+// symbolsByPackage sums an ELF executable's symbol sizes by Go package
+// and returns the n biggest. Only symbols in sections with file contents
+// count: zero-filled memory (BSS, and large arrays the linker puts in
+// NOBITS sections, e.g. crypto/internal/fips140/drbg.memory) costs no
+// flash.
+func symbolsByPackage(name string, n int) ([]pkgSize, error) {
+	f, err := elf.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (stripped?)", name, err)
+	}
 	sums := map[string]int64{}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 {
+	for _, s := range syms {
+		if s.Size == 0 || int(s.Section) <= 0 || int(s.Section) >= len(f.Sections) {
 			continue
 		}
-		sz, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil || sz == 0 {
+		if f.Sections[s.Section].Type == elf.SHT_NOBITS {
 			continue
 		}
-		// Text, read-only data and data are in the file; BSS (B, b)
-		// is zero-filled memory that costs no flash.
-		if !strings.Contains("TtRrDd", f[2]) {
-			continue
-		}
-		sums[symbolPackage(strings.Join(f[3:], " "))] += sz
+		sums[symbolPackage(s.Name)] += int64(s.Size)
 	}
 	var res []pkgSize
 	for p, s := range sums {
@@ -358,7 +376,7 @@ func symbolsByPackage(out string, n int) []pkgSize {
 	if len(res) > n {
 		res = res[:n]
 	}
-	return res
+	return res, nil
 }
 
 // symbolPackage is the package part of a Go symbol name:
@@ -470,7 +488,7 @@ func buildTable(b *strings.Builder, x *buildResult) {
 		}
 		p(" %s %s;", pt.Name, mib(pt.Size))
 	}
-	p("\n\nBiggest Go packages in the busybox binary (unstripped %s, `go tool nm -size`):", mib(x.BBSize))
+	p("\n\nBiggest Go packages in the busybox binary (unstripped %s, ELF symbol sizes, zero-filled sections left out):", mib(x.BBSize))
 	for _, s := range x.Symbols {
 		p(" %s %.0f KiB;", s.Package, float64(s.Bytes)/1024)
 	}

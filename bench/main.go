@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -82,11 +84,13 @@ func main() {
 		Host:    hostInfo(),
 		Trials:  *trials,
 	}}
-	ctx := context.Background()
+	// An interrupted run stops its benchmarks and emulators with it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
 	failed := false
 	for _, s := range sections {
-		if len(want) > 0 && !want[s.name] {
+		if len(want) > 0 && !want[s.name] || ctx.Err() != nil {
 			continue
 		}
 		t0 := time.Now()
@@ -102,8 +106,11 @@ func main() {
 	}
 	r.res.Seconds = time.Since(start).Seconds()
 	r.res.Host.LoadAfter = loadAvg()
-	if err := r.res.write(*out); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+	werr := r.res.write(*out)
+	stop()
+	os.RemoveAll(tmp) // os.Exit skips deferred calls
+	if werr != nil {
+		fmt.Fprintln(os.Stderr, "bench:", werr)
 		os.Exit(1)
 	}
 	r.logf("wrote %s and %s in %s", filepath.Join(*out, "bench.md"), filepath.Join(*out, "bench.json"), time.Since(start).Round(time.Second))

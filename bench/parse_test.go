@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -150,24 +151,26 @@ func TestParseAFALG(t *testing.T) {
 	}
 }
 
-func TestSymbolsByPackage(t *testing.T) {
-	out := ` 8049000      120 T runtime.main
- 8049100      300 T github.com/u-root/u-root/pkg/ls.(*Printer).Print
- 8049200      200 T github.com/u-root/u-root/pkg/ls.init
- 8049300       50 R go:string.*
- 8049400       70 R go:string.hello
- 8049500        0 T runtime.zero
- 8049600       10 D crypto/internal/fips140/aes.Block.Encrypt
- 8049700  9999999 B crypto/internal/fips140/drbg.memory
-bad line`
-	got := symbolsByPackage(out, 3)
-	want := []pkgSize{{"github.com/u-root/u-root/pkg/ls", 500}, {"(go:string)", 120}, {"runtime", 120}}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("%d: got %v, want %v", i, got[i], want[i])
+func TestSymbolPackage(t *testing.T) {
+	for _, tc := range [][2]string{
+		{"github.com/u-root/u-root/pkg/ls.(*Printer).Print", "github.com/u-root/u-root/pkg/ls"},
+		{"runtime.main", "runtime"},
+		{"go:string.*", "(go:string)"},
+		{"type:*os.File", "(type:*os)"},
+		{"crypto/internal/fips140/aes.Block.Encrypt", "crypto/internal/fips140/aes"},
+	} {
+		if got := symbolPackage(tc[0]); got != tc[1] {
+			t.Errorf("symbolPackage(%q) = %q, want %q", tc[0], got, tc[1])
 		}
+	}
+}
+
+func TestSymbolsByPackageErrors(t *testing.T) {
+	notELF := t.TempDir() + "/x"
+	if err := os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := symbolsByPackage(notELF, 5); err == nil {
+		t.Error("symbolsByPackage accepted a file that is not ELF")
 	}
 }
