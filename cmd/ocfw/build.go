@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/ocfcmd"
 	"github.com/ocfw/ocfw/rootfs"
 )
 
@@ -25,6 +26,7 @@ type buildFlags struct {
 	size      string
 	cardMB    int
 	budget    string
+	inject    []string
 	json      bool
 }
 
@@ -63,6 +65,14 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 			if err != nil {
 				return err
 			}
+			for _, spec := range f.inject {
+				if _, err := ocfcmd.Inject(cmd.Context(), spec); err != nil {
+					return fmt.Errorf("--test-inject: %w", err)
+				}
+			}
+			if len(f.inject) > 0 && f.initramfs != "" {
+				return fmt.Errorf("--test-inject goes into the initramfs ocfw builds: it cannot change a given --initramfs")
+			}
 			return runBuild(cmd, plan, f)
 		},
 	}
@@ -77,6 +87,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	fl.StringVar(&f.size, "size", "", "image size in MiB, e.g. 120 or 240M or 1G (default: the board's, which fits its card)")
 	fl.IntVar(&f.cardMB, "card-mb", 0, "the card's size in MB as sold (default: the board's, e.g. 128)")
 	fl.StringVar(&f.budget, "speed-budget", "", "time the firmware's boot-time speed run may take, e.g. 20s (default: the firmware's)")
+	fl.StringArrayVar(&f.inject, "test-inject", nil, "TEST IMAGES ONLY: the firmware adds a faulty engine, corrupt:SIZE, fail:SIZE or hang:SIZE, to prove its self-test catches it")
 	fl.BoolVar(&f.json, "json", false, "print the manifest as JSON")
 	return cmd
 }
@@ -154,7 +165,7 @@ func runBuild(cmd *cobra.Command, plan *boards.Plan, f *buildFlags) error {
 		}
 		defer os.RemoveAll(work)
 		r, berr := rootfs.Build(ctx, plan, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: sde,
-			Boot: rootfs.BootOptions{SpeedBudget: f.budget}, Log: log})
+			Boot: rootfs.BootOptions{SpeedBudget: f.budget, Inject: f.inject}, Log: log})
 		if berr != nil {
 			return berr
 		}

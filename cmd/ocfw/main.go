@@ -79,6 +79,7 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newReportCmd(),
 		newKernelCmd(g),
 		newRunCmd(),
+		newTryCmd(g),
 		newBuildCmd(g),
 		newInspectCmd(),
 		newFlashCmd(),

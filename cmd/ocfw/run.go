@@ -40,45 +40,7 @@ image's data partition: 0 when every present engine passed, 1 otherwise.`,
   ocfw run --poweroff-after-report --timeout 10m alix.img`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			var escaped atomic.Bool
-			opt := firmware.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB}
-			if !f.quiet {
-				opt.Console = cmd.OutOrStdout()
-			}
-			if in, ok := cmd.InOrStdin().(*os.File); ok && !f.poweroff && f.until == "" {
-				if restore, err := rawTerminal(in); err == nil {
-					defer restore()
-					opt.Input = &escapeReader{r: in, cancel: func() { escaped.Store(true); cancel() }}
-				}
-			}
-			res, err := firmware.Run(ctx, args[0], opt)
-			if escaped.Load() {
-				return nil // the user ended the run with Ctrl-A x
-			}
-			if err != nil {
-				return err
-			}
-			if res.Report != nil && res.NewReport {
-				var pass, fail, absent int
-				for _, t := range res.Report.SelfTest {
-					switch t.Status {
-					case "pass":
-						pass++
-					case "fail":
-						fail++
-					default:
-						absent++
-					}
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on the data partition: self-test %d passed, %d failed, %d absent\n",
-					res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, pass, fail, absent)
-				if res.Report.Failed() {
-					return failedEngines(res.Report)
-				}
-			}
-			return nil
+			return runImage(cmd, args[0], f)
 		},
 	}
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog: end the run (with an error) when the guest is still running after this")
@@ -139,4 +101,48 @@ func (e *escapeReader) Read(p []byte) (int, error) {
 		e.ctrlA = p[i] == 0x01
 	}
 	return n, err
+}
+
+// runImage boots image in QEMU per f and turns the report into the exit
+// status.
+func runImage(cmd *cobra.Command, image string, f *runFlags) error {
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	var escaped atomic.Bool
+	opt := firmware.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB}
+	if !f.quiet {
+		opt.Console = cmd.OutOrStdout()
+	}
+	if in, ok := cmd.InOrStdin().(*os.File); ok && !f.poweroff && f.until == "" {
+		if restore, err := rawTerminal(in); err == nil {
+			defer restore()
+			opt.Input = &escapeReader{r: in, cancel: func() { escaped.Store(true); cancel() }}
+		}
+	}
+	res, err := firmware.Run(ctx, image, opt)
+	if escaped.Load() {
+		return nil // the user ended the run with Ctrl-A x
+	}
+	if err != nil {
+		return err
+	}
+	if res.Report != nil && res.NewReport {
+		var pass, fail, absent int
+		for _, t := range res.Report.SelfTest {
+			switch t.Status {
+			case "pass":
+				pass++
+			case "fail":
+				fail++
+			default:
+				absent++
+			}
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on the data partition: self-test %d passed, %d failed, %d absent\n",
+			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, pass, fail, absent)
+		if res.Report.Failed() {
+			return failedEngines(res.Report)
+		}
+	}
+	return nil
 }

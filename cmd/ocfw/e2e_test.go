@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	diskfs "github.com/diskfs/go-diskfs"
+
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/ocf/selftest"
+	"github.com/ocfw/ocfw/ocf/speed"
+)
+
+// needEndToEnd skips (or, under OCFW_REQUIRE_KERNEL=1 as in CI, fails)
+// when what the whole chain needs is missing, naming all of it.
+func needEndToEnd(t *testing.T) {
+	t.Helper()
+	var missing []string
+	if _, err := exec.LookPath("qemu-system-i386"); err != nil {
+		missing = append(missing, "qemu-system-i386 (apt-get install qemu-system-x86)")
+	}
+	if err := firmware.CheckTools(firmware.BootBIOSCF); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if _, err := debian.CachedKernel("linux-image-686", "i386", ""); err != nil {
+		missing = append(missing, "the linux-image-686 (i386) package in the cache (ocfw kernel fetch --board alix2d13)")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := "end-to-end test needs: " + strings.Join(missing, "; ")
+	if os.Getenv("OCFW_REQUIRE_KERNEL") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// dataFile reads a file from the image's data partition (partition 2)
+// with go-diskfs, an implementation independent of ocfw's own reader.
+func dataFile(t *testing.T, image, path string) []byte {
+	t.Helper()
+	d, err := diskfs.Open(image, diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	fs, err := d.GetFilesystem(2)
+	if err != nil {
+		t.Fatalf("data partition of %s: %v", image, err)
+	}
+	f, err := fs.OpenFile(path, os.O_RDONLY)
+	if err != nil {
+		t.Fatalf("%s on the data partition: %v", path, err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func build(t *testing.T, image string, args ...string) {
+	t.Helper()
+	out, errs, code := ocfw(t, append([]string{"build", "-o", image, "--speed-budget", "10s"}, args...)...)
+	if code != 0 {
+		t.Fatalf("ocfw build %v: exit %d\n%s\n%s", args, code, out, errs)
+	}
+}
+
+func boot(t *testing.T, image string) (console, summary string, code int) {
+	t.Helper()
+	out, errs, code := ocfw(t, "run", "--poweroff-after-report", "--timeout", "8m", image)
+	return out, errs, code
+}
+
+// checkReport asserts what a good boot leaves on the card.
+func checkReport(t *testing.T, name string, raw []byte, boot int) *report.Report {
+	t.Helper()
+	r, err := report.Read(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if r.Boot != boot {
+		t.Errorf("%s: boot %d, want %d", name, r.Boot, boot)
+	}
+	present := map[string]bool{}
+	for _, st := range r.SelfTest {
+		switch st.Status {
+		case selftest.Fail:
+			t.Errorf("%s: %s on %s failed: %v", name, st.Cipher, st.Engine, st.Failure)
+		case selftest.Absent:
+			// In QEMU the Geode and Hifn engines are absent, never failed.
+			if !strings.Contains(st.Engine, "geode") && !strings.Contains(st.Engine, "hifn") {
+				t.Errorf("%s: %s on %s absent: %s", name, st.Cipher, st.Engine, st.Reason)
+			}
+		case selftest.Pass:
+			present[st.Engine+"/"+st.Cipher] = true
+		}
+	}
+	if len(present) < 18 {
+		t.Errorf("%s: %d (engine, cipher) pairs passed, want the kernel's and Go's for all 9 ciphers", name, len(present))
+	}
+	rows := map[string]bool{}
+	for _, row := range r.Speed {
+		rows[row.Engine+"/"+row.Cipher] = true
+		if row.Err != "" || len(row.Cells) != len(speed.Sizes) {
+			t.Errorf("%s: speed %s %s: %d cells, error %q", name, row.Engine, row.Cipher, len(row.Cells), row.Err)
+		}
+	}
+	for k := range present {
+		if !rows[k] {
+			t.Errorf("%s: no speed row for %s", name, k)
+		}
+	}
+	if len(r.Policy.Ciphers) != 9 {
+		t.Errorf("%s: policy covers %d ciphers", name, len(r.Policy.Ciphers))
+	}
+	if !strings.HasPrefix(r.Env.Kernel, "6.1.") {
+		t.Errorf("%s: environment names kernel %q", name, r.Env.Kernel)
+	}
+	return r
+}
+
+// TestEndToEnd proves the whole chain on every change: profile, plan,
+// Debian's kernel, the Go userland, the CF image, SYSLINUX, the boot, the
+// self-test and speed run, and the report kept on the card.
+func TestEndToEnd(t *testing.T) {
+	needEndToEnd(t)
+	dir := t.TempDir()
+	alix := filepath.Join(dir, "alix.img")
+	build(t, alix, "--board", "alix2d13", "--card", "vpn1411")
+
+	console, summary, code := boot(t, alix)
+	if code != 0 {
+		t.Fatalf("first boot: exit %d\n%s\n%s", code, summary, lastLines(console, 40))
+	}
+	for _, w := range []string{"ocfw: self-test: ", speed.Header, "ocfw: report written: /ocfw/report-0001.json"} {
+		if !strings.Contains(console, w) {
+			t.Errorf("console lacks %q", w)
+		}
+	}
+	first := dataFile(t, alix, "/ocfw/report-0001.json")
+	checkReport(t, "boot 1", first, 1)
+	if got := strings.TrimSpace(string(dataFile(t, alix, "/ocfw/bootcount"))); got != "1" {
+		t.Errorf("bootcount after one boot: %q", got)
+	}
+
+	// A second boot keeps both reports and leaves the first alone.
+	if _, summary, code := boot(t, alix); code != 0 {
+		t.Fatalf("second boot: exit %d: %s", code, summary)
+	}
+	checkReport(t, "boot 2", dataFile(t, alix, "/ocfw/report-0002.json"), 2)
+	if !bytes.Equal(first, dataFile(t, alix, "/ocfw/report-0001.json")) {
+		t.Error("the second boot changed the first report")
+	}
+	if got := strings.TrimSpace(string(dataFile(t, alix, "/ocfw/bootcount"))); got != "2" {
+		t.Errorf("bootcount after two boots: %q", got)
+	}
+	if p := dataFile(t, alix, "/ocfw/policy.json"); len(p) == 0 {
+		t.Error("no policy on the card")
+	}
+
+	// The net5501 (console 19200) boots the same way.
+	net := filepath.Join(dir, "net5501.img")
+	build(t, net, "--board", "net5501", "--card", "vpn1401")
+	console, summary, code = boot(t, net)
+	if code != 0 {
+		t.Fatalf("net5501: exit %d\n%s\n%s", code, summary, lastLines(console, 40))
+	}
+	checkReport(t, "net5501", dataFile(t, net, "/ocfw/report-0001.json"), 1)
+	info, err := firmware.Inspect(net)
+	if err != nil || !strings.Contains(info.BootConfig, "19200") {
+		t.Errorf("net5501 boot config does not use 19200 baud: %v\n%s", err, info.BootConfig)
+	}
+}
+
+// TestEndToEndBadEngine: an image whose firmware carries an engine that
+// corrupts output at one size must report it failed, exclude it, and make
+// `ocfw run` exit non-zero.
+func TestEndToEndBadEngine(t *testing.T) {
+	needEndToEnd(t)
+	img := filepath.Join(t.TempDir(), "bad.img")
+	build(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--test-inject", "corrupt:4096")
+	console, summary, code := boot(t, img)
+	if code == 0 {
+		t.Fatalf("ocfw run exited 0 with a corrupting engine\n%s", lastLines(console, 30))
+	}
+	if !strings.Contains(summary, "test-corrupt") {
+		t.Errorf("exit message does not name the engine: %q", summary)
+	}
+	r, err := report.Read(bytes.NewReader(dataFile(t, img, "/ocfw/report-0001.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := false
+	for _, st := range r.SelfTest {
+		if st.Engine == "test-corrupt" && st.Status == selftest.Fail && st.Failure != nil && strings.Contains(st.Failure.Case, "4096") {
+			failed = true
+		}
+	}
+	if !failed {
+		t.Errorf("report does not show test-corrupt failing at 4096 bytes: %+v", r.SelfTest)
+	}
+	if _, ok := r.Policy.Failed["test-corrupt"]; !ok {
+		t.Errorf("policy does not exclude test-corrupt: %+v", r.Policy)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprint(strings.Join(lines, "\n"))
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/debian"
+)
+
+type tryFlags struct {
+	build   buildFlags
+	timeout time.Duration
+}
+
+// newTryCmd is the main job in one command: fetch the kernel, build the
+// image, boot it in QEMU and show the on-boot report.
+func newTryCmd(g *globalFlags) *cobra.Command {
+	f := &tryFlags{}
+	cmd := &cobra.Command{
+		Use:   "try --board BOARD [--card CARD]...",
+		Short: "Fetch the kernel, build the image and boot it in QEMU: the whole job, to the on-boot report",
+		Long: `try does what a new user wants to see first: it fetches the board's Debian
+kernel package (once; later runs use the cache), builds the CF image (as 'ocfw
+build'), boots it in QEMU (as 'ocfw run --poweroff-after-report'), shows the
+console with the self-test, speed table and policy, and reads the report back
+from the image's data partition. The exit status is the self-test outcome.
+The image stays in out/ for 'ocfw flash' or another 'ocfw run'.`,
+		Example: `  ocfw try --board alix2d13 --card vpn1411`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.build.board == "" {
+				return fmt.Errorf("--board is required (see 'ocfw boards')")
+			}
+			cat, err := g.catalog()
+			if err != nil {
+				return err
+			}
+			plan, err := cat.Resolve(boards.Request{Board: f.build.board, Cards: f.build.cards, Ciphers: f.build.ciphers})
+			if err != nil {
+				return err
+			}
+			if plan.Boot != boards.BootBIOSCF {
+				return fmt.Errorf("--board %s: QEMU has no IXP4xx machine, so only the x86 CF boards can be tried; 'ocfw build' makes its image", plan.Board)
+			}
+			if plan.Kernel.Source == "debian" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: fetching %s (%s) unless cached\n", plan.Kernel.Package, plan.Kernel.Arch)
+				if _, err := debian.FetchKernel(cmd.Context(), plan.Kernel.Package, plan.Kernel.Arch, ""); err != nil {
+					return err
+				}
+			}
+			if f.build.output == "" {
+				f.build.output = filepath.Join("out", "ocfw-"+plan.Board+".img")
+			}
+			if err := os.MkdirAll(filepath.Dir(f.build.output), 0o755); err != nil {
+				return err
+			}
+			if err := runBuild(cmd, plan, &f.build); err != nil {
+				return err
+			}
+			return runImage(cmd, f.build.output, &runFlags{timeout: f.timeout, poweroff: true})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.build.board, "board", "", "board name or alias (required)")
+	fl.StringArrayVar(&f.build.cards, "card", nil, "a card in one of the board's slots (repeat)")
+	fl.StringArrayVar(&f.build.ciphers, "cipher", nil, "limit the firmware to this cipher (repeat; default all)")
+	fl.StringVarP(&f.build.output, "output", "o", "", "image file (default out/ocfw-BOARD.img)")
+	fl.StringVar(&f.build.budget, "speed-budget", "", "time the firmware's boot-time speed run may take (default: the firmware's)")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog for the QEMU boot")
+	return cmd
+}
