@@ -433,8 +433,8 @@ func baseRecords() []cpio.Record {
 }
 
 // assemble writes the final archive: mkuimage's records plus the base
-// nodes and extra files, sorted by name (parents first), with fixed
-// owners, inode numbers and times.
+// nodes and extra files, sorted by name (parents sort before their
+// children), with fixed owners, inode numbers and times.
 func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, error) {
 	f, err := os.Open(uroot)
 	if err != nil {
@@ -461,6 +461,15 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 		}
 		byName[name] = r
 	}
+	// Every parent directory gets its own record (with the fixed time),
+	// so nothing is left for the writer to invent.
+	for n := range byName {
+		for d := path.Dir(n); d != "."; d = path.Dir(d) {
+			if _, ok := byName[d]; !ok {
+				byName[d] = cpio.Directory(d, 0o755)
+			}
+		}
+	}
 	names := make([]string, 0, len(byName))
 	for n := range byName {
 		names = append(names, n)
@@ -483,7 +492,7 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 	}
 	bw := bufio.NewWriter(o)
 	w := cpio.Newc.Writer(bw)
-	if err := cpio.WriteRecordsAndDirs(w, final); err != nil {
+	if err := cpio.WriteRecords(w, final); err != nil {
 		o.Close()
 		return nil, fmt.Errorf("writing the initramfs: %w", err)
 	}
