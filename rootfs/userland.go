@@ -7,17 +7,17 @@
 package rootfs
 
 import (
-	_ "github.com/u-root/u-root/cmds/core/init"
-	_ "github.com/u-root/u-root/cmds/core/gosh"
-	_ "github.com/u-root/u-root/cmds/core/ls"
 	_ "github.com/u-root/u-root/cmds/core/cat"
 	_ "github.com/u-root/u-root/cmds/core/cp"
-	_ "github.com/u-root/u-root/cmds/core/rm"
+	_ "github.com/u-root/u-root/cmds/core/dmesg"
+	_ "github.com/u-root/u-root/cmds/core/gosh"
+	_ "github.com/u-root/u-root/cmds/core/init"
+	_ "github.com/u-root/u-root/cmds/core/ls"
 	_ "github.com/u-root/u-root/cmds/core/mkdir"
 	_ "github.com/u-root/u-root/cmds/core/mount"
-	_ "github.com/u-root/u-root/cmds/core/umount"
-	_ "github.com/u-root/u-root/cmds/core/sync"
-	_ "github.com/u-root/u-root/cmds/core/dmesg"
 	_ "github.com/u-root/u-root/cmds/core/poweroff"
+	_ "github.com/u-root/u-root/cmds/core/rm"
 	_ "github.com/u-root/u-root/cmds/core/shutdown"
+	_ "github.com/u-root/u-root/cmds/core/sync"
+	_ "github.com/u-root/u-root/cmds/core/umount"
 )
