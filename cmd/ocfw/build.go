@@ -140,6 +140,11 @@ func runBuild(cmd *cobra.Command, plan *boards.Plan, f *buildFlags) error {
 	if out == "" {
 		out = "ocfw-" + plan.Board + ".img"
 	}
+	// The userland build changes directories: a relative work directory
+	// would point elsewhere by then.
+	if abs, err := filepath.Abs(out); err == nil {
+		out = abs
+	}
 	// Missing host tools are reported before the slow userland build.
 	if err := firmware.CheckTools(plan.Boot); err != nil {
 		return err

@@ -169,8 +169,18 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// The net5501 (console 19200) boots the same way.
+	// Given as a relative path, as users type it: the userland build
+	// changes directories, which once broke relative outputs.
 	net := filepath.Join(dir, "net5501.img")
-	build(t, net, "--board", "net5501", "--card", "vpn1401")
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build(t, rel, "--board", "net5501", "--card", "vpn1401")
 	console, summary, code = boot(t, net)
 	if code != 0 {
 		t.Fatalf("net5501: exit %d\n%s\n%s", code, summary, lastLines(console, 40))
