@@ -326,6 +326,9 @@ func buildUserland(target boards.GoTarget, src, tmp, out string, logf func(strin
 		uimage.WithSkipLDD(),
 		uimage.WithTempDir(tmp),
 		uimage.WithCPIOOutput(out),
+		// gobusybox builds with -gcflags=all=-l by default: no inlining
+		// anywhere, including the Go crypto the board runs in software.
+		uimage.WithBusyboxBuildOpts(&golang.BuildOpts{EnableInlining: true}),
 	)
 	if err != nil {
 		return fmt.Errorf("building the Go userland (%s) with mkuimage: %w\n%s", strings.Join(target.Env(), " "), err, strings.TrimSpace(logBuf.String()))
