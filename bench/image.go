@@ -212,7 +212,7 @@ func (r *runner) measureBuilds(ctx context.Context, res *buildResult, plan *boar
 	var err error
 	urootArgs := func(out string, extra ...string) []string {
 		a := append([]string{"-o", out, "-build", "bb", "-tags", "goshsmall", "-initcmd", "init",
-			"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd"}, extra...)
+			"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd", "-go-enable-inlining"}, extra...)
 		return append(a, rootfs.Commands...)
 	}
 	goEnv := func(cache string, t boards.GoTarget) []string {
@@ -226,7 +226,7 @@ func (r *runner) measureBuilds(ctx context.Context, res *buildResult, plan *boar
 		}
 		return time.Since(t0).Seconds(), nil
 	}
-	res.URootCommand = strings.Join(plan.Go.Env(), " ") + ` u-root -o OUT.cpio -build bb -tags goshsmall -initcmd init -uinitcmd "ocf boot" -defaultsh gosh -skip-ldd` +
+	res.URootCommand = strings.Join(plan.Go.Env(), " ") + ` u-root -o OUT.cpio -build bb -tags goshsmall -initcmd init -uinitcmd "ocf boot" -defaultsh gosh -skip-ldd -go-enable-inlining` +
 		" <the " + strconv.Itoa(len(rootfs.Commands)) + " commands of rootfs.Commands>"
 	for _, d := range []string{ocfwCache, urootCache} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -408,7 +408,7 @@ func (r *runner) nslu2(ctx context.Context, cat *boards.Catalog, uroot string) (
 	raw := filepath.Join(r.tmp, "nslu2.cpio")
 	env := append([]string{"CGO_ENABLED=0", "GOFLAGS="}, plan.Go.Env()...)
 	args := []string{"-o", raw, "-build", "bb", "-tags", "goshsmall", "-initcmd", "init",
-		"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd"}
+		"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd", "-go-enable-inlining"}
 	if _, err := r.run(ctx, env, uroot, append(args, rootfs.Commands...)...); err != nil {
 		return nil, err
 	}
