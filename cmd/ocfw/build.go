@@ -16,10 +16,7 @@ import (
 )
 
 type buildFlags struct {
-	board     string
-	cards     []string
-	ciphers   []string
-	requireHW []string
+	planRequest
 	kernel    string
 	initramfs string
 	output    string
@@ -54,14 +51,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
   ocfw build --board nslu2 --kernel zImage:lib/modules/6.1.0 -o nslu2.bin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.board == "" {
-				return fmt.Errorf("--board is required (see 'ocfw boards')")
-			}
-			cat, err := g.catalog()
-			if err != nil {
-				return err
-			}
-			plan, err := cat.Resolve(boards.Request{Board: f.board, Cards: f.cards, Ciphers: f.ciphers, RequireHW: f.requireHW})
+			plan, err := f.resolve(g)
 			if err != nil {
 				return err
 			}
@@ -77,10 +67,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.board, "board", "", "board name or alias (required)")
-	fl.StringArrayVar(&f.cards, "card", nil, "a card in one of the board's slots (repeat)")
-	fl.StringArrayVar(&f.ciphers, "cipher", nil, "limit the firmware to this cipher (repeat; default all)")
-	fl.StringArrayVar(&f.requireHW, "require-hw", nil, "fail unless some selected engine does this cipher in hardware (repeat)")
+	f.register(cmd, true)
 	fl.StringVar(&f.kernel, "kernel", "", "kernel: a linux-image .deb, a directory, or IMAGE:MODULESDIR (default: the board's Debian package)")
 	fl.StringVar(&f.initramfs, "initramfs", "", "use this compressed initramfs instead of building one (the kernel still comes from --kernel)")
 	fl.StringVarP(&f.output, "output", "o", "", "image file (default ocfw-BOARD.img)")

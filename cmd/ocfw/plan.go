@@ -12,11 +12,8 @@ import (
 )
 
 type planFlags struct {
-	board     string
-	cards     []string
-	ciphers   []string
-	requireHW []string
-	json      bool
+	planRequest
+	json bool
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -37,14 +34,7 @@ hmac-md5, hmac-sha1, hmac-sha256, null (default: all).`,
   ocfw plan --board alix2d13 --require-hw aes-256-cbc   # fails: the Geode does 128-bit keys only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.board == "" {
-				return fmt.Errorf("--board is required (see 'ocfw boards' for the boards ocfw knows)")
-			}
-			cat, err := g.catalog()
-			if err != nil {
-				return err
-			}
-			plan, err := cat.Resolve(boards.Request{Board: f.board, Cards: f.cards, Ciphers: f.ciphers, RequireHW: f.requireHW})
+			plan, err := f.resolve(g)
 			if err != nil {
 				return err
 			}
@@ -59,12 +49,39 @@ hmac-md5, hmac-sha1, hmac-sha256, null (default: all).`,
 			return writePlan(cmd.OutOrStdout(), plan)
 		},
 	}
-	cmd.Flags().StringVar(&f.board, "board", "", "board name or alias (required)")
-	cmd.Flags().StringArrayVar(&f.cards, "card", nil, "a card in one of the board's slots (repeat for several)")
-	cmd.Flags().StringArrayVar(&f.ciphers, "cipher", nil, "limit the firmware to this cipher (repeat; default all)")
-	cmd.Flags().StringArrayVar(&f.requireHW, "require-hw", nil, "fail unless some selected engine does this cipher in hardware (repeat)")
+	f.register(cmd, true)
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the plan as JSON")
 	return cmd
+}
+
+// planRequest is the flags that choose a plan; plan, build and try share
+// them so the three commands resolve a board the same way.
+type planRequest struct {
+	board     string
+	cards     []string
+	ciphers   []string
+	requireHW []string
+}
+
+func (r *planRequest) register(cmd *cobra.Command, requireHW bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&r.board, "board", "", "board name or alias (required)")
+	fl.StringArrayVar(&r.cards, "card", nil, "a card in one of the board's slots (repeat for several)")
+	fl.StringArrayVar(&r.ciphers, "cipher", nil, "limit the firmware to this cipher (repeat; default all)")
+	if requireHW {
+		fl.StringArrayVar(&r.requireHW, "require-hw", nil, "fail unless some selected engine does this cipher in hardware (repeat)")
+	}
+}
+
+func (r *planRequest) resolve(g *globalFlags) (*boards.Plan, error) {
+	if r.board == "" {
+		return nil, fmt.Errorf("--board is required (see 'ocfw boards' for the boards ocfw knows)")
+	}
+	cat, err := g.catalog()
+	if err != nil {
+		return nil, err
+	}
+	return cat.Resolve(boards.Request{Board: r.board, Cards: r.cards, Ciphers: r.ciphers, RequireHW: r.requireHW})
 }
 
 func writePlan(w io.Writer, p *boards.Plan) error {

@@ -33,14 +33,7 @@ The image stays in out/ for 'ocfw flash' or another 'ocfw run'.`,
 		Example: `  ocfw try --board alix2d13 --card vpn1411`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.build.board == "" {
-				return fmt.Errorf("--board is required (see 'ocfw boards')")
-			}
-			cat, err := g.catalog()
-			if err != nil {
-				return err
-			}
-			plan, err := cat.Resolve(boards.Request{Board: f.build.board, Cards: f.build.cards, Ciphers: f.build.ciphers})
+			plan, err := f.build.resolve(g)
 			if err != nil {
 				return err
 			}
@@ -66,9 +59,7 @@ The image stays in out/ for 'ocfw flash' or another 'ocfw run'.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.build.board, "board", "", "board name or alias (required)")
-	fl.StringArrayVar(&f.build.cards, "card", nil, "a card in one of the board's slots (repeat)")
-	fl.StringArrayVar(&f.build.ciphers, "cipher", nil, "limit the firmware to this cipher (repeat; default all)")
+	f.build.register(cmd, false)
 	fl.StringVarP(&f.build.output, "output", "o", "", "image file (default out/ocfw-BOARD.img)")
 	fl.StringVar(&f.build.budget, "speed-budget", "", "time the firmware's boot-time speed run may take (default: the firmware's)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog for the QEMU boot")
