@@ -12,7 +12,7 @@ import (
 
 	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/internal/qemu"
-	"github.com/ocfw/ocfw/rootfs/boot"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // trivialMarker is bench/trivialinit's console line.
@@ -114,7 +114,7 @@ func runBoot(ctx context.Context, r *runner) error {
 // reportRe matches the boot sequence's report line: written to the data
 // partition, or kept in RAM when the partition cannot be used (the
 // report exists either way; the table says which).
-var reportRe = regexp.MustCompile(regexp.QuoteMeta(boot.MarkReportWritten) + `|` + regexp.QuoteMeta(boot.MarkReportRAM) + `([^\r\n]*)`)
+var reportRe = regexp.MustCompile(regexp.QuoteMeta(plan.MarkReportWritten) + `|` + regexp.QuoteMeta(plan.MarkReportRAM) + `([^\r\n]*)`)
 
 var selfTestRe = regexp.MustCompile(`ocfw: self-test: \d+ passed, \d+ failed, \d+ absent`)
 
@@ -132,7 +132,7 @@ func bootFirmware(ctx context.Context, cfg qemu.Config) (report float64, kept st
 	}
 	report = vm.Elapsed().Seconds()
 	kept = "written to the data partition"
-	if strings.HasPrefix(m[0], boot.MarkReportRAM) {
+	if strings.HasPrefix(m[0], plan.MarkReportRAM) {
 		kept = "kept in RAM only: " + strings.TrimSpace(m[1])
 	}
 	// The summary follows the report; a boot that reports failures is

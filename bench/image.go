@@ -20,6 +20,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
 
@@ -58,19 +59,19 @@ func imageChild(args []string) error {
 	if err != nil {
 		return err
 	}
-	plan, err := cat.Resolve(boards.Request{Board: board})
+	pl, err := cat.Resolve(boards.Request{Board: board})
 	if err != nil {
 		return err
 	}
-	if plan.Kernel.Package == "" {
-		return fmt.Errorf("board %s has no Debian kernel package: %s", board, plan.Kernel.Note)
+	if pl.Kernel.Package == "" {
+		return fmt.Errorf("board %s has no Debian kernel package: %s", board, pl.Kernel.Note)
 	}
-	deb, err := debian.CachedKernel(plan.Kernel.Package, plan.Kernel.Arch, "")
+	deb, err := debian.CachedKernel(pl.Kernel.Package, pl.Kernel.Arch, "")
 	if err != nil {
 		return fmt.Errorf("%w (ocfw kernel fetch --board %s)", err, board)
 	}
 	t0 := time.Now()
-	k, err := rootfs.LoadKernel(ctx, plan, deb, "")
+	k, err := rootfs.LoadKernel(ctx, pl, deb, "")
 	if err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func imageChild(args []string) error {
 			}
 		}
 	}()
-	r, err := rootfs.Build(ctx, plan, rootfs.Options{Kernel: k, WorkDir: dir, SourceDateEpoch: benchEpoch})
+	r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: dir, SourceDateEpoch: benchEpoch})
 	close(done)
 	if err != nil {
 		return err
@@ -110,7 +111,7 @@ func imageChild(args []string) error {
 	}
 	img := filepath.Join(dir, board+".img")
 	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: r.Initramfs, Inputs: r.Inputs}
-	if _, err := firmware.Build(ctx, plan, in, firmware.ImageOptions{Output: img, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"}); err != nil {
+	if _, err := firmware.Build(ctx, pl, in, firmware.ImageOptions{Output: img, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"}); err != nil {
 		return err
 	}
 	t3 := time.Now()
@@ -121,7 +122,7 @@ func imageChild(args []string) error {
 	res := imageBuild{Board: board, KernelS: t1.Sub(t0).Seconds(), UserlandS: tu.Sub(t1).Seconds(),
 		AssembleS: t2.Sub(tu).Seconds(), ImageS: t3.Sub(t2).Seconds(), TotalS: t3.Sub(t0).Seconds(),
 		Raw: r.RawSize, Packed: r.Size, Image: fi.Size(), ImagePath: img, Kernel: k.Image,
-		KernelArg: plan.Console.KernelArg, Parts: r.Parts}
+		KernelArg: pl.Console.KernelArg, Parts: r.Parts}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
@@ -178,7 +179,7 @@ func runBuild(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
-	plan, err := cat.Resolve(boards.Request{Board: buildBoard})
+	pl, err := cat.Resolve(boards.Request{Board: buildBoard})
 	if err != nil {
 		return err
 	}
@@ -189,7 +190,7 @@ func runBuild(ctx context.Context, r *runner) error {
 		ocfwBuildCmd := func(name string) (*imageBuild, error) {
 			return r.timeOcfwBuild(ctx, bin, buildBoard, filepath.Join(r.tmp, name), []string{"GOCACHE=" + ocfwCache})
 		}
-		return r.measureBuilds(ctx, res, plan, cat, uroot, ocfwCache, urootCache, ocfwBuildCmd)
+		return r.measureBuilds(ctx, res, pl, cat, uroot, ocfwCache, urootCache, ocfwBuildCmd)
 	}
 	ocfwBuild := func(name string) (*imageBuild, error) {
 		out, err := r.run(ctx, []string{"GOCACHE=" + ocfwCache}, child, "image", buildBoard, filepath.Join(r.tmp, name))
@@ -202,12 +203,12 @@ func runBuild(ctx context.Context, r *runner) error {
 		}
 		return &b, nil
 	}
-	return r.measureBuilds(ctx, res, plan, cat, uroot, ocfwCache, urootCache, ocfwBuild)
+	return r.measureBuilds(ctx, res, pl, cat, uroot, ocfwCache, urootCache, ocfwBuild)
 }
 
 // measureBuilds times cold and warm builds with ocfwBuild against the
 // u-root command and fills in the sizes.
-func (r *runner) measureBuilds(ctx context.Context, res *buildResult, plan *boards.Plan, cat *boards.Catalog, uroot, ocfwCache, urootCache string,
+func (r *runner) measureBuilds(ctx context.Context, res *buildResult, pl *plan.Plan, cat *boards.Catalog, uroot, ocfwCache, urootCache string,
 	ocfwBuild func(name string) (*imageBuild, error)) error {
 	var err error
 	urootArgs := func(out string, extra ...string) []string {
@@ -215,18 +216,18 @@ func (r *runner) measureBuilds(ctx context.Context, res *buildResult, plan *boar
 			"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd", "-go-enable-inlining"}, extra...)
 		return append(a, rootfs.Commands...)
 	}
-	goEnv := func(cache string, t boards.GoTarget) []string {
+	goEnv := func(cache string, t plan.GoTarget) []string {
 		e := append([]string{"GOCACHE=" + cache, "CGO_ENABLED=0", "GOFLAGS="}, t.Env()...)
 		return e
 	}
 	urootBuild := func(out string, extra ...string) (float64, error) {
 		t0 := time.Now()
-		if _, err := r.run(ctx, goEnv(urootCache, plan.Go), uroot, urootArgs(out, extra...)...); err != nil {
+		if _, err := r.run(ctx, goEnv(urootCache, pl.Go), uroot, urootArgs(out, extra...)...); err != nil {
 			return 0, err
 		}
 		return time.Since(t0).Seconds(), nil
 	}
-	res.URootCommand = strings.Join(plan.Go.Env(), " ") + ` u-root -o OUT.cpio -build bb -tags goshsmall -initcmd init -uinitcmd "ocf boot" -defaultsh gosh -skip-ldd -go-enable-inlining` +
+	res.URootCommand = strings.Join(pl.Go.Env(), " ") + ` u-root -o OUT.cpio -build bb -tags goshsmall -initcmd init -uinitcmd "ocf boot" -defaultsh gosh -skip-ldd -go-enable-inlining` +
 		" <the " + strconv.Itoa(len(rootfs.Commands)) + " commands of rootfs.Commands>"
 	for _, d := range []string{ocfwCache, urootCache} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -400,13 +401,13 @@ func symbolPackage(sym string) string {
 // compares it with the ramdisk budget. Debian ships no IXP4xx kernel, so
 // the kernel's modules are not in it.
 func (r *runner) nslu2(ctx context.Context, cat *boards.Catalog, uroot string) (*nslu2Result, error) {
-	plan, err := cat.Resolve(boards.Request{Board: "nslu2"})
+	pl, err := cat.Resolve(boards.Request{Board: "nslu2"})
 	if err != nil {
 		return nil, err
 	}
 	r.logf("nslu2 userland (arm)")
 	raw := filepath.Join(r.tmp, "nslu2.cpio")
-	env := append([]string{"CGO_ENABLED=0", "GOFLAGS="}, plan.Go.Env()...)
+	env := append([]string{"CGO_ENABLED=0", "GOFLAGS="}, pl.Go.Env()...)
 	args := []string{"-o", raw, "-build", "bb", "-tags", "goshsmall", "-initcmd", "init",
 		"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd", "-go-enable-inlining"}
 	if _, err := r.run(ctx, env, uroot, append(args, rootfs.Commands...)...); err != nil {
@@ -420,9 +421,9 @@ func (r *runner) nslu2(ctx context.Context, cat *boards.Catalog, uroot string) (
 	if err != nil {
 		return nil, err
 	}
-	res := &nslu2Result{Raw: fi.Size(), Packed: packed, BudgetKB: plan.Image.InitramfsBudgetKB,
+	res := &nslu2Result{Raw: fi.Size(), Packed: packed, BudgetKB: pl.Image.InitramfsBudgetKB,
 		Note: "userland only (u-root command, same commands, GOARCH=arm GOARM=5, xz as rootfs compresses); the kernel's modules are not included: Debian ships no IXP4xx kernel"}
-	for _, p := range plan.Image.Flash {
+	for _, p := range pl.Image.Flash {
 		if p.Name == "Ramdisk" {
 			res.Ramdisk = int64(p.Size)
 		}

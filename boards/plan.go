@@ -1,114 +1,13 @@
 package boards
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/plan"
 )
-
-// Plan is everything a firmware for one board and its cards contains and
-// how it boots. It is a pure function of the profiles and the request:
-// the same inputs give the same Plan and the same JSON bytes.
-type Plan struct {
-	Board       string        `json:"board"`
-	Description string        `json:"description"`
-	Cards       []PlannedCard `json:"cards"`
-	Go          GoTarget      `json:"go"`
-	Console     PlanConsole   `json:"console"`
-	Boot        string        `json:"boot"`
-	Image       ImageLayout   `json:"image"`
-	Storage     Storage       `json:"storage"`
-	RAMMB       int           `json:"ram_mb"`
-	Kernel      KernelSpec    `json:"kernel"`
-	Modules     []Module      `json:"modules"`
-	Engines     []PlanEngine  `json:"engines"`
-	Ciphers     []PlanCipher  `json:"ciphers"`
-	RequireHW   []string      `json:"require_hw,omitempty"`
-	Notes       []string      `json:"notes,omitempty"`
-}
-
-// PlannedCard is a card placed in a slot.
-type PlannedCard struct {
-	Name   string `json:"name"`
-	Slot   string `json:"slot"` // e.g. "minipci0"
-	Engine string `json:"engine"`
-	Chip   string `json:"chip"`
-	PCI    string `json:"pci"`
-}
-
-// GoTarget is how the firmware's Go userland is compiled for the board.
-type GoTarget struct {
-	GOOS   string `json:"goos"`
-	GOARCH string `json:"goarch"`
-	GOARM  string `json:"goarm,omitempty"`
-	GO386  string `json:"go386,omitempty"`
-}
-
-// Env returns the target as environment assignments for `go build`.
-func (g GoTarget) Env() []string {
-	env := []string{"GOOS=" + g.GOOS, "GOARCH=" + g.GOARCH, "CGO_ENABLED=0"}
-	if g.GOARM != "" {
-		env = append(env, "GOARM="+g.GOARM)
-	}
-	if g.GO386 != "" {
-		env = append(env, "GO386="+g.GO386)
-	}
-	return env
-}
-
-// PlanConsole is the serial console with the kernel argument that uses it.
-type PlanConsole struct {
-	Device    string `json:"device"`
-	Baud      int    `json:"baud"`
-	KernelArg string `json:"kernel_arg"`
-}
-
-// Module is a kernel module the firmware loads at boot, in load order.
-type Module struct {
-	Name string `json:"name"`
-	For  string `json:"for"`
-	// OutOfTree modules are not in any distribution kernel (OCF).
-	OutOfTree bool `json:"out_of_tree,omitempty"`
-}
-
-// PlanEngine is one engine instance the firmware will look for.
-type PlanEngine struct {
-	ID       string      `json:"id"`
-	Instance int         `json:"instance"`
-	From     string      `json:"from"` // "on-chip", "card vpn1411 in minipci0", "software"
-	Hardware bool        `json:"hardware"`
-	API      drivers.API `json:"api"`
-	Module   string      `json:"module,omitempty"`
-	Async    bool        `json:"async"`
-	Mainline bool        `json:"mainline"`
-	Requires string      `json:"requires,omitempty"`
-	Quirks   []string    `json:"quirks,omitempty"`
-}
-
-// PlanCipher lists the engines that can serve one cipher, best first,
-// ending with software.
-type PlanCipher struct {
-	Cipher  string  `json:"cipher"`
-	KeyBits int     `json:"key_bits,omitempty"`
-	Routes  []Route `json:"engines"`
-}
-
-// Route is one engine's offer for a cipher.
-type Route struct {
-	Engine   string      `json:"engine"`
-	Instance int         `json:"instance"`
-	Driver   string      `json:"driver"`
-	API      drivers.API `json:"api"`
-	Priority int         `json:"priority"`
-	// Hardware is true when this engine does this cipher, at this key
-	// size, in hardware.
-	Hardware  bool   `json:"hardware"`
-	HWKeyBits []int  `json:"hw_key_bits,omitempty"`
-	Note      string `json:"note,omitempty"`
-}
 
 // Request is what a user asks a plan for.
 type Request struct {
@@ -131,23 +30,26 @@ func (e *FlagError) Error() string { return e.Flag + ": " + e.Msg }
 
 // Resolve turns a request into a Plan, or explains why the combination
 // cannot work.
-func (c *Catalog) Resolve(req Request) (*Plan, error) {
+func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 	b, err := c.Board(req.Board)
 	if err != nil {
 		return nil, &FlagError{Flag: "--board " + req.Board, Msg: err.Error()}
 	}
-	p := &Plan{
+	p := &plan.Plan{
 		Board:       b.Name,
 		Description: b.Description,
-		Cards:       []PlannedCard{},
+		Cards:       []plan.Card{},
 		Go:          goTarget(b.CPU.Arch),
-		Console: PlanConsole{Device: b.Console.Device, Baud: b.Console.Baud,
+		Console: plan.Console{Device: b.Console.Device, Baud: b.Console.Baud,
 			KernelArg: fmt.Sprintf("console=%s,%dn8", b.Console.Device, b.Console.Baud)},
 		Boot:    b.Boot,
 		Image:   b.Image,
 		Storage: b.Storage,
 		RAMMB:   b.RAMMB,
 		Kernel:  b.Kernel,
+	}
+	if p.Image.DataLabel == "" && (b.Boot == plan.BootBIOSCF || b.Storage.CF) {
+		p.Image.DataLabel = plan.DataLabel
 	}
 
 	// Place cards in the board's slots, in the order given.
@@ -165,7 +67,7 @@ func (c *Catalog) Resolve(req Request) (*Plan, error) {
 			return nil, &FlagError{Flag: "--card " + name, Msg: c.slotMessage(b, card, i, used, free)}
 		}
 		free[card.Form]--
-		p.Cards = append(p.Cards, PlannedCard{Name: card.Name, Slot: fmt.Sprintf("%s%d", card.Form, used[card.Form]),
+		p.Cards = append(p.Cards, plan.Card{Name: card.Name, Slot: fmt.Sprintf("%s%d", card.Form, used[card.Form]),
 			Engine: card.Engine, Chip: card.Chip, PCI: card.PCI})
 		used[card.Form]++
 	}
@@ -174,7 +76,7 @@ func (c *Catalog) Resolve(req Request) (*Plan, error) {
 	instances := map[string]int{}
 	addEngine := func(id, from string) {
 		e, _ := drivers.LookupEngine(id)
-		p.Engines = append(p.Engines, PlanEngine{ID: e.ID, Instance: instances[id], From: from, Hardware: e.Hardware,
+		p.Engines = append(p.Engines, plan.Engine{ID: e.ID, Instance: instances[id], From: from, Hardware: e.Hardware,
 			API: e.API, Module: e.Module, Async: e.Async, Mainline: e.Mainline, Requires: e.Requires, Quirks: e.Quirks})
 		instances[id]++
 	}
@@ -211,7 +113,7 @@ func (c *Catalog) Resolve(req Request) (*Plan, error) {
 	// Catalog order keeps the plan independent of flag order.
 	sort.SliceStable(chosen, func(i, j int) bool { return cipherIndex(chosen[i].Name) < cipherIndex(chosen[j].Name) })
 	for _, ci := range chosen {
-		p.Ciphers = append(p.Ciphers, PlanCipher{Cipher: ci.Name, KeyBits: keyBits(ci), Routes: routes(p.Engines, ci)})
+		p.Ciphers = append(p.Ciphers, plan.Cipher{Cipher: ci.Name, KeyBits: keyBits(ci), Routes: routes(p.Engines, ci)})
 	}
 	for _, n := range req.RequireHW {
 		if !contains(p.RequireHW, n) {
@@ -230,13 +132,13 @@ func (c *Catalog) Resolve(req Request) (*Plan, error) {
 	return p, nil
 }
 
-func goTarget(arch string) GoTarget {
+func goTarget(arch string) plan.GoTarget {
 	switch arch {
 	case ArchARMv5TE:
-		return GoTarget{GOOS: "linux", GOARCH: "arm", GOARM: "5"}
+		return plan.GoTarget{GOOS: "linux", GOARCH: "arm", GOARM: "5"}
 	default:
 		// Geode LX has no SSE2: a default GOARCH=386 binary dies with SIGILL.
-		return GoTarget{GOOS: "linux", GOARCH: "386", GO386: "softfloat"}
+		return plan.GoTarget{GOOS: "linux", GOARCH: "386", GO386: "softfloat"}
 	}
 }
 
@@ -260,9 +162,9 @@ func cipherIndex(name string) int {
 // hardware (highest kernel priority first), then hardware engines that
 // accept it but fall back to software inside the driver, then kernel
 // software, then Go software — the firmware's final fallback.
-func routes(engines []PlanEngine, c *drivers.Cipher) []Route {
+func routes(engines []plan.Engine, c *drivers.Cipher) []plan.Route {
 	type ranked struct {
-		r    Route
+		r    plan.Route
 		tier int
 		idx  int
 	}
@@ -290,7 +192,7 @@ func routes(engines []PlanEngine, c *drivers.Cipher) []Route {
 		case e.ID == drivers.KernelSoft:
 			tier = 2
 		}
-		rs = append(rs, ranked{Route{Engine: pe.ID, Instance: pe.Instance, Driver: driver, API: e.API, Priority: cs.Priority,
+		rs = append(rs, ranked{plan.Route{Engine: pe.ID, Instance: pe.Instance, Driver: driver, API: e.API, Priority: cs.Priority,
 			Hardware: hw, HWKeyBits: cs.HWKeyBits, Note: cs.Note}, tier, i})
 	}
 	sort.SliceStable(rs, func(i, j int) bool {
@@ -302,7 +204,7 @@ func routes(engines []PlanEngine, c *drivers.Cipher) []Route {
 		}
 		return rs[i].idx < rs[j].idx
 	})
-	out := make([]Route, len(rs))
+	out := make([]plan.Route, len(rs))
 	for i, r := range rs {
 		out[i] = r.r
 	}
@@ -311,7 +213,7 @@ func routes(engines []PlanEngine, c *drivers.Cipher) []Route {
 
 // checkHW explains a --require-hw cipher no selected engine does in
 // hardware, and which card would.
-func (c *Catalog) checkHW(p *Plan, b *Board, cipher string, free map[string]int) error {
+func (c *Catalog) checkHW(p *plan.Plan, b *Board, cipher string, free map[string]int) error {
 	for _, pc := range p.Ciphers {
 		if pc.Cipher != cipher {
 			continue
@@ -387,16 +289,16 @@ func formName(form string) string {
 // stack, software algorithms the kernel needs as modules, then engine
 // drivers. Modules built into a given kernel are resolved later, against
 // its modules.builtin.
-func modules(p *Plan, chosen []*drivers.Cipher) []Module {
-	var mods []Module
+func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
+	var mods []plan.Module
 	have := map[string]bool{}
-	add := func(m Module) {
+	add := func(m plan.Module) {
 		if !have[m.Name] {
 			have[m.Name] = true
 			mods = append(mods, m)
 		}
 	}
-	add(Module{Name: "af_alg", For: "AF_ALG socket family (kernel crypto API from user space)"})
+	add(plan.Module{Name: "af_alg", For: "AF_ALG socket family (kernel crypto API from user space)"})
 	var skc, hash, des bool
 	for _, c := range chosen {
 		switch c.KernelType {
@@ -410,13 +312,13 @@ func modules(p *Plan, chosen []*drivers.Cipher) []Module {
 		}
 	}
 	if skc {
-		add(Module{Name: "algif_skcipher", For: "AF_ALG skcipher sockets"})
+		add(plan.Module{Name: "algif_skcipher", For: "AF_ALG skcipher sockets"})
 	}
 	if hash {
-		add(Module{Name: "algif_hash", For: "AF_ALG hash sockets"})
+		add(plan.Module{Name: "algif_hash", For: "AF_ALG hash sockets"})
 	}
 	if des {
-		add(Module{Name: "des_generic", For: "kernel software DES/3DES (cross-check and fallback)"})
+		add(plan.Module{Name: "des_generic", For: "kernel software DES/3DES (cross-check and fallback)"})
 	}
 	cryptodev := false
 	for _, e := range p.Engines {
@@ -427,21 +329,21 @@ func modules(p *Plan, chosen []*drivers.Cipher) []Module {
 			cryptodev = true
 			continue
 		}
-		add(Module{Name: e.Module, For: e.ID + " engine driver"})
+		add(plan.Module{Name: e.Module, For: e.ID + " engine driver"})
 	}
 	if cryptodev {
-		add(Module{Name: "ocf", For: "OCF framework (OCF-patched kernel)", OutOfTree: true})
-		add(Module{Name: "cryptodev", For: "OCF /dev/crypto (BSD dialect)", OutOfTree: true})
+		add(plan.Module{Name: "ocf", For: "OCF framework (OCF-patched kernel)", OutOfTree: true})
+		add(plan.Module{Name: "cryptodev", For: "OCF /dev/crypto (BSD dialect)", OutOfTree: true})
 		for _, e := range p.Engines {
 			if e.API == drivers.APICryptodev {
-				add(Module{Name: e.Module, For: e.ID + " engine driver (OCF)", OutOfTree: true})
+				add(plan.Module{Name: e.Module, For: e.ID + " engine driver (OCF)", OutOfTree: true})
 			}
 		}
 	}
 	return mods
 }
 
-func notes(p *Plan, b *Board) []string {
+func notes(p *plan.Plan, b *Board) []string {
 	var ns []string
 	seen := map[string]bool{}
 	for _, e := range p.Engines {
@@ -458,15 +360,6 @@ func notes(p *Plan, b *Board) []string {
 		ns = append(ns, "kernel: "+b.Kernel.Note)
 	}
 	return ns
-}
-
-// JSON renders the plan as indented JSON with a trailing newline.
-func (p *Plan) JSON() ([]byte, error) {
-	out, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
 }
 
 func contains(s []string, v string) bool {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ocfw/ocfw/plan"
 )
 
 func embeddedT(t *testing.T) *Catalog {
@@ -16,7 +18,7 @@ func embeddedT(t *testing.T) *Catalog {
 	return c
 }
 
-func routeList(pc PlanCipher) string {
+func routeList(pc plan.Cipher) string {
 	var d []string
 	for _, r := range pc.Routes {
 		s := r.Driver
@@ -71,10 +73,10 @@ func TestResolveTargets(t *testing.T) {
 	cases := []struct {
 		board, env, console, boot string
 	}{
-		{"alix2d13", "GOOS=linux GOARCH=386 CGO_ENABLED=0 GO386=softfloat", "console=ttyS0,38400n8", BootBIOSCF},
-		{"net5501", "GOOS=linux GOARCH=386 CGO_ENABLED=0 GO386=softfloat", "console=ttyS0,19200n8", BootBIOSCF},
-		{"nslu2", "GOOS=linux GOARCH=arm CGO_ENABLED=0 GOARM=5", "console=ttyS0,115200n8", BootRedBoot},
-		{"gw2348-4", "GOOS=linux GOARCH=arm CGO_ENABLED=0 GOARM=5", "console=ttyS0,115200n8", BootRedBoot},
+		{"alix2d13", "GOOS=linux GOARCH=386 CGO_ENABLED=0 GO386=softfloat", "console=ttyS0,38400n8", plan.BootBIOSCF},
+		{"net5501", "GOOS=linux GOARCH=386 CGO_ENABLED=0 GO386=softfloat", "console=ttyS0,19200n8", plan.BootBIOSCF},
+		{"nslu2", "GOOS=linux GOARCH=arm CGO_ENABLED=0 GOARM=5", "console=ttyS0,115200n8", plan.BootRedBoot},
+		{"gw2348-4", "GOOS=linux GOARCH=arm CGO_ENABLED=0 GOARM=5", "console=ttyS0,115200n8", plan.BootRedBoot},
 	}
 	for _, tc := range cases {
 		p, err := c.Resolve(Request{Board: tc.board})

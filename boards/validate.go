@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/plan"
 )
 
 var (
@@ -104,10 +105,10 @@ func (b *Board) validate() ErrorList {
 	if !containsInt(bauds, b.Console.Baud) {
 		c.errorf("console.baud", "console.baud %d: want one of %s", b.Console.Baud, intList(bauds))
 	}
-	c.oneOf("boot", b.Boot, []string{BootBIOSCF, BootRedBoot})
+	c.oneOf("boot", b.Boot, []string{plan.BootBIOSCF, plan.BootRedBoot})
 	c.oneOf("storage.kind", b.Storage.Kind, []string{"cf", "flash"})
 	switch b.Boot {
-	case BootBIOSCF:
+	case plan.BootBIOSCF:
 		if b.CPU.Arch != "" && b.CPU.Arch != ArchI586 {
 			c.errorf("boot", "boot bios-cf needs an x86 board (cpu.arch i586), not %q", b.CPU.Arch)
 		}
@@ -124,13 +125,13 @@ func (b *Board) validate() ErrorList {
 		if b.Image.BootMB < 16 || b.Image.BootMB > b.Image.SizeMB-8 {
 			c.errorf("image.boot_mb", "image.boot_mb %d: want a FAT16 boot partition of 16 MiB or more that leaves at least 8 MiB of the %d MiB image for data", b.Image.BootMB, b.Image.SizeMB)
 		}
-		if !labelRE.MatchString(b.Image.DataLabel) {
-			c.errorf("image.data_label", "image.data_label %q: want a FAT volume label, 1-11 of A-Z, 0-9, _", b.Image.DataLabel)
+		if b.Image.DataLabel != "" && !labelRE.MatchString(b.Image.DataLabel) {
+			c.errorf("image.data_label", "image.data_label %q: want a FAT volume label, 1-11 of A-Z, 0-9, _ (or leave it out for %s)", b.Image.DataLabel, plan.DataLabel)
 		}
 		if len(b.Image.Flash) > 0 {
 			c.errorf("image.flash", "image.flash is for redboot boards; a bios-cf board has no flash layout")
 		}
-	case BootRedBoot:
+	case plan.BootRedBoot:
 		if b.CPU.Arch != "" && b.CPU.Arch != ArchARMv5TE {
 			c.errorf("boot", "boot redboot is for the ARM IXP4xx boards (cpu.arch armv5te), not %q", b.CPU.Arch)
 		}
@@ -141,8 +142,8 @@ func (b *Board) validate() ErrorList {
 			c.errorf("storage.flash_mb", "storage.flash_mb %d: want the flash size in MiB (e.g. 8 or 16)", b.Storage.FlashMB)
 		}
 		b.validateFlash(c)
-		if b.Storage.CF && !labelRE.MatchString(b.Image.DataLabel) {
-			c.errorf("image.data_label", "image.data_label %q: a board with a CF slot keeps reports on a FAT partition: want a label of 1-11 of A-Z, 0-9, _", b.Image.DataLabel)
+		if b.Storage.CF && b.Image.DataLabel != "" && !labelRE.MatchString(b.Image.DataLabel) {
+			c.errorf("image.data_label", "image.data_label %q: a board with a CF slot keeps reports on a FAT partition: want a label of 1-11 of A-Z, 0-9, _ (or leave it out for %s)", b.Image.DataLabel, plan.DataLabel)
 		}
 	}
 	c.oneOf("image.compression", b.Image.Compression, []string{"xz", "gzip", "none"})
@@ -161,8 +162,8 @@ func (b *Board) validate() ErrorList {
 	if b.Engine != "" {
 		c.oneOf("engine", b.Engine, hardwareEngineIDs())
 	}
-	c.oneOf("kernel.source", b.Kernel.Source, []string{"debian", "user"})
-	if b.Kernel.Source == "debian" {
+	c.oneOf("kernel.source", b.Kernel.Source, []string{plan.KernelDebian, plan.KernelUser})
+	if b.Kernel.Source == plan.KernelDebian {
 		c.required("kernel.package", b.Kernel.Package, `the Debian kernel package, e.g. "linux-image-686"`)
 		c.required("kernel.arch", b.Kernel.Arch, `the package's Debian architecture, e.g. "i386"`)
 	}

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware/fat"
 	"github.com/ocfw/ocfw/firmware/mbr"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // On-card layout shared with the rootfs side (see the contract in
@@ -43,13 +43,13 @@ const (
 
 // SyslinuxConfig is the SYSLINUX configuration for plan: serial console
 // on the board's port and baud (SYSLINUX and the kernel both), no prompt.
-func SyslinuxConfig(plan *boards.Plan) (string, error) {
-	port, err := serialPort(plan.Console.Device)
+func SyslinuxConfig(pl *plan.Plan) (string, error) {
+	port, err := serialPort(pl.Console.Device)
 	if err != nil {
 		return "", err
 	}
-	if plan.Console.Baud <= 0 {
-		return "", fmt.Errorf("board %s: console baud %d", plan.Board, plan.Console.Baud)
+	if pl.Console.Baud <= 0 {
+		return "", fmt.Errorf("board %s: console baud %d", pl.Board, pl.Console.Baud)
 	}
 	return fmt.Sprintf(`# ocfw firmware for %s: console %s at %d baud
 SERIAL %d %d
@@ -60,7 +60,7 @@ LABEL ocfw
   LINUX %s
   INITRD %s
   APPEND %s
-`, plan.Board, plan.Console.Device, plan.Console.Baud, port, plan.Console.Baud, BootKernel, BootInitrd, Cmdline(plan)), nil
+`, pl.Board, pl.Console.Device, pl.Console.Baud, port, pl.Console.Baud, BootKernel, BootInitrd, Cmdline(pl)), nil
 }
 
 func serialPort(dev string) (int, error) {
@@ -83,18 +83,18 @@ type cfLayout struct {
 	dataFAT           int // 16 or 32
 }
 
-func planCFLayout(plan *boards.Plan, opts ImageOptions) (cfLayout, error) {
+func planCFLayout(pl *plan.Plan, opts ImageOptions) (cfLayout, error) {
 	sizeMiB := opts.SizeMiB
 	if sizeMiB == 0 {
-		sizeMiB = plan.Image.SizeMB
+		sizeMiB = pl.Image.SizeMB
 	}
-	bootMiB := plan.Image.BootMB
+	bootMiB := pl.Image.BootMB
 	if bootMiB == 0 {
 		bootMiB = 32
 	}
 	cardMB := opts.CardMB
 	if cardMB == 0 {
-		cardMB = plan.Storage.CardMB
+		cardMB = pl.Storage.CardMB
 	}
 	l := cfLayout{size: int64(sizeMiB) * MiB, bootOff: bootStart, bootSize: int64(bootMiB) * MiB}
 	if bootMiB < 16 || bootMiB > 1024 {
@@ -108,7 +108,7 @@ func planCFLayout(plan *boards.Plan, opts ImageOptions) (cfLayout, error) {
 	}
 	if cardMB > 0 && l.size > int64(cardMB)*1000*1000 {
 		return l, fmt.Errorf("image of %d MiB (%d bytes) is larger than the %s's %d MB card (%d bytes): use a smaller --size, or --card-mb for a larger card",
-			sizeMiB, l.size, plan.Board, cardMB, int64(cardMB)*1000*1000)
+			sizeMiB, l.size, pl.Board, cardMB, int64(cardMB)*1000*1000)
 	}
 	if l.size/512 > 0xffffffff {
 		return l, fmt.Errorf("image of %d MiB is past what an MBR addresses", sizeMiB)
@@ -132,18 +132,18 @@ func fitsFAT16(size int64, files []int64) (need, have int64) {
 	return need, have
 }
 
-func buildBIOSCF(ctx context.Context, plan *boards.Plan, in Input, opts ImageOptions, m *Manifest) (*Manifest, error) {
+func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions, m *Manifest) (*Manifest, error) {
 	if err := CheckTools(BootBIOSCF); err != nil {
 		return nil, err
 	}
 	if err := checkKernel(in.Kernel, KernelBzImage); err != nil {
 		return nil, err
 	}
-	l, err := planCFLayout(plan, opts)
+	l, err := planCFLayout(pl, opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := SyslinuxConfig(plan)
+	cfg, err := SyslinuxConfig(pl)
 	if err != nil {
 		return nil, err
 	}
@@ -151,8 +151,8 @@ func buildBIOSCF(ctx context.Context, plan *boards.Plan, in Input, opts ImageOpt
 	if err != nil {
 		return nil, err
 	}
-	if b := plan.Image.InitramfsBudgetKB; b > 0 && isize > int64(b)*1024 {
-		return nil, fmt.Errorf("initramfs %s is %d KiB, over the %s's budget of %d KiB", in.Initramfs, (isize+1023)/1024, plan.Board, b)
+	if b := pl.Image.InitramfsBudgetKB; b > 0 && isize > int64(b)*1024 {
+		return nil, fmt.Errorf("initramfs %s is %d KiB, over the %s's budget of %d KiB", in.Initramfs, (isize+1023)/1024, pl.Board, b)
 	}
 	if need, have := fitsFAT16(l.bootSize, []int64{ksize, isize, int64(len(cfg)), 64 * 1024}); need > have {
 		return nil, fmt.Errorf("kernel (%d KiB) and initramfs (%d KiB) need about %d KiB; the %d MiB boot partition holds about %d KiB",
@@ -160,7 +160,7 @@ func buildBIOSCF(ctx context.Context, plan *boards.Plan, in Input, opts ImageOpt
 	}
 
 	run := runner{ctx: ctx, sde: opts.SourceDateEpoch}
-	m.Cmdline = Cmdline(plan)
+	m.Cmdline = Cmdline(pl)
 	m.HostTools = map[string]string{}
 	for _, t := range []hostTool{toolMkfsFat, toolMcopy, toolSyslinux} {
 		m.HostTools[t.Name] = t.version(ctx)
@@ -168,7 +168,7 @@ func buildBIOSCF(ctx context.Context, plan *boards.Plan, in Input, opts ImageOpt
 	m.Layout = []Region{
 		{Name: "mbr", Offset: 0, Size: 512},
 		{Name: "boot", Offset: l.bootOff, Size: l.bootSize, FS: "FAT16", Label: BootLabel},
-		{Name: "data", Offset: l.dataOff, Size: l.dataSize, FS: fmt.Sprintf("FAT%d", l.dataFAT), Label: plan.Image.DataLabel},
+		{Name: "data", Offset: l.dataOff, Size: l.dataSize, FS: fmt.Sprintf("FAT%d", l.dataFAT), Label: pl.Image.DataLabel},
 	}
 	m.Notes = append(m.Notes, "dd or `ocfw flash` the image to the card; the data partition keeps /ocfw/report-NNNN.json of each boot")
 
@@ -238,7 +238,7 @@ func buildBIOSCF(ctx context.Context, plan *boards.Plan, in Input, opts ImageOpt
 	if err := mkfs(run, name, l.bootOff, l.bootSize, 16, BootLabel, seed^0x0b007); err != nil {
 		return nil, err
 	}
-	if err := mkfs(run, name, l.dataOff, l.dataSize, l.dataFAT, plan.Image.DataLabel, seed^0xda7a); err != nil {
+	if err := mkfs(run, name, l.dataOff, l.dataSize, l.dataFAT, pl.Image.DataLabel, seed^0xda7a); err != nil {
 		return nil, err
 	}
 	boot := fmt.Sprintf("%s@@%d", name, l.bootOff)

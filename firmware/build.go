@@ -16,10 +16,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/plan"
 )
 
-// Boot methods (boards.Plan.Boot).
+// Boot methods (plan.Plan.Boot).
 const (
 	BootBIOSCF  = "bios-cf"
 	BootRedBoot = "redboot"
@@ -67,8 +67,8 @@ func ToolVersion() string {
 // Build lays out the image for plan's boot method and writes it, with
 // its manifest and a sha256sums file, atomically to opts.Output. Every
 // size check happens before anything is written.
-func Build(ctx context.Context, plan *boards.Plan, in Input, opts ImageOptions) (*Manifest, error) {
-	if plan == nil {
+func Build(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions) (*Manifest, error) {
+	if pl == nil {
 		return nil, errors.New("firmware: no plan")
 	}
 	if opts.Output == "" {
@@ -86,10 +86,10 @@ func Build(ctx context.Context, plan *boards.Plan, in Input, opts ImageOptions) 
 	if opts.SourceDateEpoch < 0 {
 		return nil, fmt.Errorf("firmware: SOURCE_DATE_EPOCH %d is negative", opts.SourceDateEpoch)
 	}
-	m := &Manifest{Format: ManifestFormat, Tool: opts.Tool, Board: plan.Board, Cards: []string{},
-		Boot: plan.Boot, SourceDateEpoch: opts.SourceDateEpoch, KernelVersion: in.KernelVersion,
-		Inputs: map[string]string{}, Plan: plan}
-	for _, c := range plan.Cards {
+	m := &Manifest{Format: ManifestFormat, Tool: opts.Tool, Board: pl.Board, Cards: []string{},
+		Boot: pl.Boot, SourceDateEpoch: opts.SourceDateEpoch, KernelVersion: in.KernelVersion,
+		Inputs: map[string]string{}, Plan: pl}
+	for _, c := range pl.Cards {
 		m.Cards = append(m.Cards, c.Name)
 	}
 	for k, v := range in.Inputs {
@@ -105,13 +105,13 @@ func Build(ctx context.Context, plan *boards.Plan, in Input, opts ImageOptions) 
 		}
 		m.Inputs[name] = sum
 	}
-	switch plan.Boot {
+	switch pl.Boot {
 	case BootBIOSCF:
-		return buildBIOSCF(ctx, plan, in, opts, m)
+		return buildBIOSCF(ctx, pl, in, opts, m)
 	case BootRedBoot:
-		return buildRedBoot(ctx, plan, in, opts, m)
+		return buildRedBoot(ctx, pl, in, opts, m)
 	}
-	return nil, fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", plan.Board, plan.Boot, BootBIOSCF, BootRedBoot)
+	return nil, fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", pl.Board, pl.Boot, BootBIOSCF, BootRedBoot)
 }
 
 // Kernel image formats.
@@ -162,10 +162,10 @@ func checkKernel(path, want string) error {
 
 // Cmdline is the kernel command line for plan: the serial console at the
 // board's baud, reboot 10 s after a panic, and the profile's extras.
-func Cmdline(plan *boards.Plan) string {
-	parts := []string{plan.Console.KernelArg, "panic=10"}
-	if plan.Kernel.Cmdline != "" {
-		parts = append(parts, plan.Kernel.Cmdline)
+func Cmdline(pl *plan.Plan) string {
+	parts := []string{pl.Console.KernelArg, "panic=10"}
+	if pl.Kernel.Cmdline != "" {
+		parts = append(parts, pl.Kernel.Cmdline)
 	}
 	return strings.Join(parts, " ")
 }

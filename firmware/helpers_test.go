@@ -10,6 +10,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // testMarker is what the test /init prints once it runs.
@@ -44,7 +45,7 @@ func require(t *testing.T, err error) {
 	t.Skip(err)
 }
 
-func testPlan(t testing.TB, board string, cards ...string) *boards.Plan {
+func testPlan(t testing.TB, board string, cards ...string) *plan.Plan {
 	t.Helper()
 	c, err := boards.Embedded()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // ManifestFormat is the version of the manifest layout.
@@ -38,7 +38,7 @@ type Manifest struct {
 	Files   []File            `json:"files,omitempty"`
 	Outputs []File            `json:"outputs,omitempty"` // other files written beside the image
 	Notes   []string          `json:"notes,omitempty"`
-	Plan    *boards.Plan      `json:"plan"`
+	Plan    *plan.Plan        `json:"plan"`
 
 	Image    *File     `json:"image,omitempty"`
 	BlockMap *BlockMap `json:"block_map,omitempty"`

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/firmware/mbr"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // IXP4xx boards map their NOR flash at the expansion bus's chip select 0.
@@ -45,33 +45,33 @@ var sercommTrailer = []byte{0x00, 0x01, 0x00, 0x00, 0x23, 0x25, 0x00, 0x00, 'e',
 // the NSLU2's and Avila's RedBoots run the XScale big-endian.
 var fisOrder binary.ByteOrder = binary.BigEndian
 
-func flashPart(plan *boards.Plan, name string) (boards.FlashPart, bool) {
-	for _, p := range plan.Image.Flash {
+func flashPart(pl *plan.Plan, name string) (plan.FlashPart, bool) {
+	for _, p := range pl.Image.Flash {
 		if strings.EqualFold(p.Name, name) {
 			return p, true
 		}
 	}
-	return boards.FlashPart{}, false
+	return plan.FlashPart{}, false
 }
 
-func buildRedBoot(ctx context.Context, plan *boards.Plan, in Input, opts ImageOptions, m *Manifest) (*Manifest, error) {
+func buildRedBoot(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions, m *Manifest) (*Manifest, error) {
 	if err := checkKernel(in.Kernel, KernelZImageLE); err != nil {
 		return nil, err
 	}
-	kp, ok1 := flashPart(plan, "Kernel")
-	rp, ok2 := flashPart(plan, "Ramdisk")
+	kp, ok1 := flashPart(pl, "Kernel")
+	rp, ok2 := flashPart(pl, "Ramdisk")
 	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("board %s: the profile's flash layout needs Kernel and Ramdisk partitions", plan.Board)
+		return nil, fmt.Errorf("board %s: the profile's flash layout needs Kernel and Ramdisk partitions", pl.Board)
 	}
 	ksize, isize, err := sizes(in.Kernel, in.Initramfs)
 	if err != nil {
 		return nil, err
 	}
-	m.Cmdline = Cmdline(plan)
-	if plan.Storage.CF {
-		return buildAvila(ctx, plan, in, opts, m, kp, rp, ksize, isize)
+	m.Cmdline = Cmdline(pl)
+	if pl.Storage.CF {
+		return buildAvila(ctx, pl, in, opts, m, kp, rp, ksize, isize)
 	}
-	return buildFlashImage(plan, in, opts, m, kp, rp, ksize, isize)
+	return buildFlashImage(pl, in, opts, m, kp, rp, ksize, isize)
 }
 
 // buildFlashImage writes the whole flash (NSLU2): erased (0xff) RedBoot
@@ -80,26 +80,26 @@ func buildRedBoot(ctx context.Context, plan *boards.Plan, in Input, opts ImageOp
 // words swapped, as Debian's little-endian NSLU2 images were, because
 // RedBoot copies flash as big-endian words; the FIS directory; and the
 // Sercomm trailer.
-func buildFlashImage(plan *boards.Plan, in Input, opts ImageOptions, m *Manifest, kp, rp boards.FlashPart, ksize, isize int64) (*Manifest, error) {
-	size := int64(plan.Storage.FlashMB) * MiB
+func buildFlashImage(pl *plan.Plan, in Input, opts ImageOptions, m *Manifest, kp, rp plan.FlashPart, ksize, isize int64) (*Manifest, error) {
+	size := int64(pl.Storage.FlashMB) * MiB
 	if size <= 0 {
-		return nil, fmt.Errorf("board %s: no flash size in the profile", plan.Board)
+		return nil, fmt.Errorf("board %s: no flash size in the profile", pl.Board)
 	}
 	for _, c := range []struct {
 		what string
 		n    int64
-		p    boards.FlashPart
+		p    plan.FlashPart
 	}{{"kernel " + in.Kernel, pad4(ksize), kp}, {"initramfs " + in.Initramfs, pad4(isize), rp}} {
 		if room := int64(c.p.Size) - payloadHeader; c.n > room {
 			return nil, fmt.Errorf("%s is %d bytes; the %s's %s partition holds %d (%#x less its %d-byte header): %d bytes too many",
-				c.what, c.n, plan.Board, c.p.Name, room, c.p.Size, payloadHeader, c.n-room)
+				c.what, c.n, pl.Board, c.p.Name, room, c.p.Size, payloadHeader, c.n-room)
 		}
 	}
-	var fisPart boards.FlashPart
+	var fisPart plan.FlashPart
 	var entries []fis.Entry
-	for _, p := range plan.Image.Flash {
+	for _, p := range pl.Image.Flash {
 		if int64(p.Offset)+int64(p.Size) > size || p.Offset < 0 || p.Size <= 0 {
-			return nil, fmt.Errorf("board %s: flash partition %s (%#x+%#x) is outside the %d MiB flash", plan.Board, p.Name, p.Offset, p.Size, plan.Storage.FlashMB)
+			return nil, fmt.Errorf("board %s: flash partition %s (%#x+%#x) is outside the %d MiB flash", pl.Board, p.Name, p.Offset, p.Size, pl.Storage.FlashMB)
 		}
 		e := fis.Entry{Name: p.Name, FlashBase: ixp4xxFlashBase + uint32(p.Offset), MemBase: ixp4xxFlashBase + uint32(p.Offset), Size: uint32(p.Size), DataLength: uint32(p.Size)}
 		switch p.Name {
@@ -113,17 +113,17 @@ func buildFlashImage(plan *boards.Plan, in Input, opts ImageOptions, m *Manifest
 		entries = append(entries, e)
 	}
 	if fisPart.Size == 0 {
-		return nil, fmt.Errorf("board %s: the flash layout has no FIS directory partition", plan.Board)
+		return nil, fmt.Errorf("board %s: the flash layout has no FIS directory partition", pl.Board)
 	}
 	sercomm := false
-	if _, ok := flashPart(plan, "SysConf"); ok {
+	if _, ok := flashPart(pl, "SysConf"); ok {
 		sercomm = true // the Linksys/Sercomm layout
 	}
 	img := bytes.Repeat([]byte{0xff}, int(size))
 	var ranges [][2]int64
 	for _, x := range []struct {
 		path string
-		p    boards.FlashPart
+		p    plan.FlashPart
 		name string
 	}{{in.Kernel, kp, "kernel"}, {in.Initramfs, rp, "ramdisk"}} {
 		data, err := os.ReadFile(x.path)
@@ -182,18 +182,18 @@ func swapWords(b []byte) []byte {
 // buildAvila writes a CF card image with the data partition for reports,
 // and beside it the kernel, the initramfs and the RedBoot commands that
 // store them in the board's flash and boot them.
-func buildAvila(ctx context.Context, plan *boards.Plan, in Input, opts ImageOptions, m *Manifest, kp, rp boards.FlashPart, ksize, isize int64) (*Manifest, error) {
+func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions, m *Manifest, kp, rp plan.FlashPart, ksize, isize int64) (*Manifest, error) {
 	if err := CheckTools(BootRedBoot); err != nil {
 		return nil, err
 	}
 	for _, c := range []struct {
 		what string
 		n    int64
-		p    boards.FlashPart
+		p    plan.FlashPart
 	}{{"kernel " + in.Kernel, ksize, kp}, {"initramfs " + in.Initramfs, isize, rp}} {
 		if c.n > int64(c.p.Size) {
 			return nil, fmt.Errorf("%s is %d bytes; the %s's %s partition holds %d (%#x): %d bytes too many",
-				c.what, c.n, plan.Board, c.p.Name, c.p.Size, c.p.Size, c.n-int64(c.p.Size))
+				c.what, c.n, pl.Board, c.p.Name, c.p.Size, c.p.Size, c.n-int64(c.p.Size))
 		}
 	}
 	sizeMiB := opts.SizeMiB
@@ -209,7 +209,7 @@ func buildAvila(ctx context.Context, plan *boards.Plan, in Input, opts ImageOpti
 	}
 	base := strings.TrimSuffix(opts.Output, filepath.Ext(opts.Output))
 	kname, iname, cname := base+".zImage", base+".initrd", base+".redboot.txt"
-	cmds := avilaCommands(plan, filepath.Base(kname), filepath.Base(iname), kp, rp, ksize, isize)
+	cmds := avilaCommands(pl, filepath.Base(kname), filepath.Base(iname), kp, rp, ksize, isize)
 
 	run := runner{ctx: ctx, sde: opts.SourceDateEpoch}
 	m.HostTools = map[string]string{toolMkfsFat.Name: toolMkfsFat.version(ctx), toolMcopy.Name: toolMcopy.version(ctx)}
@@ -217,7 +217,7 @@ func buildAvila(ctx context.Context, plan *boards.Plan, in Input, opts ImageOpti
 	if size-bootStart >= fat32FromMiB*MiB {
 		dataFAT = 32
 	}
-	m.Layout = []Region{{Name: "mbr", Size: 512}, {Name: "data", Offset: bootStart, Size: size - bootStart, FS: fmt.Sprintf("FAT%d", dataFAT), Label: plan.Image.DataLabel}}
+	m.Layout = []Region{{Name: "mbr", Size: 512}, {Name: "data", Offset: bootStart, Size: size - bootStart, FS: fmt.Sprintf("FAT%d", dataFAT), Label: pl.Image.DataLabel}}
 	m.Notes = append(m.Notes, "the CF card holds only the data partition for reports; the kernel and initramfs go to flash with the RedBoot commands in "+filepath.Base(cname))
 
 	var out output
@@ -260,7 +260,7 @@ func buildAvila(ctx context.Context, plan *boards.Plan, in Input, opts ImageOpti
 		return nil, err
 	}
 	name := img.Name()
-	if err := mkfs(run, name, bootStart, size-bootStart, dataFAT, plan.Image.DataLabel, volumeSeed(m)^0xda7a); err != nil {
+	if err := mkfs(run, name, bootStart, size-bootStart, dataFAT, pl.Image.DataLabel, volumeSeed(m)^0xda7a); err != nil {
 		return nil, err
 	}
 	if err := run.run(toolMmd, "-i", fmt.Sprintf("%s@@%d", name, bootStart), "::"+DataReportDir); err != nil {
@@ -285,7 +285,7 @@ func buildAvila(ctx context.Context, plan *boards.Plan, in Input, opts ImageOpti
 
 // avilaCommands is the RedBoot session that stores the kernel and the
 // initramfs in flash and makes them boot.
-func avilaCommands(plan *boards.Plan, kname, iname string, kp, rp boards.FlashPart, ksize, isize int64) string {
+func avilaCommands(pl *plan.Plan, kname, iname string, kp, rp plan.FlashPart, ksize, isize int64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# ocfw firmware for %s: store the kernel and initramfs in flash with RedBoot.
 # Serial console %s at %d baud. Put %s and %s on a TFTP server,
@@ -299,11 +299,11 @@ fis create -b %#08x -l %#x -f %#08x -r %#08x ramdisk
 #   fis load linux
 #   fis load ramdisk
 #   exec -r %#08x -s %#x -c "%s"
-`, plan.Board, plan.Console.Device, plan.Console.Baud, kname, iname,
+`, pl.Board, pl.Console.Device, pl.Console.Baud, kname, iname,
 		avilaKernelMem, kname,
 		avilaKernelMem, ksize, ixp4xxFlashBase+kp.Offset, avilaKernelMem, avilaKernelMem,
 		avilaRamdiskMem, iname,
 		avilaRamdiskMem, isize, ixp4xxFlashBase+rp.Offset, avilaRamdiskMem,
-		avilaRamdiskMem, isize, Cmdline(plan))
+		avilaRamdiskMem, isize, Cmdline(pl))
 	return b.String()
 }

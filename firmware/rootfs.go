@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 
-	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
 
 // BuildImage lays out the image for plan from the rootfs step's result:
 // its kernel, its initramfs and the sha256 of everything that went in.
-func BuildImage(ctx context.Context, plan *boards.Plan, r *rootfs.Result, opts ImageOptions) (*Manifest, error) {
+func BuildImage(ctx context.Context, pl *plan.Plan, r *rootfs.Result, opts ImageOptions) (*Manifest, error) {
 	if r == nil || r.Kernel == nil {
 		return nil, errors.New("firmware: no rootfs result (kernel and initramfs)")
 	}
@@ -21,5 +21,5 @@ func BuildImage(ctx context.Context, plan *boards.Plan, r *rootfs.Result, opts I
 	if r.Kernel.SHA256 != "" {
 		in.Inputs["kernel-source"] = r.Kernel.SHA256
 	}
-	return Build(ctx, plan, in, opts)
+	return Build(ctx, pl, in, opts)
 }

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
-	"github.com/ocfw/ocfw/rootfs/boot"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // RunOptions say how to boot an image in QEMU.
@@ -61,21 +60,21 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	if info.Manifest == nil || info.Manifest.Plan == nil {
 		return nil, fmt.Errorf("%s: no ocfw manifest in or beside the image: build it with ocfw build", image)
 	}
-	plan := info.Manifest.Plan
-	if plan.Boot != boards.BootBIOSCF {
-		return nil, fmt.Errorf("%s: a %s image for %s: QEMU has no IXP4xx machine, so only x86 CF images (bios-cf) can be run; write it to the board", image, plan.Boot, plan.Board)
+	pl := info.Manifest.Plan
+	if pl.Boot != plan.BootBIOSCF {
+		return nil, fmt.Errorf("%s: a %s image for %s: QEMU has no IXP4xx machine, so only x86 CF images (bios-cf) can be run; write it to the board", image, pl.Boot, pl.Board)
 	}
 	before := latestBoot(info)
 	mem := opt.MemoryMB
 	if mem == 0 {
-		mem = plan.RAMMB
+		mem = pl.RAMMB
 	}
 	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: image, Timeout: opt.Timeout, Echo: opt.Console})
 	if err != nil {
 		return nil, err
 	}
 	defer vm.Kill()
-	res := &RunResult{Board: plan.Board}
+	res := &RunResult{Board: pl.Board}
 	if opt.Input != nil {
 		go forward(vm, opt.Input)
 	}
@@ -84,7 +83,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		err = vm.WaitFor(ctx, opt.Until)
 		vm.Kill()
 	case opt.PoweroffAfterReport:
-		if err = vm.WaitFor(ctx, boot.MarkDone); err == nil {
+		if err = vm.WaitFor(ctx, plan.MarkDone); err == nil {
 			// Give the shell a moment to take the console.
 			time.Sleep(500 * time.Millisecond)
 			if err = vm.Send("poweroff\n"); err == nil {
@@ -113,7 +112,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	}
 	if opt.PoweroffAfterReport && !res.NewReport {
 		why := "the boot did not write one"
-		if strings.Contains(res.Console, boot.MarkReportRAM) {
+		if strings.Contains(res.Console, plan.MarkReportRAM) {
 			why = "the firmware kept it in RAM (it did not find the data partition)"
 		}
 		return res, fmt.Errorf("%w: %s", ErrNoReport, why)

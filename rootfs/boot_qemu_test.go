@@ -17,7 +17,7 @@ import (
 	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
-	"github.com/ocfw/ocfw/rootfs/boot"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // missing skips a test for a missing prerequisite, or fails it when
@@ -33,7 +33,7 @@ func missing(t *testing.T, format string, args ...any) {
 
 // testPlan is the ALIX plan cut to two ciphers, so a boot under QEMU's
 // emulated Pentium II stays short.
-func testPlan(t *testing.T) *boards.Plan {
+func testPlan(t *testing.T) *plan.Plan {
 	t.Helper()
 	cat, err := boards.Embedded()
 	if err != nil {
@@ -47,7 +47,7 @@ func testPlan(t *testing.T) *boards.Plan {
 }
 
 // debianKernel is the cached linux-image-686, or a skip.
-func debianKernel(t *testing.T, p *boards.Plan) *Kernel {
+func debianKernel(t *testing.T, p *plan.Plan) *Kernel {
 	t.Helper()
 	deb, err := debian.CachedKernel(p.Kernel.Package, p.Kernel.Arch, "")
 	if err != nil {
@@ -171,9 +171,9 @@ func poweroff(t *testing.T, vm *qemu.VM) {
 func TestBootNoDataPartition(t *testing.T) {
 	res := sharedBuild(t)
 	vm := bootVM(t, res, "")
-	waitFor(t, vm, boot.MarkReportRAM)
-	waitFor(t, vm, boot.MarkSelfTest)
-	waitFor(t, vm, boot.MarkDone)
+	waitFor(t, vm, plan.MarkReportRAM)
+	waitFor(t, vm, plan.MarkSelfTest)
+	waitFor(t, vm, plan.MarkDone)
 	con := strings.ReplaceAll(vm.Console(), "\r", "")
 	for _, want := range []string{
 		"The 'numbers' are in 1000s of bytes per second processed.", // the speed table
@@ -185,8 +185,8 @@ func TestBootNoDataPartition(t *testing.T) {
 		}
 	}
 	var pass, fail, absent int
-	i := strings.Index(con, boot.MarkSelfTest)
-	if _, err := fmt.Sscanf(con[i+len(boot.MarkSelfTest):], "%d passed, %d failed, %d absent", &pass, &fail, &absent); err != nil {
+	i := strings.Index(con, plan.MarkSelfTest)
+	if _, err := fmt.Sscanf(con[i+len(plan.MarkSelfTest):], "%d passed, %d failed, %d absent", &pass, &fail, &absent); err != nil {
 		t.Fatalf("self-test marker: %v", err)
 	}
 	// Kernel and Go software pass for both ciphers; the Geode engine is
@@ -213,8 +213,8 @@ func TestBootDataPartition(t *testing.T) {
 		t.Fatalf("mkfs.fat: %v\n%s", err, out)
 	}
 	vm := bootVM(t, res, img)
-	waitFor(t, vm, boot.MarkDone)
-	if !strings.Contains(vm.Console(), boot.MarkReportWritten+"/ocfw/report-0001.json") {
+	waitFor(t, vm, plan.MarkDone)
+	if !strings.Contains(vm.Console(), plan.MarkReportWritten+"/ocfw/report-0001.json") {
 		t.Fatalf("no report on the data partition:\n%s", vm.Tail(40))
 	}
 	shellWorks(t, vm)

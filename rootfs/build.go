@@ -27,14 +27,13 @@ import (
 	"github.com/u-root/uio/llog"
 	"github.com/ulikunitz/xz"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/rootfs/boot"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // BootOptions are written into the initramfs as /etc/ocfw/boot.json and
 // read by the boot sequence.
-type BootOptions = boot.Options
+type BootOptions = plan.Options
 
 // Options say what goes into the initramfs.
 type Options struct {
@@ -106,7 +105,7 @@ var Commands = []string{
 // partition: disk controllers (QEMU's PIIX, the Geode boards' CS5536,
 // IXP4xx CF, USB sticks), SCSI disks, vfat and its code pages. They are
 // optional: the ones the kernel lacks are left out (or are built in).
-func StorageModules(p *boards.Plan) []string {
+func StorageModules(p *plan.Plan) []string {
 	mods := []string{"ata_piix", "pata_cs5536", "pata_amd", "pata_ixp4xx_cf"}
 	if p.Storage.Kind == "flash" && !p.Storage.CF {
 		mods = append(mods, "ehci_pci", "ohci_pci", "usb_storage")
@@ -121,9 +120,9 @@ func StorageModules(p *boards.Plan) []string {
 var buildMu sync.Mutex
 
 // Build makes the initramfs for plan with the kernel's modules.
-func Build(ctx context.Context, plan *boards.Plan, opts Options) (*Result, error) {
+func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	start := time.Now()
-	if plan == nil || opts.Kernel == nil {
+	if pl == nil || opts.Kernel == nil {
 		return nil, errors.New("rootfs: Build needs a plan and a kernel (LoadKernel)")
 	}
 	if err := ctx.Err(); err != nil {
@@ -168,7 +167,7 @@ func Build(ctx context.Context, plan *boards.Plan, opts Options) (*Result, error
 	defer os.RemoveAll(tmp)
 
 	// Files the boot sequence reads.
-	planJSON, err := plan.JSON()
+	planJSON, err := pl.JSON()
 	if err != nil {
 		return nil, err
 	}
@@ -181,17 +180,17 @@ func Build(ctx context.Context, plan *boards.Plan, opts Options) (*Result, error
 		cpio.StaticFile("etc/ocfw/plan.json", string(planJSON), 0o644),
 		cpio.StaticFile("etc/ocfw/boot.json", string(bootJSON), 0o644),
 	}
-	mods, modRecs, storage, err := moduleRecords(plan, k)
+	mods, modRecs, storage, err := moduleRecords(pl, k)
 	if err != nil {
 		return nil, err
 	}
 	extra = append(extra, modRecs...)
-	extra = append(extra, cpio.StaticFile(strings.TrimPrefix(boot.StorageFile, "/"), strings.Join(storage, "\n")+"\n", 0o644))
+	extra = append(extra, cpio.StaticFile(strings.TrimPrefix(plan.StorageModulesFile, "/"), strings.Join(storage, "\n")+"\n", 0o644))
 
 	// The Go userland.
-	logf("building the Go userland for %s", strings.Join(plan.Go.Env(), " "))
+	logf("building the Go userland for %s", strings.Join(pl.Go.Env(), " "))
 	base := filepath.Join(tmp, "uroot.cpio")
-	if err := buildUserland(plan.Go, src, tmp, base, logf); err != nil {
+	if err := buildUserland(pl.Go, src, tmp, base, logf); err != nil {
 		return nil, err
 	}
 
@@ -205,25 +204,25 @@ func Build(ctx context.Context, plan *boards.Plan, opts Options) (*Result, error
 		return nil, err
 	}
 	name := "initramfs.cpio"
-	switch plan.Image.Compression {
+	switch pl.Image.Compression {
 	case "xz":
 		name += ".xz"
 	case "gzip":
 		name += ".gz"
 	case "", "none":
 	default:
-		return nil, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", plan.Board, plan.Image.Compression)
+		return nil, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", pl.Board, pl.Image.Compression)
 	}
 	packed := filepath.Join(tmp, name)
-	if err := compress(raw, packed, plan.Image.Compression); err != nil {
+	if err := compress(raw, packed, pl.Image.Compression); err != nil {
 		return nil, err
 	}
 	pi, err := os.Stat(packed)
 	if err != nil {
 		return nil, err
 	}
-	if b := plan.Image.InitramfsBudgetKB; b > 0 && pi.Size() > int64(b)*1024 {
-		return nil, &BudgetError{Board: plan.Board, Budget: int64(b) * 1024, Size: pi.Size(), Raw: rawInfo.Size(), Compression: plan.Image.Compression, Parts: parts}
+	if b := pl.Image.InitramfsBudgetKB; b > 0 && pi.Size() > int64(b)*1024 {
+		return nil, &BudgetError{Board: pl.Board, Budget: int64(b) * 1024, Size: pi.Size(), Raw: rawInfo.Size(), Compression: pl.Image.Compression, Parts: parts}
 	}
 	out := filepath.Join(work, name)
 	if err := os.Rename(packed, out); err != nil {
@@ -300,7 +299,7 @@ func modulePath(gomod []byte) string {
 }
 
 // buildUserland runs mkuimage for the plan's Go target.
-func buildUserland(target boards.GoTarget, src, tmp, out string, logf func(string, ...any)) error {
+func buildUserland(target plan.GoTarget, src, tmp, out string, logf func(string, ...any)) error {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	restore := setenv(map[string]string{"GOARM": target.GOARM, "GO386": target.GO386, "GOFLAGS": "", "CGO_ENABLED": "0"})
@@ -365,7 +364,7 @@ func setenv(vars map[string]string) func() {
 // moduleRecords puts the planned and storage modules the kernel has
 // (with their dependencies, from modules.dep) under lib/modules/VERSION,
 // with a modules.dep and modules.builtin for them.
-func moduleRecords(plan *boards.Plan, k *Kernel) (names []string, recs []cpio.Record, storage []string, err error) {
+func moduleRecords(pl *plan.Plan, k *Kernel) (names []string, recs []cpio.Record, storage []string, err error) {
 	if k.ModulesDir == "" {
 		return nil, nil, nil, nil
 	}
@@ -374,10 +373,10 @@ func moduleRecords(plan *boards.Plan, k *Kernel) (names []string, recs []cpio.Re
 		return nil, nil, nil, err
 	}
 	var want []string
-	for _, m := range plan.Modules {
+	for _, m := range pl.Modules {
 		want = append(want, m.Name)
 	}
-	for _, m := range StorageModules(plan) {
+	for _, m := range StorageModules(pl) {
 		if _, ok := idx.Modules[m]; ok || idx.Builtin[m] {
 			storage = append(storage, m)
 			want = append(want, m)

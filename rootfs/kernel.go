@@ -21,8 +21,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // Kernel is the kernel a firmware boots, as LoadKernel found and checked it.
@@ -79,32 +79,32 @@ func (e *KernelError) Error() string {
 // cacheDir "" means the default cache. The checks (architecture,
 // endianness, config options, planned modules) report every problem in
 // one *KernelError.
-func LoadKernel(ctx context.Context, plan *boards.Plan, spec, cacheDir string) (*Kernel, error) {
-	if plan == nil {
+func LoadKernel(ctx context.Context, pl *plan.Plan, spec, cacheDir string) (*Kernel, error) {
+	if pl == nil {
 		return nil, errors.New("rootfs: no plan")
 	}
-	k, err := findKernel(ctx, plan, spec, cacheDir)
+	k, err := findKernel(ctx, pl, spec, cacheDir)
 	if err != nil {
 		return nil, err
 	}
-	if err := k.check(plan); err != nil {
+	if err := k.check(pl); err != nil {
 		return nil, err
 	}
 	return k, nil
 }
 
-func findKernel(ctx context.Context, plan *boards.Plan, spec, cacheDir string) (*Kernel, error) {
+func findKernel(ctx context.Context, pl *plan.Plan, spec, cacheDir string) (*Kernel, error) {
 	if spec == "" {
-		if plan.Kernel.Source != "debian" || plan.Kernel.Package == "" {
-			msg := fmt.Sprintf("board %s has no Debian kernel package: give its kernel with --kernel", plan.Board)
-			if plan.Kernel.Note != "" {
-				msg += " (" + plan.Kernel.Note + ")"
+		if pl.Kernel.Source != "debian" || pl.Kernel.Package == "" {
+			msg := fmt.Sprintf("board %s has no Debian kernel package: give its kernel with --kernel", pl.Board)
+			if pl.Kernel.Note != "" {
+				msg += " (" + pl.Kernel.Note + ")"
 			}
 			return nil, errors.New(msg)
 		}
-		deb, err := debian.FetchKernel(ctx, plan.Kernel.Package, plan.Kernel.Arch, cacheDir)
+		deb, err := debian.FetchKernel(ctx, pl.Kernel.Package, pl.Kernel.Arch, cacheDir)
 		if err != nil {
-			return nil, fmt.Errorf("kernel package %s (%s): %w", plan.Kernel.Package, plan.Kernel.Arch, err)
+			return nil, fmt.Errorf("kernel package %s (%s): %w", pl.Kernel.Package, pl.Kernel.Arch, err)
 		}
 		return fromDeb(deb, cacheDir)
 	}
@@ -310,7 +310,7 @@ func IdentifyImage(name string) (ImageInfo, error) {
 }
 
 // imageArch is the kernel image architecture a plan's Go target needs.
-func imageArch(p *boards.Plan) string {
+func imageArch(p *plan.Plan) string {
 	if p.Go.GOARCH == "arm" {
 		return ArchARM
 	}
@@ -366,7 +366,7 @@ func ReadConfig(name string) (map[string]string, error) {
 }
 
 // neededOptions are the config options a plan needs, each with why.
-func neededOptions(p *boards.Plan) [][2]string {
+func neededOptions(p *plan.Plan) [][2]string {
 	opts := [][2]string{
 		{"CONFIG_BLK_DEV_INITRD", "the initramfs"},
 		{"CONFIG_DEVTMPFS", "device nodes for the boot sequence"},
@@ -386,7 +386,7 @@ func neededOptions(p *boards.Plan) [][2]string {
 }
 
 // check collects every problem with k for plan p.
-func (k *Kernel) check(p *boards.Plan) error {
+func (k *Kernel) check(p *plan.Plan) error {
 	var problems []string
 	info, err := IdentifyImage(k.Image)
 	switch {

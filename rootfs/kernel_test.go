@@ -16,9 +16,10 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/plan"
 )
 
-func plan(t *testing.T, board string) *boards.Plan {
+func resolvePlan(t *testing.T, board string) *plan.Plan {
 	t.Helper()
 	cat, err := boards.Embedded()
 	if err != nil {
@@ -77,7 +78,7 @@ func modulesTree(t *testing.T, dir, version string, mods, builtin []string) stri
 	return root
 }
 
-func allModules(p *boards.Plan) []string {
+func allModules(p *plan.Plan) []string {
 	var out []string
 	for _, m := range p.Modules {
 		if !m.OutOfTree {
@@ -111,12 +112,12 @@ CONFIG_CRYPTO_DEV_IXP4XX=y
 // Each bad kernel input gives its own clear error; several problems come
 // in one error.
 func TestLoadKernelBadInputs(t *testing.T) {
-	alix := plan(t, "alix2d13")
-	nslu2 := plan(t, "nslu2")
+	alix := resolvePlan(t, "alix2d13")
+	nslu2 := resolvePlan(t, "nslu2")
 	type setup func(t *testing.T, dir string) string
 	tests := []struct {
 		name  string
-		plan  *boards.Plan
+		plan  *plan.Plan
 		setup setup
 		want  []string // substrings of the error, all required
 		count int      // problems in the *KernelError; 0 = not a KernelError
@@ -209,8 +210,8 @@ func TestLoadKernelBadInputs(t *testing.T) {
 // Good inputs in each accepted form load, and config =y marks built-in
 // modules.
 func TestLoadKernelForms(t *testing.T) {
-	alix := plan(t, "alix2d13")
-	nslu2 := plan(t, "nslu2")
+	alix := resolvePlan(t, "alix2d13")
+	nslu2 := resolvePlan(t, "nslu2")
 	t.Run("flat directory", func(t *testing.T) {
 		d := t.TempDir()
 		write(t, filepath.Join(d, "bzImage"), bzImage())
@@ -271,7 +272,7 @@ func TestLoadKernelForms(t *testing.T) {
 
 // The real Debian kernel fits the Geode boards and is refused for IXP4xx.
 func TestDebianKernel(t *testing.T) {
-	alix := plan(t, "alix2d13")
+	alix := resolvePlan(t, "alix2d13")
 	deb, err := debian.CachedKernel(alix.Kernel.Package, alix.Kernel.Arch, "")
 	if err != nil {
 		missing(t, "kernel package not cached (`ocfw kernel fetch --board alix2d13`): %v", err)
@@ -283,7 +284,7 @@ func TestDebianKernel(t *testing.T) {
 	if k.Arch != ArchX86 || k.Config == "" || !strings.HasSuffix(k.Version, "-686") {
 		t.Errorf("kernel %+v", k)
 	}
-	_, err = LoadKernel(context.Background(), plan(t, "nslu2"), deb, "")
+	_, err = LoadKernel(context.Background(), resolvePlan(t, "nslu2"), deb, "")
 	if err == nil || !strings.Contains(err.Error(), "needs an ARM (zImage) kernel") {
 		t.Errorf("nslu2 with the 686 kernel: %v", err)
 	}

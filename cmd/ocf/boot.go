@@ -7,7 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ocfw/ocfw/rootfs/boot"
+	"github.com/ocfw/ocfw/boot"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // bootBackstop ends `ocf boot` whatever happens, so that u-root's init
@@ -24,10 +25,10 @@ func newBootCmd() *cobra.Command {
 		Short: "The firmware's boot sequence: load the planned drivers, self-test, measure, keep the report",
 		Long: `boot runs once at every boot, before the shell: it mounts proc, sys and devtmpfs,
 finds the data partition by its FAT label (` + "`OCFWDATA`" + ` by default) and mounts it on
-` + boot.DataMount + `, reads ` + boot.PlanFile + ` and ` + boot.OptionsFile + `, loads the plan's kernel
+` + plan.DataMount + `, reads ` + plan.File + ` and ` + plan.OptionsFile + `, loads the plan's kernel
 modules, self-tests every engine, measures them within the speed budget, derives
 the policy and writes the report to /ocfw/report-NNNN.json and .txt on the data
-partition (the last 10 are kept) or, without one, to ` + boot.RunDir + `. Every step is
+partition (the last 10 are kept) or, without one, to ` + plan.RunDir + `. Every step is
 time-bounded; it always exits 0 so that init starts the shell.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,7 +43,7 @@ time-bounded; it always exits 0 so that init starts the shell.`,
 				defer close(done)
 				defer func() {
 					if p := recover(); p != nil {
-						fmt.Fprintf(out, "ocfw: boot sequence panicked: %v\n%s\n", p, boot.MarkDone)
+						fmt.Fprintf(out, "ocfw: boot sequence panicked: %v\n%s\n", p, plan.MarkDone)
 					}
 				}()
 				boot.Run(context.Background(), boot.Config{Root: root, Console: out, Mount: !noMount})
@@ -50,7 +51,7 @@ time-bounded; it always exits 0 so that init starts the shell.`,
 			select {
 			case <-done:
 			case <-time.After(bootBackstop):
-				fmt.Fprintf(out, "ocfw: boot sequence still running after %v: giving up\n%s\n", bootBackstop, boot.MarkDone)
+				fmt.Fprintf(out, "ocfw: boot sequence still running after %v: giving up\n%s\n", bootBackstop, plan.MarkDone)
 			}
 			return nil
 		},

@@ -13,10 +13,10 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/internal/kerneltest"
-	"github.com/ocfw/ocfw/rootfs/boot"
+	"github.com/ocfw/ocfw/plan"
 )
 
-func resolve(t *testing.T, board string, ciphers ...string) *boards.Plan {
+func resolve(t *testing.T, board string, ciphers ...string) *plan.Plan {
 	t.Helper()
 	cat, err := boards.Embedded()
 	if err != nil {
@@ -47,13 +47,13 @@ func writeJSON(t *testing.T, name string, v any) {
 // the whole sequence, prints the markers and exits 0 for init's shell.
 func TestBootCommand(t *testing.T) {
 	root := t.TempDir()
-	writeJSON(t, filepath.Join(root, boot.PlanFile), resolve(t, "alix2d13", "aes-128-cbc"))
-	writeJSON(t, filepath.Join(root, boot.OptionsFile), boot.Options{SpeedBudget: "0s"})
+	writeJSON(t, filepath.Join(root, plan.File), resolve(t, "alix2d13", "aes-128-cbc"))
+	writeJSON(t, filepath.Join(root, plan.OptionsFile), plan.Options{SpeedBudget: "0s"})
 	out, errs, code := ocf("boot", "--root", root, "--no-mount")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, w := range []string{boot.MarkReportRAM, boot.MarkSelfTest, boot.MarkDone, "module geode_aes        missing"} {
+	for _, w := range []string{plan.MarkReportRAM, plan.MarkSelfTest, plan.MarkDone, "module geode_aes        missing"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
@@ -77,7 +77,7 @@ func TestARMSelftestUnderQEMU(t *testing.T) {
 	}
 	p := resolve(t, "nslu2")
 	for i := range p.Ciphers {
-		var keep []boards.Route
+		var keep []plan.Route
 		for _, r := range p.Ciphers[i].Routes {
 			if r.API == drivers.APIGo || r.Engine == "ixp4xx" {
 				keep = append(keep, r)

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,14 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/ocfcmd"
-)
-
-// Where the firmware keeps its plan and the policy it derived.
-const (
-	DefaultPlan   = "/etc/ocfw/plan.json"
-	DefaultPolicy = "/run/ocfw/policy.json"
+	"github.com/ocfw/ocfw/plan"
 )
 
 func main() {
@@ -40,24 +33,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 type rootFlags struct {
-	plan string
+	planFile string
 }
 
 // loadPlan reads the plan the firmware was built with. A missing default
 // plan means a host run: test kernel and Go software.
-func (f *rootFlags) loadPlan() (*boards.Plan, error) {
-	data, err := os.ReadFile(f.plan)
-	if errors.Is(err, fs.ErrNotExist) && f.plan == DefaultPlan {
+func (f *rootFlags) loadPlan() (*plan.Plan, error) {
+	p, err := plan.Read(f.planFile)
+	if errors.Is(err, fs.ErrNotExist) && f.planFile == plan.File {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--plan: %w", err)
 	}
-	var p boards.Plan
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("--plan %s: not a plan written by ocfw: %w", f.plan, err)
-	}
-	return &p, nil
+	return p, nil
 }
 
 func newRootCmd() *cobra.Command {
@@ -65,17 +54,17 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ocf",
 		Short: "Self-test, measure and choose the crypto engines of this board",
-		Long: `ocf runs on the board. It reads the firmware's plan (` + DefaultPlan + `), finds
+		Long: `ocf runs on the board. It reads the firmware's plan (` + plan.File + `), finds
 the engines it names, proves each gives right answers, measures it against Go
 software and decides from which request size hardware is worth using.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&f.plan, "plan", DefaultPlan, "the firmware plan (JSON from ocfw plan --json)")
+	root.PersistentFlags().StringVar(&f.planFile, "plan", plan.File, "the firmware plan (JSON from ocfw plan --json)")
 	root.AddCommand(
 		ocfcmd.NewSelftestCmd(f.loadPlan),
 		ocfcmd.NewSpeedCmd(f.loadPlan),
-		ocfcmd.NewPolicyCmd(DefaultPolicy),
+		ocfcmd.NewPolicyCmd(plan.PolicyFile),
 		newBootCmd(),
 	)
 	return root

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/plan"
 )
 
 type boardShowFlags struct {
@@ -40,22 +41,22 @@ func newBoardCmd(g *globalFlags) *cobra.Command {
 
 // boardView is a board with what it implies filled in.
 type boardView struct {
-	Kind   string           `json:"kind"`
-	File   string           `json:"file"`
-	Board  *boards.Board    `json:"board,omitempty"`
-	Card   *boards.Card     `json:"card,omitempty"`
-	Go     *boards.GoTarget `json:"go,omitempty"`
-	Engine *drivers.Engine  `json:"engine_detail,omitempty"`
+	Kind   string          `json:"kind"`
+	File   string          `json:"file"`
+	Board  *boards.Board   `json:"board,omitempty"`
+	Card   *boards.Card    `json:"card,omitempty"`
+	Go     *plan.GoTarget  `json:"go,omitempty"`
+	Engine *drivers.Engine `json:"engine_detail,omitempty"`
 }
 
 func showProfile(w io.Writer, cat *boards.Catalog, name string, f *boardShowFlags) error {
 	v := boardView{}
 	if b, err := cat.Board(name); err == nil {
-		plan, err := cat.Resolve(boards.Request{Board: b.Name})
+		pl, err := cat.Resolve(boards.Request{Board: b.Name})
 		if err != nil {
 			return err
 		}
-		v = boardView{Kind: boards.KindBoard, File: b.File(), Board: b, Go: &plan.Go}
+		v = boardView{Kind: boards.KindBoard, File: b.File(), Board: b, Go: &pl.Go}
 		if b.Engine != "" {
 			v.Engine, _ = drivers.LookupEngine(b.Engine)
 		}
@@ -110,7 +111,7 @@ func showProfile(w io.Writer, cat *boards.Catalog, name string, f *boardShowFlag
 			p("kernel note", b.Kernel.Note)
 		}
 		switch b.Boot {
-		case boards.BootBIOSCF:
+		case plan.BootBIOSCF:
 			p("image", fmt.Sprintf("%d MiB: FAT16 boot %d MiB + FAT data %q, initramfs %s", b.Image.SizeMB, b.Image.BootMB, b.Image.DataLabel, b.Image.Compression))
 		default:
 			p("image", fmt.Sprintf("initramfs %s", b.Image.Compression))

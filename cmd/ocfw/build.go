@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/ocfcmd"
+	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
 
@@ -51,7 +51,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
   ocfw build --board nslu2 --kernel zImage:lib/modules/6.1.0 -o nslu2.bin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			plan, err := f.resolve(g)
+			pl, err := f.resolve(g)
 			if err != nil {
 				return err
 			}
@@ -63,7 +63,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 			if len(f.inject) > 0 && f.initramfs != "" {
 				return fmt.Errorf("--test-inject goes into the initramfs ocfw builds: it cannot change a given --initramfs")
 			}
-			return runBuild(cmd, plan, f)
+			return runBuild(cmd, pl, f)
 		},
 	}
 	fl := cmd.Flags()
@@ -114,7 +114,7 @@ func sourceDateEpoch() (int64, error) {
 	return n, nil
 }
 
-func runBuild(cmd *cobra.Command, plan *boards.Plan, f *buildFlags) error {
+func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	size, err := parseSizeMiB(f.size)
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func runBuild(cmd *cobra.Command, plan *boards.Plan, f *buildFlags) error {
 	}
 	out := f.output
 	if out == "" {
-		out = "ocfw-" + plan.Board + ".img"
+		out = "ocfw-" + pl.Board + ".img"
 	}
 	// The userland build changes directories: a relative work directory
 	// would point elsewhere by then.
@@ -133,12 +133,12 @@ func runBuild(cmd *cobra.Command, plan *boards.Plan, f *buildFlags) error {
 		out = abs
 	}
 	// Missing host tools are reported before the slow userland build.
-	if err := firmware.CheckTools(plan.Boot); err != nil {
+	if err := firmware.CheckTools(pl.Boot); err != nil {
 		return err
 	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	ctx := cmd.Context()
-	k, err := rootfs.LoadKernel(ctx, plan, f.kernel, "")
+	k, err := rootfs.LoadKernel(ctx, pl, f.kernel, "")
 	if err != nil {
 		return err
 	}
@@ -149,19 +149,19 @@ func runBuild(cmd *cobra.Command, plan *boards.Plan, f *buildFlags) error {
 		if k.SHA256 != "" {
 			in.Inputs["kernel-source"] = k.SHA256
 		}
-		m, err = firmware.Build(ctx, plan, in, opts)
+		m, err = firmware.Build(ctx, pl, in, opts)
 	} else {
 		work, werr := os.MkdirTemp(filepath.Dir(out), ".ocfw-rootfs-")
 		if werr != nil {
 			return werr
 		}
 		defer os.RemoveAll(work)
-		r, berr := rootfs.Build(ctx, plan, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: sde,
+		r, berr := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: sde,
 			Boot: rootfs.BootOptions{SpeedBudget: f.budget, Inject: f.inject}, Log: log})
 		if berr != nil {
 			return berr
 		}
-		m, err = firmware.BuildImage(ctx, plan, r, opts)
+		m, err = firmware.BuildImage(ctx, pl, r, opts)
 	}
 	if err != nil {
 		return err

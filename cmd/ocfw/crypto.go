@@ -12,6 +12,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/ocfcmd"
 	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // withPlanFlags adds --board and --card to one of the shared crypto
@@ -21,7 +22,7 @@ import (
 func withPlanFlags(g *globalFlags, build func(ocfcmd.PlanFunc) *cobra.Command) *cobra.Command {
 	var board string
 	var cards []string
-	plan := func() (*boards.Plan, error) {
+	pl := func() (*plan.Plan, error) {
 		if board == "" {
 			if len(cards) > 0 {
 				return nil, fmt.Errorf("--card needs --board")
@@ -34,7 +35,7 @@ func withPlanFlags(g *globalFlags, build func(ocfcmd.PlanFunc) *cobra.Command) *
 		}
 		return cat.Resolve(boards.Request{Board: board, Cards: cards})
 	}
-	cmd := build(plan)
+	cmd := build(pl)
 	cmd.Flags().StringVar(&board, "board", "", "test the engines of this board's plan (default: kernel and Go software for every cipher)")
 	cmd.Flags().StringArrayVar(&cards, "card", nil, "a card in the board's slots (repeat)")
 	return cmd

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/plan"
 )
 
 type planFlags struct {
@@ -34,19 +35,19 @@ hmac-md5, hmac-sha1, hmac-sha256, null (default: all).`,
   ocfw plan --board alix2d13 --require-hw aes-256-cbc   # fails: the Geode does 128-bit keys only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			plan, err := f.resolve(g)
+			pl, err := f.resolve(g)
 			if err != nil {
 				return err
 			}
 			if f.json {
-				out, err := plan.JSON()
+				out, err := pl.JSON()
 				if err != nil {
 					return err
 				}
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
 			}
-			return writePlan(cmd.OutOrStdout(), plan)
+			return writePlan(cmd.OutOrStdout(), pl)
 		},
 	}
 	f.register(cmd, true)
@@ -73,7 +74,7 @@ func (r *planRequest) register(cmd *cobra.Command, requireHW bool) {
 	}
 }
 
-func (r *planRequest) resolve(g *globalFlags) (*boards.Plan, error) {
+func (r *planRequest) resolve(g *globalFlags) (*plan.Plan, error) {
 	if r.board == "" {
 		return nil, fmt.Errorf("--board is required (see 'ocfw boards' for the boards ocfw knows)")
 	}
@@ -84,7 +85,7 @@ func (r *planRequest) resolve(g *globalFlags) (*boards.Plan, error) {
 	return cat.Resolve(boards.Request{Board: r.board, Cards: r.cards, Ciphers: r.ciphers, RequireHW: r.requireHW})
 }
 
-func writePlan(w io.Writer, p *boards.Plan) error {
+func writePlan(w io.Writer, p *plan.Plan) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "board:\t%s (%s)\n", p.Board, p.Description)
 	for _, c := range p.Cards {
@@ -94,9 +95,9 @@ func writePlan(w io.Writer, p *boards.Plan) error {
 	fmt.Fprintf(tw, "console:\t%s %d 8N1 (%s)\n", p.Console.Device, p.Console.Baud, p.Console.KernelArg)
 	fmt.Fprintf(tw, "boot:\t%s\n", p.Boot)
 	switch p.Boot {
-	case boards.BootBIOSCF:
+	case plan.BootBIOSCF:
 		fmt.Fprintf(tw, "image:\t%d MiB: MBR, p1 FAT16 boot %d MiB (kernel, initramfs, SYSLINUX), p2 FAT data %q (reports)\n", p.Image.SizeMB, p.Image.BootMB, p.Image.DataLabel)
-	case boards.BootRedBoot:
+	case plan.BootRedBoot:
 		var parts []string
 		for _, f := range p.Image.Flash {
 			parts = append(parts, fmt.Sprintf("%s@0x%x+0x%x", f.Name, f.Offset, f.Size))

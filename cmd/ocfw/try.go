@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/plan"
 )
 
 type tryFlags struct {
@@ -33,26 +33,26 @@ The image stays in out/ for 'ocfw flash' or another 'ocfw run'.`,
 		Example: `  ocfw try --board alix2d13 --card vpn1411`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			plan, err := f.build.resolve(g)
+			pl, err := f.build.resolve(g)
 			if err != nil {
 				return err
 			}
-			if plan.Boot != boards.BootBIOSCF {
-				return fmt.Errorf("--board %s: QEMU has no IXP4xx machine, so only the x86 CF boards can be tried; 'ocfw build' makes its image", plan.Board)
+			if pl.Boot != plan.BootBIOSCF {
+				return fmt.Errorf("--board %s: QEMU has no IXP4xx machine, so only the x86 CF boards can be tried; 'ocfw build' makes its image", pl.Board)
 			}
-			if plan.Kernel.Source == "debian" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: fetching %s (%s) unless cached\n", plan.Kernel.Package, plan.Kernel.Arch)
-				if _, err := debian.FetchKernel(cmd.Context(), plan.Kernel.Package, plan.Kernel.Arch, ""); err != nil {
+			if pl.Kernel.Source == plan.KernelDebian {
+				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: fetching %s (%s) unless cached\n", pl.Kernel.Package, pl.Kernel.Arch)
+				if _, err := debian.FetchKernel(cmd.Context(), pl.Kernel.Package, pl.Kernel.Arch, ""); err != nil {
 					return err
 				}
 			}
 			if f.build.output == "" {
-				f.build.output = filepath.Join("out", "ocfw-"+plan.Board+".img")
+				f.build.output = filepath.Join("out", "ocfw-"+pl.Board+".img")
 			}
 			if err := os.MkdirAll(filepath.Dir(f.build.output), 0o755); err != nil {
 				return err
 			}
-			if err := runBuild(cmd, plan, &f.build); err != nil {
+			if err := runBuild(cmd, pl, &f.build); err != nil {
 				return err
 			}
 			return runImage(cmd, f.build.output, &runFlags{timeout: f.timeout, poweroff: true})

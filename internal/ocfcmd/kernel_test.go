@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // guestModules: the AF_ALG interfaces and the software algorithms Debian's
@@ -43,7 +43,7 @@ func TestGuestSpeed(t *testing.T) {
 		t.Skip("runs inside the QEMU guest started by TestKernelSelftest")
 	}
 	start := time.Now()
-	cmd := NewSpeedCmd(func() (*boards.Plan, error) { return nil, nil })
+	cmd := NewSpeedCmd(func() (*plan.Plan, error) { return nil, nil })
 	var out, errb bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)

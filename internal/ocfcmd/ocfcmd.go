@@ -24,15 +24,16 @@ import (
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/ocf/speed"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // PlanFunc returns the plan whose engines to test, or nil for the host
 // default: every cipher on kernel software (AF_ALG) and Go software.
-type PlanFunc func() (*boards.Plan, error)
+type PlanFunc func() (*plan.Plan, error)
 
 // Wants lists the (engine, cipher) pairs of a plan, or the host default
 // when p is nil, limited to ciphers when that is not empty.
-func Wants(p *boards.Plan, ciphers []string) ([]probe.Want, error) {
+func Wants(p *plan.Plan, ciphers []string) ([]probe.Want, error) {
 	for _, c := range ciphers {
 		if _, ok := drivers.LookupCipher(c); !ok {
 			return nil, fmt.Errorf("--cipher %s: unknown cipher%s; known: %s", c, boards.Suggest(c, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))
@@ -112,8 +113,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.depth, "depth", 4, "AF_ALG requests in flight per session for batched work")
 }
 
-func (f *runFlags) targets(ctx context.Context, plan PlanFunc) ([]probe.Target, error) {
-	p, err := plan()
+func (f *runFlags) targets(ctx context.Context, pl PlanFunc) ([]probe.Target, error) {
+	p, err := pl()
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func (f *runFlags) targets(ctx context.Context, plan PlanFunc) ([]probe.Target, 
 }
 
 // NewSelftestCmd builds `selftest`.
-func NewSelftestCmd(plan PlanFunc) *cobra.Command {
+func NewSelftestCmd(pl PlanFunc) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "selftest",
@@ -146,7 +147,7 @@ is pass, fail (with the first failing case) or absent (in the plan, not on this
 system: reported, not a failure). Exit status 1 when anything present failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			targets, err := f.targets(cmd.Context(), plan)
+			targets, err := f.targets(cmd.Context(), pl)
 			if err != nil {
 				return err
 			}
@@ -165,7 +166,7 @@ system: reported, not a failure). Exit status 1 when anything present failed.`,
 }
 
 // NewSpeedCmd builds `speed`.
-func NewSpeedCmd(plan PlanFunc) *cobra.Command {
+func NewSpeedCmd(pl PlanFunc) *cobra.Command {
 	f := &runFlags{}
 	var seconds float64
 	var multi int
@@ -188,7 +189,7 @@ and the hardware/software policy those numbers give.`,
 					return fmt.Errorf("--size %d: want 1 to 1048576 bytes", s)
 				}
 			}
-			targets, err := f.targets(cmd.Context(), plan)
+			targets, err := f.targets(cmd.Context(), pl)
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // ModuleLoader loads one kernel module and its dependencies.
@@ -74,7 +74,7 @@ func (rs ModuleResults) Notes() []string {
 // loadModules loads names in order. With a plan, the names are the plan's
 // modules (a missing one is reported); without, they are optional storage
 // modules.
-func loadModules(cfg *Config, names []string, plan *boards.Plan) ModuleResults {
+func loadModules(cfg *Config, names []string, pl *plan.Plan) ModuleResults {
 	builtin := builtinModules(cfg)
 	loader := cfg.Loader
 	if loader == nil {
@@ -88,8 +88,8 @@ func loadModules(cfg *Config, names []string, plan *boards.Plan) ModuleResults {
 		}
 	}
 	why := map[string]string{}
-	if plan != nil {
-		for _, m := range plan.Modules {
+	if pl != nil {
+		for _, m := range pl.Modules {
 			why[m.Name] = m.For
 		}
 	}
@@ -101,7 +101,7 @@ func loadModules(cfg *Config, names []string, plan *boards.Plan) ModuleResults {
 			r.Status = ModBuiltin
 		case err == nil:
 			r.Status = ModLoaded
-		case errors.Is(err, ErrModuleNotFound) && plan == nil:
+		case errors.Is(err, ErrModuleNotFound) && pl == nil:
 			r.Status = ModOptional
 		case errors.Is(err, ErrModuleNotFound):
 			r.Status, r.Err = ModMissing, err.Error()

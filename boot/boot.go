@@ -11,7 +11,6 @@ package boot
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,29 +23,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/ocfcmd"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/probe"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
+	"github.com/ocfw/ocfw/plan"
 )
 
-// Where the firmware keeps its files.
-const (
-	PlanFile    = "/etc/ocfw/plan.json"
-	OptionsFile = "/etc/ocfw/boot.json"
-	// StorageFile lists the storage modules (disk controller, vfat, code
-	// pages) the build put in, loaded before looking for the data
-	// partition; one name a line.
-	StorageFile = "/etc/ocfw/storage-modules"
-	RunDir      = "/run/ocfw" // RAM copy of the latest report and policy
-	DataMount   = "/data"     // where the data partition is mounted
-	// ReportDir is the reports' folder on the data partition.
-	ReportDir = "ocfw"
-	// Keep is how many reports stay on the data partition.
-	Keep = 10
-)
+// Keep is how many reports stay on the data partition.
+const Keep = 10
 
 // DefaultSpeedBudget bounds the speed table when boot.json gives none.
 // A full plan on a Geode board has about 21 (engine, cipher) pairs that
@@ -55,25 +41,6 @@ const (
 // With the kernel's ~10 s to uinit, module loading, about 10 s of
 // self-tests and the writes, a boot stays within 60 s.
 const DefaultSpeedBudget = 15 * time.Second
-
-// Console markers: runners and tests wait for these exact prefixes.
-const (
-	MarkReportWritten = "ocfw: report written: "
-	MarkReportRAM     = "ocfw: report kept in RAM only: "
-	MarkSelfTest      = "ocfw: self-test: "
-	MarkDone          = "ocfw: boot sequence done; shell on console"
-)
-
-// Options are the boot options the build writes into the initramfs as
-// /etc/ocfw/boot.json.
-type Options struct {
-	// SpeedBudget bounds the speed table, a Go duration ("20s"); "" means
-	// DefaultSpeedBudget, "0s" skips the speed table.
-	SpeedBudget string `json:"speed_budget,omitempty"`
-	// Inject adds a faulty test engine (test images only), e.g.
-	// "corrupt:4096": see ocfcmd.Inject.
-	Inject []string `json:"inject,omitempty"`
-}
 
 // Config says where the sequence finds things. The zero value (with
 // Defaults) is the board; tests point Root at a fake tree.
@@ -141,7 +108,7 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	}
 	var storage ModuleResults
 	problem(step(ctx, "loading storage modules", cfg.StepTimeout, func() error {
-		names, err := readLines(cfg.path(StorageFile))
+		names, err := readLines(cfg.path(plan.StorageModulesFile))
 		if err != nil || len(names) == 0 {
 			return nil // a board without a storage stack in the initramfs
 		}
@@ -159,25 +126,25 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	if dataDir != "" {
 		cfg.printf("ocfw: data partition mounted on %s", dataDir)
 	} else {
-		cfg.printf("ocfw: no data partition (%s): reports stay in RAM (%s) and on this console", why, RunDir)
+		cfg.printf("ocfw: no data partition (%s): reports stay in RAM (%s) and on this console", why, plan.RunDir)
 	}
 
 	// 2. Plan and boot options; hardware.
-	var plan *boards.Plan
-	var opts Options
+	var pl *plan.Plan
+	var opts plan.Options
 	problem(step(ctx, "reading the plan", cfg.StepTimeout, func() error {
 		var err error
-		plan, err = ReadPlan(cfg.path(PlanFile))
+		pl, err = plan.Read(cfg.path(plan.File))
 		if err != nil {
 			return err
 		}
-		opts, err = ReadOptions(cfg.path(OptionsFile))
+		opts, err = plan.ReadOptions(cfg.path(plan.OptionsFile))
 		return err
 	}))
-	if plan != nil {
-		cfg.printf("ocfw: plan for %s: %d engines, %d ciphers, %d modules", plan.Board, len(plan.Engines), len(plan.Ciphers), len(plan.Modules))
+	if pl != nil {
+		cfg.printf("ocfw: plan for %s: %d engines, %d ciphers, %d modules", pl.Board, len(pl.Engines), len(pl.Ciphers), len(pl.Modules))
 		problem(step(ctx, "detecting hardware", cfg.StepTimeout, func() error {
-			for _, l := range DetectPCI(cfg.path("/sys/bus/pci/devices"), plan) {
+			for _, l := range DetectPCI(cfg.path("/sys/bus/pci/devices"), pl) {
 				cfg.printf("ocfw: hardware: %s", l)
 			}
 			return nil
@@ -186,14 +153,14 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 
 	// 3. Planned modules.
 	out.Modules = storage
-	if plan != nil {
+	if pl != nil {
 		var names []string
-		for _, m := range plan.Modules {
+		for _, m := range pl.Modules {
 			names = append(names, m.Name)
 		}
 		var res ModuleResults
 		problem(step(ctx, "loading the plan's kernel modules", cfg.StepTimeout, func() error {
-			res = loadModules(&cfg, names, plan)
+			res = loadModules(&cfg, names, pl)
 			return nil
 		}))
 		out.Modules = append(out.Modules, res...)
@@ -217,7 +184,7 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	// engine.
 	runBound := cfg.StepTimeout + 3*budget + 2*time.Minute
 	problem(step(ctx, "self-test and speed", runBound, func() error {
-		r, err := runCrypto(ctx, &cfg, plan, opts, budget)
+		r, err := runCrypto(ctx, &cfg, pl, opts, budget)
 		out.Report = r
 		return err
 	}))
@@ -236,7 +203,7 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	}))
 	summary(&cfg, r)
 	cfg.printf("ocfw: boot sequence took %v", time.Since(start).Round(100*time.Millisecond))
-	cfg.printf("%s", MarkDone)
+	cfg.printf("%s", plan.MarkDone)
 	return out
 }
 
@@ -268,37 +235,6 @@ func step(ctx context.Context, name string, bound time.Duration, fn func() error
 	}
 }
 
-// ReadPlan reads the firmware's plan.
-func ReadPlan(name string) (*boards.Plan, error) {
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return nil, err
-	}
-	var p boards.Plan
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("%s: not a plan written by ocfw: %w", name, err)
-	}
-	return &p, nil
-}
-
-// ReadOptions reads boot.json; a missing file means the defaults.
-func ReadOptions(name string) (Options, error) {
-	var o Options
-	data, err := os.ReadFile(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return o, nil
-	}
-	if err != nil {
-		return o, err
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
-		return Options{}, fmt.Errorf("%s: %w", name, err)
-	}
-	return o, nil
-}
-
 func readLines(name string) ([]string, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
@@ -313,8 +249,8 @@ func readLines(name string) ([]string, error) {
 	return out, nil
 }
 
-func runCrypto(ctx context.Context, cfg *Config, plan *boards.Plan, opts Options, budget time.Duration) (*report.Report, error) {
-	wants, err := ocfcmd.Wants(plan, nil)
+func runCrypto(ctx context.Context, cfg *Config, pl *plan.Plan, opts plan.Options, budget time.Duration) (*report.Report, error) {
+	wants, err := ocfcmd.Wants(pl, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +290,7 @@ func summary(cfg *Config, r *report.Report) {
 			absent++
 		}
 	}
-	cfg.printf("%s%d passed, %d failed, %d absent", MarkSelfTest, pass, fail, absent)
+	cfg.printf("%s%d passed, %d failed, %d absent", plan.MarkSelfTest, pass, fail, absent)
 }
 
 // writeAll keeps the report on the data partition when there is one, and
@@ -363,21 +299,21 @@ func writeAll(cfg *Config, out *Outcome, dataDir, why string) error {
 	r := out.Report
 	var werr error
 	if dataDir != "" {
-		n, name, err := WriteReports(filepath.Join(dataDir, ReportDir), r, Keep)
+		n, name, err := WriteReports(filepath.Join(dataDir, plan.ReportDir), r, Keep)
 		// vfat metadata (the FAT, renamed entries) is not all covered by
 		// the files' fsyncs: flush everything before saying it is written.
 		syncAll()
 		if err == nil {
 			out.Boot = n
-			out.ReportPath = "/" + ReportDir + "/" + name
-			cfg.printf("%s%s", MarkReportWritten, out.ReportPath)
+			out.ReportPath = "/" + plan.ReportDir + "/" + name
+			cfg.printf("%s%s", plan.MarkReportWritten, out.ReportPath)
 			// Read-only from here on: a router is switched off by pulling
 			// the plug, and a read-only FAT is never left dirty.
 			if cfg.Mount {
 				if err := remountReadOnly(dataDir); err != nil {
 					cfg.printf("ocfw: remounting %s read-only: %v", dataDir, err)
 				} else {
-					cfg.printf("ocfw: %s is read-only now (mount -o remount,rw %s to write to it)", dataDir, DataMount)
+					cfg.printf("ocfw: %s is read-only now (mount -o remount,rw %s to write to it)", dataDir, plan.DataMount)
 				}
 			}
 		} else {
@@ -385,7 +321,7 @@ func writeAll(cfg *Config, out *Outcome, dataDir, why string) error {
 			why = "writing to the data partition failed: " + err.Error()
 		}
 	}
-	ram := cfg.path(RunDir)
+	ram := cfg.path(plan.RunDir)
 	if err := os.MkdirAll(ram, 0o755); err != nil {
 		return errors.Join(werr, err)
 	}
@@ -404,8 +340,8 @@ func writeAll(cfg *Config, out *Outcome, dataDir, why string) error {
 	}
 	if out.ReportPath == "" {
 		out.InRAM = why
-		out.ReportPath = filepath.Join(RunDir, "report.json")
-		cfg.printf("%s%s", MarkReportRAM, why)
+		out.ReportPath = filepath.Join(plan.RunDir, "report.json")
+		cfg.printf("%s%s", plan.MarkReportRAM, why)
 	}
 	return werr
 }

@@ -15,9 +15,10 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/plan"
 )
 
-func testPlan(t *testing.T) *boards.Plan {
+func testPlan(t *testing.T) *plan.Plan {
 	t.Helper()
 	cat, err := boards.Embedded()
 	if err != nil {
@@ -193,16 +194,16 @@ func (f *fakeLoader) Load(name string) error {
 }
 
 // fakeRoot lays out /etc/ocfw with the plan and boot options.
-func fakeRoot(t *testing.T, p *boards.Plan, opts string) string {
+func fakeRoot(t *testing.T, p *plan.Plan, opts string) string {
 	t.Helper()
 	root := t.TempDir()
 	pj, err := p.JSON()
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(root, PlanFile), pj)
-	write(t, filepath.Join(root, OptionsFile), []byte(opts))
-	write(t, filepath.Join(root, StorageFile), []byte("ata_piix\nvfat\n"))
+	write(t, filepath.Join(root, plan.File), pj)
+	write(t, filepath.Join(root, plan.OptionsFile), []byte(opts))
+	write(t, filepath.Join(root, plan.StorageModulesFile), []byte("ata_piix\nvfat\n"))
 	write(t, filepath.Join(root, "proc/crypto"), []byte(""))
 	if err := os.MkdirAll(filepath.Join(root, "sys/class/block"), 0o755); err != nil {
 		t.Fatal(err)
@@ -221,9 +222,9 @@ func TestRunWithData(t *testing.T) {
 	out := Run(context.Background(), Config{Root: root, Console: &con, DataDir: data, Loader: loader})
 	c := con.String()
 	for _, want := range []string{
-		MarkReportWritten + "/ocfw/report-0001.json",
-		MarkSelfTest,
-		MarkDone,
+		plan.MarkReportWritten + "/ocfw/report-0001.json",
+		plan.MarkSelfTest,
+		plan.MarkDone,
 		"module geode_aes        missing",
 		"module vfat             not in this kernel (optional)",
 		"module af_alg           loaded",
@@ -233,13 +234,13 @@ func TestRunWithData(t *testing.T) {
 			t.Errorf("console lacks %q:\n%s", want, c)
 		}
 	}
-	if strings.Index(c, MarkSelfTest) > strings.Index(c, MarkDone) {
+	if strings.Index(c, plan.MarkSelfTest) > strings.Index(c, plan.MarkDone) {
 		t.Error("the done marker comes before the self-test summary")
 	}
 	if out.Boot != 1 || out.InRAM != "" {
 		t.Errorf("outcome: boot %d, in RAM %q", out.Boot, out.InRAM)
 	}
-	r := readReport(t, filepath.Join(data, ReportDir, "report-0001.json"))
+	r := readReport(t, filepath.Join(data, plan.ReportDir, "report-0001.json"))
 	if !r.Failed() {
 		t.Error("the corrupting test engine did not fail the report")
 	}
@@ -247,7 +248,7 @@ func TestRunWithData(t *testing.T) {
 	if !strings.Contains(notes, "geode_aes missing") || !strings.Contains(notes, "algif_skcipher failed") {
 		t.Errorf("report notes lack the module problems:\n%s", notes)
 	}
-	if _, err := os.Stat(filepath.Join(root, RunDir, "policy.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, plan.RunDir, "policy.json")); err != nil {
 		t.Errorf("no RAM policy for `ocf policy`: %v", err)
 	}
 	if strings.Join(loader.loaded[:2], " ") != "ata_piix af_alg" {
@@ -261,13 +262,13 @@ func TestRunWithoutData(t *testing.T) {
 	var con bytes.Buffer
 	out := Run(context.Background(), Config{Root: root, Console: &con, DataWait: time.Millisecond, Loader: &fakeLoader{}})
 	c := con.String()
-	if !strings.Contains(c, MarkReportRAM+"no FAT file system labelled OCFWDATA") || !strings.Contains(c, MarkDone) {
+	if !strings.Contains(c, plan.MarkReportRAM+"no FAT file system labelled OCFWDATA") || !strings.Contains(c, plan.MarkDone) {
 		t.Errorf("console:\n%s", c)
 	}
 	if out.InRAM == "" || out.Boot != 0 {
 		t.Errorf("outcome %+v", out)
 	}
-	readReport(t, filepath.Join(root, RunDir, "report.json"))
+	readReport(t, filepath.Join(root, plan.RunDir, "report.json"))
 }
 
 // Whatever fails — no plan, bad options, a panicking or hanging module
@@ -279,8 +280,8 @@ func TestRunSurvivesFailures(t *testing.T) {
 		loader *fakeLoader
 		want   string
 	}{
-		{"no plan", func(root string) { os.Remove(filepath.Join(root, PlanFile)) }, &fakeLoader{}, "reading the plan"},
-		{"bad options", func(root string) { write(t, filepath.Join(root, OptionsFile), []byte(`{"speed_budgt": 1}`)) }, &fakeLoader{}, "unknown field"},
+		{"no plan", func(root string) { os.Remove(filepath.Join(root, plan.File)) }, &fakeLoader{}, "reading the plan"},
+		{"bad options", func(root string) { write(t, filepath.Join(root, plan.OptionsFile), []byte(`{"speed_budgt": 1}`)) }, &fakeLoader{}, "unknown field"},
 		{"panicking loader", nil, &fakeLoader{panics: map[string]bool{"af_alg": true}}, "panic: loader exploded on af_alg"},
 		{"hanging loader", nil, &fakeLoader{hang: map[string]bool{"af_alg": true}}, "still running after"},
 	}
@@ -304,7 +305,7 @@ func TestRunSurvivesFailures(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatalf("Run did not return:\n%s", con.String())
 			}
-			if c := con.String(); !strings.Contains(c, MarkDone) || !strings.Contains(c, MarkSelfTest) {
+			if c := con.String(); !strings.Contains(c, plan.MarkDone) || !strings.Contains(c, plan.MarkSelfTest) {
 				t.Errorf("console lacks the markers:\n%s", c)
 			}
 		})

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // FATLabel returns the volume label in a FAT boot sector (FAT12/16 at
@@ -97,11 +97,8 @@ func findData(cfg *Config) (string, string) {
 	if cfg.DataDir != "" {
 		return cfg.DataDir, ""
 	}
-	plan, _ := ReadPlan(cfg.path(PlanFile))
-	label := "OCFWDATA"
-	if plan != nil && plan.Image.DataLabel != "" {
-		label = plan.Image.DataLabel
-	}
+	pl, _ := plan.Read(cfg.path(plan.File))
+	label := pl.DataPartitionLabel()
 	// Disk drivers probe in the background: give the partition a moment.
 	deadline := time.Now().Add(cfg.DataWait)
 	var dev string
@@ -119,7 +116,7 @@ func findData(cfg *Config) (string, string) {
 	if !cfg.Mount {
 		return "", "found " + dev + " but mounting is off"
 	}
-	dir := cfg.path(DataMount)
+	dir := cfg.path(plan.DataMount)
 	if err := mountVFAT(dev, dir); err != nil {
 		return "", fmt.Sprintf("mounting %s (label %s) on %s: %v", dev, label, dir, err)
 	}
@@ -129,7 +126,7 @@ func findData(cfg *Config) (string, string) {
 // DetectPCI lists the PCI devices under dir (/sys/bus/pci/devices) that
 // are crypto engines of the catalog, marking whether the plan expects them,
 // and the plan's PCI engines that are missing.
-func DetectPCI(dir string, plan *boards.Plan) []string {
+func DetectPCI(dir string, pl *plan.Plan) []string {
 	present := map[drivers.PCIID]bool{}
 	es, _ := os.ReadDir(dir)
 	for _, e := range es {
@@ -140,7 +137,7 @@ func DetectPCI(dir string, plan *boards.Plan) []string {
 		}
 	}
 	planned := map[string]bool{}
-	for _, e := range plan.Engines {
+	for _, e := range pl.Engines {
 		planned[e.ID] = true
 	}
 	var lines []string

@@ -1,0 +1,118 @@
+package plan
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// Files the host writes into the initramfs, at these paths on the board.
+const (
+	// File is the firmware's plan, as Plan.JSON writes it.
+	File = "/etc/ocfw/plan.json"
+	// OptionsFile holds the boot Options.
+	OptionsFile = "/etc/ocfw/boot.json"
+	// StorageModulesFile lists the storage modules (disk controller, vfat,
+	// code pages) loaded before looking for the data partition; one name
+	// a line.
+	StorageModulesFile = "/etc/ocfw/storage-modules"
+)
+
+// Where the board keeps what it writes.
+const (
+	RunDir    = "/run/ocfw" // RAM copy of the latest report and policy
+	DataMount = "/data"     // where the data partition is mounted
+	// DataLabel is the data partition's FAT label unless the board
+	// profile names another.
+	DataLabel = "OCFWDATA"
+	// BootLabel is the FAT label of a CF image's boot partition.
+	BootLabel = "OCFWBOOT"
+	// ReportDir is the reports' folder on the data partition, from its
+	// root (no leading slash).
+	ReportDir = "ocfw"
+	// PolicyFile is the RAM copy of the policy the last boot derived.
+	PolicyFile = RunDir + "/policy.json"
+)
+
+// Console markers: the board prints them, runners and tests wait for
+// these exact prefixes.
+const (
+	MarkReportWritten = "ocfw: report written: "
+	MarkReportRAM     = "ocfw: report kept in RAM only: "
+	MarkSelfTest      = "ocfw: self-test: "
+	MarkDone          = "ocfw: boot sequence done; shell on console"
+)
+
+// Options are the boot options the build writes as OptionsFile.
+type Options struct {
+	// SpeedBudget bounds the speed table, a Go duration ("20s"); "" means
+	// the board's default, "0s" skips the speed table.
+	SpeedBudget string `json:"speed_budget,omitempty"`
+	// Inject adds a faulty test engine (test images only), e.g.
+	// "corrupt:4096": see package ocf/fault.
+	Inject []string `json:"inject,omitempty"`
+}
+
+// MaxFileSize bounds every contract file read here: a plan is a few KiB,
+// so anything bigger is not one, and reading stops there.
+const MaxFileSize = 1 << 20
+
+// Read reads a plan written by Plan.JSON.
+func Read(name string) (*Plan, error) {
+	data, err := readBounded(name)
+	if err != nil {
+		return nil, err
+	}
+	var p Plan
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("%s: not a plan written by ocfw: %w", name, err)
+	}
+	return &p, nil
+}
+
+// ReadOptions reads the boot options; a missing file means the defaults.
+// Unknown fields are an error: a typo must not silently mean a default.
+func ReadOptions(name string) (Options, error) {
+	var o Options
+	data, err := readBounded(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return o, nil
+	}
+	if err != nil {
+		return o, err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return Options{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return o, nil
+}
+
+// readBounded reads a regular file of at most MaxFileSize bytes.
+func readBounded(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes: not an ocfw file", name, MaxFileSize)
+	}
+	return data, nil
+}

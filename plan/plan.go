@@ -1,0 +1,191 @@
+// Package plan is the contract between the host that builds a firmware and
+// the board that runs it: the Plan (what the firmware holds and how it
+// boots), the files the host writes into the image and where the board
+// reads them, the console markers runners wait for, and one reader for
+// each file. Both sides import it, so it imports neither YAML nor cobra
+// nor anything host-only: only the drivers catalog.
+package plan
+
+import (
+	"encoding/json"
+
+	"github.com/ocfw/ocfw/drivers"
+)
+
+// Boot methods.
+const (
+	BootBIOSCF  = "bios-cf" // legacy BIOS booting a CompactFlash card (MBR, SYSLINUX)
+	BootRedBoot = "redboot" // RedBoot loading kernel and ramdisk from FIS flash partitions
+)
+
+// Kernel sources.
+const (
+	KernelDebian = "debian" // a Debian kernel package fetched with apt-get
+	KernelUser   = "user"   // the user supplies the kernel with --kernel
+)
+
+// Plan is everything a firmware for one board and its cards contains and
+// how it boots. The host resolves it from profiles (package boards) and
+// writes it into the initramfs as File; the board reads it with Read.
+type Plan struct {
+	Board       string      `json:"board"`
+	Description string      `json:"description"`
+	Cards       []Card      `json:"cards"`
+	Go          GoTarget    `json:"go"`
+	Console     Console     `json:"console"`
+	Boot        string      `json:"boot"`
+	Image       ImageLayout `json:"image"`
+	Storage     Storage     `json:"storage"`
+	RAMMB       int         `json:"ram_mb"`
+	Kernel      Kernel      `json:"kernel"`
+	Modules     []Module    `json:"modules"`
+	Engines     []Engine    `json:"engines"`
+	Ciphers     []Cipher    `json:"ciphers"`
+	RequireHW   []string    `json:"require_hw,omitempty"`
+	Notes       []string    `json:"notes,omitempty"`
+}
+
+// Card is a card placed in a slot.
+type Card struct {
+	Name   string `json:"name"`
+	Slot   string `json:"slot"` // e.g. "minipci0"
+	Engine string `json:"engine"`
+	Chip   string `json:"chip"`
+	PCI    string `json:"pci"`
+}
+
+// GoTarget is how the firmware's Go userland is compiled for the board.
+type GoTarget struct {
+	GOOS   string `json:"goos"`
+	GOARCH string `json:"goarch"`
+	GOARM  string `json:"goarm,omitempty"`
+	GO386  string `json:"go386,omitempty"`
+}
+
+// Env returns the target as environment assignments for `go build`.
+func (g GoTarget) Env() []string {
+	env := []string{"GOOS=" + g.GOOS, "GOARCH=" + g.GOARCH, "CGO_ENABLED=0"}
+	if g.GOARM != "" {
+		env = append(env, "GOARM="+g.GOARM)
+	}
+	if g.GO386 != "" {
+		env = append(env, "GO386="+g.GO386)
+	}
+	return env
+}
+
+// Console is the serial console with the kernel argument that uses it.
+type Console struct {
+	Device    string `json:"device"`
+	Baud      int    `json:"baud"`
+	KernelArg string `json:"kernel_arg"`
+}
+
+// Storage is where the firmware lives. Board profiles carry the same
+// fields, hence the YAML names.
+type Storage struct {
+	// Kind is "cf" (a CompactFlash card the BIOS boots) or "flash"
+	// (on-board NOR flash, written through RedBoot).
+	Kind    string `yaml:"kind" json:"kind"`
+	CardMB  int    `yaml:"card_mb" json:"card_mb,omitempty"`   // cf: the card size images are made for by default
+	FlashMB int    `yaml:"flash_mb" json:"flash_mb,omitempty"` // flash: total size
+	// CF is true when a flash board also has a CompactFlash slot for data.
+	CF bool `yaml:"cf" json:"cf,omitempty"`
+}
+
+// Kernel says which kernel the board expects.
+type Kernel struct {
+	// Source is KernelDebian or KernelUser.
+	Source  string `yaml:"source" json:"source"`
+	Package string `yaml:"package" json:"package,omitempty"`
+	Arch    string `yaml:"arch" json:"arch,omitempty"`       // Debian architecture of the package
+	Image   string `yaml:"image" json:"image"`               // bzImage or zImage
+	Note    string `yaml:"note" json:"note,omitempty"`       // what a user must know
+	Cmdline string `yaml:"cmdline" json:"cmdline,omitempty"` // extra kernel arguments
+}
+
+// ImageLayout is the shape of the image ocfw builds for the board.
+type ImageLayout struct {
+	// bios-cf: whole image size, boot partition size, data label
+	// (DataLabel when the profile names none).
+	SizeMB    int    `yaml:"size_mb" json:"size_mb,omitempty"`
+	BootMB    int    `yaml:"boot_mb" json:"boot_mb,omitempty"`
+	DataLabel string `yaml:"data_label" json:"data_label,omitempty"`
+	// Compression of the initramfs: xz, gzip or none.
+	Compression string `yaml:"compression" json:"compression"`
+	// InitramfsBudgetKB bounds the compressed initramfs (0: no bound
+	// beyond the image or partition size).
+	InitramfsBudgetKB int `yaml:"initramfs_budget_kb" json:"initramfs_budget_kb,omitempty"`
+	// Flash partitions (redboot), in flash order.
+	Flash []FlashPart `yaml:"flash" json:"flash,omitempty"`
+}
+
+// FlashPart is one RedBoot FIS partition.
+type FlashPart struct {
+	Name   string `yaml:"name" json:"name"`
+	Offset int    `yaml:"offset" json:"offset"`
+	Size   int    `yaml:"size" json:"size"`
+}
+
+// Module is a kernel module the firmware loads at boot, in load order.
+type Module struct {
+	Name string `json:"name"`
+	For  string `json:"for"`
+	// OutOfTree modules are not in any distribution kernel (OCF).
+	OutOfTree bool `json:"out_of_tree,omitempty"`
+}
+
+// Engine is one engine instance the firmware will look for.
+type Engine struct {
+	ID       string      `json:"id"`
+	Instance int         `json:"instance"`
+	From     string      `json:"from"` // "on-chip", "card vpn1411 in minipci0", "software"
+	Hardware bool        `json:"hardware"`
+	API      drivers.API `json:"api"`
+	Module   string      `json:"module,omitempty"`
+	Async    bool        `json:"async"`
+	Mainline bool        `json:"mainline"`
+	Requires string      `json:"requires,omitempty"`
+	Quirks   []string    `json:"quirks,omitempty"`
+}
+
+// Cipher lists the engines that can serve one cipher, best first, ending
+// with software.
+type Cipher struct {
+	Cipher  string  `json:"cipher"`
+	KeyBits int     `json:"key_bits,omitempty"`
+	Routes  []Route `json:"engines"`
+}
+
+// Route is one engine's offer for a cipher.
+type Route struct {
+	Engine   string      `json:"engine"`
+	Instance int         `json:"instance"`
+	Driver   string      `json:"driver"`
+	API      drivers.API `json:"api"`
+	Priority int         `json:"priority"`
+	// Hardware is true when this engine does this cipher, at this key
+	// size, in hardware.
+	Hardware  bool   `json:"hardware"`
+	HWKeyBits []int  `json:"hw_key_bits,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// JSON renders the plan as indented JSON with a trailing newline: the
+// bytes the host writes into the initramfs.
+func (p *Plan) JSON() ([]byte, error) {
+	out, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+// DataPartitionLabel is the FAT label of the partition that keeps the
+// board's files.
+func (p *Plan) DataPartitionLabel() string {
+	if p != nil && p.Image.DataLabel != "" {
+		return p.Image.DataLabel
+	}
+	return DataLabel
+}
