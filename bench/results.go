@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ocfw/ocfw/internal/atomicfile"
 )
 
 // results is bench.json; bench.md is rendered from it.
@@ -75,18 +77,10 @@ func (r *results) write(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "bench.json"), append(j, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "bench.json"), append(j, '\n'), 0o644); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, "bench.md"), []byte(r.markdown()))
-}
-
-func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(filepath.Join(dir, "bench.md"), []byte(r.markdown()), 0o644)
 }
 
 func (r *results) markdown() string {

@@ -23,8 +23,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/internal/ocfcmd"
+	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/probe"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
@@ -250,13 +251,13 @@ func readLines(name string) ([]string, error) {
 }
 
 func runCrypto(ctx context.Context, cfg *Config, pl *plan.Plan, opts plan.Options, budget time.Duration) (*report.Report, error) {
-	wants, err := ocfcmd.Wants(pl, nil)
+	wants, err := probe.Wants(pl, nil)
 	if err != nil {
 		return nil, err
 	}
 	var extra []ocf.Driver
 	for _, spec := range opts.Inject {
-		d, err := ocfcmd.Inject(ctx, spec)
+		d, err := fault.Parse(ctx, spec)
 		if err != nil {
 			return nil, err
 		}
@@ -329,12 +330,12 @@ func writeAll(cfg *Config, out *Outcome, dataDir, why string) error {
 	if jerr != nil {
 		return errors.Join(werr, jerr)
 	}
-	if err := ocfcmd.WriteFileAtomic(filepath.Join(ram, "report.json"), j); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(ram, "report.json"), j, 0o644); err != nil {
 		return errors.Join(werr, err)
 	}
 	var pj strings.Builder
 	if err := r.Policy.WriteJSON(&pj); err == nil {
-		if err := ocfcmd.WriteFileAtomic(filepath.Join(ram, "policy.json"), []byte(pj.String())); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(ram, "policy.json"), []byte(pj.String()), 0o644); err != nil {
 			return errors.Join(werr, err)
 		}
 	}
@@ -367,7 +368,7 @@ func WriteReports(dir string, r *report.Report, keep int) (int, string, error) {
 		n = nums[len(nums)-1]
 	}
 	n++
-	if err := ocfcmd.WriteFileAtomic(filepath.Join(dir, "bootcount"), []byte(strconv.Itoa(n)+"\n")); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "bootcount"), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
 		return 0, "", fmt.Errorf("boot counter: %w", err)
 	}
 	r.Boot = n
@@ -392,7 +393,7 @@ func WriteReports(dir string, r *report.Report, keep int) (int, string, error) {
 		{base + ".txt", []byte(txt.String())},
 		{"policy.json", []byte(pol.String())},
 	} {
-		if err := ocfcmd.WriteFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
 			return n, "", fmt.Errorf("%s: %w", f.name, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware/fat"
 	"github.com/ocfw/ocfw/firmware/mbr"
+	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -219,9 +220,9 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 		return nil, err
 	}
 
-	var out output
-	defer out.cleanup()
-	img, err := out.create(opts.Output)
+	var out atomicfile.Set
+	defer out.Cleanup()
+	img, err := out.Create(opts.Output)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +280,7 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 
 // finish hashes the image, records the block map, writes the manifest and
 // sha256sums beside the image and renames everything into place.
-func finish(img *os.File, size int64, ranges [][2]int64, m *Manifest, out *output, opts ImageOptions) (*Manifest, error) {
+func finish(img *os.File, size int64, ranges [][2]int64, m *Manifest, out *atomicfile.Set, opts ImageOptions) (*Manifest, error) {
 	bm, err := makeBlockMap(img, size, blockSize, ranges)
 	if err != nil {
 		return nil, err
@@ -297,15 +298,15 @@ func finish(img *os.File, size int64, ranges [][2]int64, m *Manifest, out *outpu
 	if err != nil {
 		return nil, err
 	}
-	if err := out.writeFile(ManifestPath(opts.Output), js); err != nil {
+	if err := out.WriteFile(ManifestPath(opts.Output), js); err != nil {
 		return nil, err
 	}
 	sums := []File{*m.Image, {Name: ManifestPath(opts.Output), SHA256: bytesSHA256(js)}}
 	sums = append(sums, m.Outputs...)
-	if err := out.writeFile(SumsPath(opts.Output), mergeSums(SumsPath(opts.Output), sums)); err != nil {
+	if err := out.WriteFile(SumsPath(opts.Output), mergeSums(SumsPath(opts.Output), sums)); err != nil {
 		return nil, err
 	}
-	if err := out.commit(); err != nil {
+	if err := out.Commit(0o644); err != nil {
 		return nil, err
 	}
 	opts.logf("wrote %s (%d bytes, sha256 %s), %s, %s", opts.Output, size, m.Image.SHA256, ManifestPath(opts.Output), SumsPath(opts.Output))

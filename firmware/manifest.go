@@ -163,68 +163,6 @@ func makeBlockMap(f io.ReaderAt, size, block int64, rs [][2]int64) (*BlockMap, e
 	return bm, nil
 }
 
-// output is a set of files written under temporary names and renamed
-// into place together, so a failed build leaves nothing that looks like
-// an image.
-type output struct {
-	tmp   []string // temporary names, in rename order
-	final []string
-}
-
-// create opens a temporary file in final's directory.
-func (o *output) create(final string) (*os.File, error) {
-	f, err := os.CreateTemp(filepath.Dir(final), "."+filepath.Base(final)+".tmp-*")
-	if err != nil {
-		return nil, err
-	}
-	o.tmp = append(o.tmp, f.Name())
-	o.final = append(o.final, final)
-	return f, nil
-}
-
-func (o *output) writeFile(final string, data []byte) error {
-	f, err := o.create(final)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// commit renames every file into place, the image last among them being
-// irrelevant: sidecars are renamed after the image so a manifest never
-// describes an image that is not there.
-func (o *output) commit() error {
-	for i, t := range o.tmp {
-		if err := os.Chmod(t, 0o644); err != nil {
-			return err
-		}
-		if err := os.Rename(t, o.final[i]); err != nil {
-			return err
-		}
-		o.tmp[i] = ""
-	}
-	if len(o.final) > 0 {
-		if d, err := os.Open(filepath.Dir(o.final[0])); err == nil {
-			d.Sync()
-			d.Close()
-		}
-	}
-	return nil
-}
-
-// cleanup removes temporary files not yet committed.
-func (o *output) cleanup() {
-	for _, t := range o.tmp {
-		if t != "" {
-			os.Remove(t)
-		}
-	}
-}
-
 // sha256sums renders lines in sha256sum's format for files (named by
 // base name: the sums file sits beside them).
 func sha256sums(files []File) []byte {

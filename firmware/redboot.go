@@ -12,6 +12,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/firmware/mbr"
+	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -156,9 +157,9 @@ func buildFlashImage(pl *plan.Plan, in Input, opts ImageOptions, m *Manifest, kp
 		"kernel and ramdisk payloads are stored in byte-swapped 32-bit words (big-endian RedBoot copies flash by words); the 16-byte length headers and the FIS directory are big-endian",
 		"a little-endian kernel started by big-endian RedBoot must switch the CPU's endianness first (as Debian's APEX loader did); the kernel is the user's (--kernel)")
 
-	var out output
-	defer out.cleanup()
-	f, err := out.create(opts.Output)
+	var out atomicfile.Set
+	defer out.Cleanup()
+	f, err := out.Create(opts.Output)
 	if err != nil {
 		return nil, err
 	}
@@ -220,10 +221,10 @@ func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions,
 	m.Layout = []Region{{Name: "mbr", Size: 512}, {Name: "data", Offset: bootStart, Size: size - bootStart, FS: fmt.Sprintf("FAT%d", dataFAT), Label: pl.Image.DataLabel}}
 	m.Notes = append(m.Notes, "the CF card holds only the data partition for reports; the kernel and initramfs go to flash with the RedBoot commands in "+filepath.Base(cname))
 
-	var out output
-	defer out.cleanup()
+	var out atomicfile.Set
+	defer out.Cleanup()
 	for _, x := range [][2]string{{in.Kernel, kname}, {in.Initramfs, iname}} {
-		f, err := out.create(x[1])
+		f, err := out.Create(x[1])
 		if err != nil {
 			return nil, err
 		}
@@ -246,12 +247,12 @@ func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions,
 		}
 		m.Outputs = append(m.Outputs, File{Name: filepath.Base(x[1]), Size: n, SHA256: sum})
 	}
-	if err := out.writeFile(cname, []byte(cmds)); err != nil {
+	if err := out.WriteFile(cname, []byte(cmds)); err != nil {
 		return nil, err
 	}
 	m.Outputs = append(m.Outputs, File{Name: filepath.Base(cname), Size: int64(len(cmds)), SHA256: bytesSHA256([]byte(cmds))})
 
-	img, err := out.create(opts.Output)
+	img, err := out.Create(opts.Output)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/ocf"
-	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/soft"
 )
 
@@ -23,7 +23,7 @@ import (
 var sizes = []int{0, 16, 64, 256, 1024, 8192, 16384}
 
 // good is an engine that works: a Failing driver that fails nothing.
-func good(name string) ocf.Driver { return ocftest.NewFailing(name, soft.New(), ocftest.Sizes()) }
+func good(name string) ocf.Driver { return fault.NewFailing(name, soft.New(), fault.Sizes()) }
 
 func newDispatcher(t *testing.T, p ocf.Policy, engines ...ocf.Driver) *ocf.Dispatcher {
 	t.Helper()
@@ -205,7 +205,7 @@ func TestDispatchPolicyChoosesEngine(t *testing.T) {
 }
 
 func TestFallbackOnError(t *testing.T) {
-	d := newDispatcher(t, ocf.Policy{}, ocftest.NewFailing("hw", soft.New(), ocftest.Sizes(1024, 8192)))
+	d := newDispatcher(t, ocf.Policy{}, fault.NewFailing("hw", soft.New(), fault.Sizes(1024, 8192)))
 	for _, cname := range drivers.CipherNames() {
 		t.Run(cname, func(t *testing.T) {
 			c, _ := ocf.LookupCipher(cname)
@@ -245,7 +245,7 @@ func TestFallbackOnError(t *testing.T) {
 func TestFallbackOnTimeout(t *testing.T) {
 	for _, inPlace := range []bool{false, true} {
 		t.Run(fmt.Sprintf("inPlace=%v", inPlace), func(t *testing.T) {
-			h := ocftest.NewHanging(context.Background(), "hw", soft.New(), ocftest.AtLeast(4096))
+			h := fault.NewHanging(context.Background(), "hw", soft.New(), fault.AtLeast(4096))
 			defer h.Wait()
 			defer h.Release()
 			d := newDispatcher(t, ocf.Policy{Timeout: ocf.Duration(50 * time.Millisecond), Trusted: []string{"hw"}}, h)
@@ -309,13 +309,13 @@ func TestCorruptingEngineNeverYieldsWrongOutput(t *testing.T) {
 		when   func(int) bool
 	}{
 		{"default policy, corrupts every size", ocf.Policy{}, nil},
-		{"default policy, corrupts 8192 only", ocf.Policy{}, ocftest.Sizes(8192)},
-		{"verify all, trusted engine", ocf.Policy{Verify: ocf.VerifyAll, Trusted: []string{"hw"}}, ocftest.Sizes(16, 16384)},
-		{"verify untrusted, no timeout", ocf.Policy{Verify: ocf.VerifyUntrusted, Timeout: -1}, ocftest.AtLeast(1024)},
+		{"default policy, corrupts 8192 only", ocf.Policy{}, fault.Sizes(8192)},
+		{"verify all, trusted engine", ocf.Policy{Verify: ocf.VerifyAll, Trusted: []string{"hw"}}, fault.Sizes(16, 16384)},
+		{"verify untrusted, no timeout", ocf.Policy{Verify: ocf.VerifyUntrusted, Timeout: -1}, fault.AtLeast(1024)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, cname := range drivers.CipherNames() {
-				d := newDispatcher(t, tc.policy, ocftest.NewCorrupting("hw", soft.New(), tc.when))
+				d := newDispatcher(t, tc.policy, fault.NewCorrupting("hw", soft.New(), tc.when))
 				c, _ := ocf.LookupCipher(cname)
 				s := openCipher(t, d, cname)
 				// One request per Do, then all sizes in one batch.
@@ -358,7 +358,7 @@ func TestCorruptingEngineNeverYieldsWrongOutput(t *testing.T) {
 // VerifyOff with a trusted engine really hands out the engine's result:
 // the knob does what it says, and this is the risk it documents.
 func TestVerifyOffTrustsEngine(t *testing.T) {
-	d := newDispatcher(t, ocf.Policy{Verify: ocf.VerifyOff}, ocftest.NewCorrupting("hw", soft.New(), nil))
+	d := newDispatcher(t, ocf.Policy{Verify: ocf.VerifyOff}, fault.NewCorrupting("hw", soft.New(), nil))
 	c, _ := ocf.LookupCipher("aes-128-cbc")
 	s := openCipher(t, d, c.Name)
 	r := []ocf.Request{request(c, 64, 1, false)}
@@ -373,7 +373,7 @@ func TestVerifyOffTrustsEngine(t *testing.T) {
 
 func TestStatsCount(t *testing.T) {
 	d := newDispatcher(t, ocf.Policy{Trusted: []string{"hw"}, Ciphers: map[string]ocf.CipherPolicy{"aes-128-cbc": {MinHardware: 1024}}},
-		ocftest.NewFailing("hw", soft.New(), ocftest.Sizes(8192)))
+		fault.NewFailing("hw", soft.New(), fault.Sizes(8192)))
 	d.SetTiming(true)
 	c, _ := ocf.LookupCipher("aes-128-cbc")
 	s := openCipher(t, d, c.Name)
@@ -507,7 +507,7 @@ func TestDispatchBadInputs(t *testing.T) {
 // Sessions on one dispatcher run in parallel while an engine corrupts and
 // gets marked failed under them (run with -race).
 func TestDispatchConcurrentSessions(t *testing.T) {
-	d := newDispatcher(t, ocf.Policy{}, ocftest.NewCorrupting("hw", soft.New(), ocftest.Sizes(1024)))
+	d := newDispatcher(t, ocf.Policy{}, fault.NewCorrupting("hw", soft.New(), fault.Sizes(1024)))
 	c, _ := ocf.LookupCipher("aes-128-cbc")
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)

@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/ocfw/ocfw/ocf"
-	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/soft"
 )
 
@@ -13,7 +13,7 @@ import (
 // requests) and Go software: requests under 256 bytes run in software,
 // the engine's failure is redone in software, and the stats say so.
 func ExampleDispatcher() {
-	engine := ocftest.NewFailing("cbc-aes-test", soft.New(), ocftest.Sizes(8192))
+	engine := fault.NewFailing("cbc-aes-test", soft.New(), fault.Sizes(8192))
 	policy := ocf.Policy{
 		Trusted: []string{"cbc-aes-test"}, // e.g. after its self-test passed
 		Ciphers: map[string]ocf.CipherPolicy{"aes-128-cbc": {MinHardware: 256}},

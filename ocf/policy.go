@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/ocfw/ocfw/internal/atomicfile"
 )
 
 // DefaultTimeout bounds one engine request when the policy sets none.
@@ -228,8 +229,8 @@ func LoadPolicyFile(path string) (Policy, error) {
 	return p, nil
 }
 
-// SavePolicyFile writes p to path through a temporary file and a rename,
-// so a crash never leaves half a policy behind.
+// SavePolicyFile writes p to path atomically (package atomicfile), so a
+// crash never leaves half a policy behind.
 func SavePolicyFile(path string, p Policy) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -238,19 +239,7 @@ func SavePolicyFile(path string, p Policy) error {
 	if err := p.WriteJSON(&buf); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, buf.Bytes(), 0o644)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/firmware"
-	"github.com/ocfw/ocfw/internal/ocfcmd"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -56,7 +56,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 				return err
 			}
 			for _, spec := range f.inject {
-				if _, err := ocfcmd.Inject(cmd.Context(), spec); err != nil {
+				if _, err := fault.Parse(cmd.Context(), spec); err != nil {
 					return fmt.Errorf("--test-inject: %w", err)
 				}
 			}

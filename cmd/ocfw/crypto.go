@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/internal/ocfcmd"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
@@ -95,7 +96,7 @@ them. The chart is SVG.`,
 			if err := report.WriteSVG(&svg, data); err != nil {
 				return err
 			}
-			if err := ocfcmd.WriteFileAtomic(f.output, svg.Bytes()); err != nil {
+			if err := atomicfile.WriteFile(f.output, svg.Bytes(), 0o644); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "chart written to %s\n", f.output)

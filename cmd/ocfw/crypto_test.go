@@ -29,7 +29,7 @@ func TestSelftestCatchesFaultyEngines(t *testing.T) {
 		want   string
 	}{
 		{"corrupt:4096", "FAIL   aes-256-cbc  test-corrupt           cross-check 4096 bytes"},
-		{"fail:64", "FAIL   aes-256-cbc  test-fail              SP 800-38A F.2.5/F.2.6 CBC-AES256: encrypt of 64 bytes: ocftest: injected"},
+		{"fail:64", "FAIL   aes-256-cbc  test-fail              SP 800-38A F.2.5/F.2.6 CBC-AES256: encrypt of 64 bytes: fault: injected"},
 		{"hang:1024", "timed out after 300ms"},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/ocfw/ocfw/internal/atomicfile"
 )
 
 // Kernel is a kernel extracted from a linux-image package.
@@ -122,26 +124,20 @@ func OpenKernelDir(dir string) (*Kernel, error) {
 	return kernelFromNames(dir, dir, names)
 }
 
-// writeFileAtomic writes a file under a temporary name and renames it, so
-// a crash never leaves a half-written file under the real name.
+// writeFileAtomic streams a file into place atomically (package
+// atomicfile), so a crash never leaves a half-written file under the real
+// name.
 func writeFileAtomic(name string, write func(*os.File) error) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	var set atomicfile.Set
+	defer set.Cleanup()
+	f, err := set.Create(name)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
 	if err := write(f); err != nil {
-		f.Close()
 		return err
 	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), name)
+	return set.Commit(0o644)
 }
 
 // ExtractKernelCached extracts deb once into cacheDir/kernels/NAME (NAME

@@ -9,20 +9,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/ocf"
-	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/probe"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
-	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/ocf/speed"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -30,69 +27,6 @@ import (
 // PlanFunc returns the plan whose engines to test, or nil for the host
 // default: every cipher on kernel software (AF_ALG) and Go software.
 type PlanFunc func() (*plan.Plan, error)
-
-// Wants lists the (engine, cipher) pairs of a plan, or the host default
-// when p is nil, limited to ciphers when that is not empty.
-func Wants(p *plan.Plan, ciphers []string) ([]probe.Want, error) {
-	for _, c := range ciphers {
-		if _, ok := drivers.LookupCipher(c); !ok {
-			return nil, fmt.Errorf("--cipher %s: unknown cipher%s; known: %s", c, boards.Suggest(c, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))
-		}
-	}
-	keep := func(c string) bool {
-		if len(ciphers) == 0 {
-			return true
-		}
-		for _, x := range ciphers {
-			if x == c {
-				return true
-			}
-		}
-		return false
-	}
-	var out []probe.Want
-	if p == nil {
-		for _, c := range drivers.CipherNames() {
-			if !keep(c) {
-				continue
-			}
-			out = append(out,
-				probe.Want{Engine: drivers.KernelSoft, Driver: "kernel", API: drivers.APIAFALG, Cipher: c},
-				probe.Want{Engine: drivers.GoSoft, Driver: soft.Name, API: drivers.APIGo, Cipher: c})
-		}
-		return out, nil
-	}
-	for _, pc := range p.Ciphers {
-		if !keep(pc.Cipher) {
-			continue
-		}
-		for _, r := range pc.Routes {
-			out = append(out, probe.Want{Engine: r.Engine, Instance: r.Instance, Driver: r.Driver, API: r.API, Cipher: pc.Cipher, Hardware: r.Hardware})
-		}
-	}
-	return out, nil
-}
-
-// Inject parses --inject: a test engine wrapping Go software that
-// misbehaves at one request size. It exists to prove that the self-test
-// and policy catch a bad engine.
-func Inject(ctx context.Context, spec string) (ocf.Driver, error) {
-	kind, sz, ok := strings.Cut(spec, ":")
-	size, err := strconv.Atoi(sz)
-	if !ok || err != nil || size <= 0 {
-		return nil, fmt.Errorf("--inject %q: want corrupt:SIZE, fail:SIZE or hang:SIZE (SIZE in bytes, e.g. corrupt:4096)", spec)
-	}
-	when := ocftest.Sizes(size)
-	switch kind {
-	case "corrupt":
-		return ocftest.NewCorrupting("test-corrupt", soft.New(), when), nil
-	case "fail":
-		return ocftest.NewFailing("test-fail", soft.New(), when), nil
-	case "hang":
-		return ocftest.NewHanging(ctx, "test-hang", soft.New(), when), nil
-	}
-	return nil, fmt.Errorf("--inject %q: unknown fault %q; want corrupt, fail or hang", spec, kind)
-}
 
 // runFlags are the flags selftest and speed share.
 type runFlags struct {
@@ -118,13 +52,13 @@ func (f *runFlags) targets(ctx context.Context, pl PlanFunc) ([]probe.Target, er
 	if err != nil {
 		return nil, err
 	}
-	wants, err := Wants(p, f.ciphers)
+	wants, err := probe.Wants(p, f.ciphers)
 	if err != nil {
 		return nil, err
 	}
 	var extra []ocf.Driver
 	for _, spec := range f.inject {
-		d, err := Inject(ctx, spec)
+		d, err := fault.Parse(ctx, spec)
 		if err != nil {
 			return nil, err
 		}
@@ -291,44 +225,7 @@ func WriteReport(path string, r *report.Report) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, j)
-}
-
-// WriteFileAtomic writes data to path through a synced temporary file and
-// a rename, so a reader (or a power cut) never sees half a file.
-func WriteFileAtomic(path string, data []byte) error {
-	dir := "."
-	if i := strings.LastIndex(path, "/"); i >= 0 {
-		dir = path[:i+1]
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(path, j, 0o644)
 }
 
 // ErrFailed is returned (after the report is printed) when a present

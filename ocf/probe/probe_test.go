@@ -8,7 +8,7 @@ import (
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/afalg"
-	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/soft"
 )
 
@@ -43,7 +43,7 @@ func TestFind(t *testing.T) {
 }
 
 func TestFindExtra(t *testing.T) {
-	bad := ocftest.NewCorrupting("bad", soft.New(), nil)
+	bad := fault.NewCorrupting("bad", soft.New(), nil)
 	wants := []Want{{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo, Cipher: "hmac-sha1"}}
 	targets := Find(wants, Options{Extra: []ocf.Driver{bad}})
 	if len(targets) != 2 || targets[1].Name != "bad" || targets[1].Cipher != "hmac-sha1" || !targets[1].Hardware {

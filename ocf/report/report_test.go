@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/ocf/speed"
@@ -87,7 +87,7 @@ func TestNoHardwareMeansSoftwareEverywhere(t *testing.T) {
 
 func sampleReport(t *testing.T) *Report {
 	t.Helper()
-	bad := ocftest.NewCorrupting("cbc-aes-bad0", soft.New(), ocftest.Sizes(1024))
+	bad := fault.NewCorrupting("cbc-aes-bad0", soft.New(), fault.Sizes(1024))
 	r := &Report{Version: Version, Env: HostEnvironment()}
 	r.SelfTest = []selftest.Result{
 		selftest.Check(soft.New(), "aes-128-cbc", selftest.Options{}),

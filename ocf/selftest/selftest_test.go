@@ -16,7 +16,7 @@ import (
 
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/ocf"
-	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/soft"
 )
 
@@ -108,7 +108,7 @@ func TestSoftPasses(t *testing.T) {
 func TestFaultyEngines(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	hang := ocftest.NewHanging(ctx, "hangs-at-1024", soft.New(), ocftest.Sizes(1024))
+	hang := fault.NewHanging(ctx, "hangs-at-1024", soft.New(), fault.Sizes(1024))
 	defer hang.Release()
 	cases := []struct {
 		name   string
@@ -116,11 +116,11 @@ func TestFaultyEngines(t *testing.T) {
 		cipher string
 		want   []string
 	}{
-		{"corrupts one size", ocftest.NewCorrupting("flips-at-4096", soft.New(), ocftest.Sizes(4096)), "aes-128-cbc",
+		{"corrupts one size", fault.NewCorrupting("flips-at-4096", soft.New(), fault.Sizes(4096)), "aes-128-cbc",
 			[]string{"cross-check 4096 bytes", "encrypt of 4096 bytes", "expected "}},
-		{"corrupts MACs", ocftest.NewCorrupting("flips-macs", soft.New(), nil), "hmac-sha1",
+		{"corrupts MACs", fault.NewCorrupting("flips-macs", soft.New(), nil), "hmac-sha1",
 			[]string{"RFC 2202 HMAC-SHA-1 case 1", "mac of 8 bytes"}},
-		{"errors", ocftest.NewFailing("errs-at-64", soft.New(), ocftest.Sizes(64)), "des-ede3-cbc",
+		{"errors", fault.NewFailing("errs-at-64", soft.New(), fault.Sizes(64)), "des-ede3-cbc",
 			[]string{"64 bytes"}},
 		{"hangs", hang, "aes-256-cbc", []string{"cross-check 1024 bytes", "timed out after 200ms"}},
 	}

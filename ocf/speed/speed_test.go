@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/ocf/ocftest"
+	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/soft"
 )
 
@@ -43,7 +43,7 @@ func TestMeasureMulti(t *testing.T) {
 }
 
 func TestMeasureErrorEndsRow(t *testing.T) {
-	row := Measure(ocftest.NewFailing("bad", soft.New(), ocftest.AtLeast(1024)), "aes-128-cbc", Options{Duration: 10 * time.Millisecond})
+	row := Measure(fault.NewFailing("bad", soft.New(), fault.AtLeast(1024)), "aes-128-cbc", Options{Duration: 10 * time.Millisecond})
 	if row.Err == "" || !strings.HasPrefix(row.Err, "1024 bytes:") {
 		t.Fatalf("err %q", row.Err)
 	}

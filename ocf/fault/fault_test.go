@@ -1,4 +1,4 @@
-package ocftest
+package fault
 
 import (
 	"bytes"

@@ -1,20 +1,28 @@
-// Package ocftest has ocf drivers that misbehave on purpose — fail, hang or
-// corrupt — by wrapping a working driver, to test what sits above drivers
-// (the dispatcher, self-tests). Every one of them claims to be hardware.
-package ocftest
+// Package fault has ocf drivers that misbehave on purpose — fail, hang or
+// corrupt — by wrapping a working driver, to prove that what sits above
+// drivers (the dispatcher, the self-test, the policy) catches a bad engine.
+// Every one of them claims to be hardware.
+//
+// It ships in the firmware: `ocf selftest --inject` and test images built
+// with `ocfw build --test-inject` add one of these engines with Parse. A
+// normal boot adds none.
+package fault
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/soft"
 )
 
 // ErrInjected is the error Failing returns.
-var ErrInjected = errors.New("ocftest: injected engine failure")
+var ErrInjected = errors.New("fault: injected engine failure")
 
 // Sizes matches requests whose Src has one of the given lengths.
 func Sizes(n ...int) func(int) bool {
@@ -232,4 +240,25 @@ func (s *corruptingSession) Do(reqs []ocf.Request) error {
 		}
 	}
 	return err
+}
+
+// Parse turns an --inject value into a test engine wrapping Go software:
+// "corrupt:SIZE", "fail:SIZE" or "hang:SIZE" misbehave on requests of
+// SIZE bytes and are correct otherwise.
+func Parse(ctx context.Context, spec string) (ocf.Driver, error) {
+	kind, sz, ok := strings.Cut(spec, ":")
+	size, err := strconv.Atoi(sz)
+	if !ok || err != nil || size <= 0 {
+		return nil, fmt.Errorf("--inject %q: want corrupt:SIZE, fail:SIZE or hang:SIZE (SIZE in bytes, e.g. corrupt:4096)", spec)
+	}
+	when := Sizes(size)
+	switch kind {
+	case "corrupt":
+		return NewCorrupting("test-corrupt", soft.New(), when), nil
+	case "fail":
+		return NewFailing("test-fail", soft.New(), when), nil
+	case "hang":
+		return NewHanging(ctx, "test-hang", soft.New(), when), nil
+	}
+	return nil, fmt.Errorf("--inject %q: unknown fault %q; want corrupt, fail or hang", spec, kind)
 }

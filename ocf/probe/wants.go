@@ -1,0 +1,52 @@
+package probe
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/ocf/soft"
+	"github.com/ocfw/ocfw/plan"
+)
+
+// Wants lists the (engine, cipher) pairs of a plan, or the host default
+// when p is nil, limited to ciphers when that is not empty.
+func Wants(p *plan.Plan, ciphers []string) ([]Want, error) {
+	for _, c := range ciphers {
+		if _, ok := drivers.LookupCipher(c); !ok {
+			return nil, fmt.Errorf("--cipher %s: unknown cipher%s; known: %s", c, drivers.Suggest(c, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))
+		}
+	}
+	keep := func(c string) bool {
+		if len(ciphers) == 0 {
+			return true
+		}
+		for _, x := range ciphers {
+			if x == c {
+				return true
+			}
+		}
+		return false
+	}
+	var out []Want
+	if p == nil {
+		for _, c := range drivers.CipherNames() {
+			if !keep(c) {
+				continue
+			}
+			out = append(out,
+				Want{Engine: drivers.KernelSoft, Driver: "kernel", API: drivers.APIAFALG, Cipher: c},
+				Want{Engine: drivers.GoSoft, Driver: soft.Name, API: drivers.APIGo, Cipher: c})
+		}
+		return out, nil
+	}
+	for _, pc := range p.Ciphers {
+		if !keep(pc.Cipher) {
+			continue
+		}
+		for _, r := range pc.Routes {
+			out = append(out, Want{Engine: r.Engine, Instance: r.Instance, Driver: r.Driver, API: r.API, Cipher: pc.Cipher, Hardware: r.Hardware})
+		}
+	}
+	return out, nil
+}
