@@ -18,8 +18,8 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/pipeline"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -46,9 +46,8 @@ type imageBuild struct {
 }
 
 // imageChild is `bench image BOARD DIR`: one `ocfw build` worth of work
-// (rootfs.LoadKernel, rootfs.Build, firmware.Build, the calls the
-// build command makes) in a process of its own, so the parent can give it
-// an empty Go build cache.
+// (pipeline.Build, which the build command calls) in a process of its own,
+// so the parent can give it an empty Go build cache.
 func imageChild(args []string) error {
 	if len(args) != 2 {
 		return fmt.Errorf("usage: bench image BOARD DIR")
@@ -70,12 +69,6 @@ func imageChild(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w (ocfw kernel fetch --board %s)", err, board)
 	}
-	t0 := time.Now()
-	k, err := rootfs.LoadKernel(ctx, pl, deb, "")
-	if err != nil {
-		return err
-	}
-	t1 := time.Now()
 	// rootfs.Build says nothing once mkuimage is done; its busybox cpio
 	// (uroot.cpio in the build's temporary directory) appearing marks the
 	// end of Go compilation.
@@ -97,24 +90,27 @@ func imageChild(args []string) error {
 			}
 		}
 	}()
-	r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: dir, SourceDateEpoch: benchEpoch})
+	img := filepath.Join(dir, board+".img")
+	t0 := time.Now()
+	b, err := pipeline.Build(ctx, pl, pipeline.Options{Output: img, Kernel: deb, WorkDir: dir, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"})
 	close(done)
 	if err != nil {
 		return err
 	}
-	t2 := time.Now()
+	t3 := time.Now()
 	var tu time.Time
 	select {
 	case tu = <-userland:
 	default:
 		return fmt.Errorf("did not see mkuimage's uroot.cpio in %s: cannot split Go compilation from assembly", dir)
 	}
-	img := filepath.Join(dir, board+".img")
-	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: r.Initramfs, Inputs: r.Inputs}
-	if _, err := firmware.Build(ctx, pl, in, firmware.ImageOptions{Output: img, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"}); err != nil {
-		return err
+	took := map[string]time.Duration{}
+	for _, s := range b.Steps {
+		took[s.Name] = s.Took
 	}
-	t3 := time.Now()
+	t1 := t0.Add(took["kernel"])
+	t2 := t1.Add(took["initramfs"])
+	k, r := b.Kernel, b.Rootfs
 	fi, err := os.Stat(img)
 	if err != nil {
 		return err
@@ -183,7 +179,7 @@ func runBuild(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
-	res := &buildResult{Board: buildBoard, Route: "rootfs.LoadKernel + rootfs.Build + firmware.Build (the calls `ocfw build` makes), in a child process"}
+	res := &buildResult{Board: buildBoard, Route: "pipeline.Build (what `ocfw build` calls), in a child process"}
 	ocfwCache, urootCache := filepath.Join(r.tmp, "gocache-ocfw"), filepath.Join(r.tmp, "gocache-uroot")
 	if bin := r.ocfwCommand(ctx); bin != "" {
 		res.Route = "`ocfw build --board " + buildBoard + " -o FILE` (cmd/ocfw), steps split by watching its work directory"

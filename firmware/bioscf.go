@@ -134,7 +134,7 @@ func fitsFAT16(size int64, files []int64) (need, have int64) {
 }
 
 func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions, m *Manifest) (*Manifest, error) {
-	if err := CheckTools(BootBIOSCF); err != nil {
+	if err := CheckTools(plan.BootBIOSCF); err != nil {
 		return nil, err
 	}
 	if err := checkKernel(in.Kernel, KernelBzImage); err != nil {

@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ocfw/ocfw/plan"
 )
 
 func buildALIX(t *testing.T, dir string, opts ImageOptions) (*Manifest, string) {
 	t.Helper()
-	require(t, CheckTools(BootBIOSCF))
+	require(t, CheckTools(plan.BootBIOSCF))
 	in := x86Payload(t)
 	if opts.Output == "" {
 		opts.Output = filepath.Join(dir, "alix.img")

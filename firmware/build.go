@@ -19,12 +19,6 @@ import (
 	"github.com/ocfw/ocfw/plan"
 )
 
-// Boot methods (plan.Plan.Boot).
-const (
-	BootBIOSCF  = "bios-cf"
-	BootRedBoot = "redboot"
-)
-
 // Input is what goes into an image: a kernel and a compressed initramfs
 // (from the rootfs step), and the sha256 of everything they were made of.
 type Input struct {
@@ -106,12 +100,12 @@ func Build(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions) (*Ma
 		m.Inputs[name] = sum
 	}
 	switch pl.Boot {
-	case BootBIOSCF:
+	case plan.BootBIOSCF:
 		return buildBIOSCF(ctx, pl, in, opts, m)
-	case BootRedBoot:
+	case plan.BootRedBoot:
 		return buildRedBoot(ctx, pl, in, opts, m)
 	}
-	return nil, fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", pl.Board, pl.Boot, BootBIOSCF, BootRedBoot)
+	return nil, fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", pl.Board, pl.Boot, plan.BootBIOSCF, plan.BootRedBoot)
 }
 
 // Kernel image formats.

@@ -10,13 +10,14 @@ import (
 
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/firmware/mbr"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // seedCF is a 2 MiB image: MBR and one FAT12 partition with a directory,
 // a long-named file and a report, made with mkfs.fat and mtools when they
 // are installed (nil otherwise).
 func seedCF(f *testing.F) []byte {
-	if CheckTools(BootRedBoot) != nil {
+	if CheckTools(plan.BootRedBoot) != nil {
 		return nil
 	}
 	dir := f.TempDir()

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/plan"
 )
 
 func TestBIOSCFReproducible(t *testing.T) {
@@ -31,7 +32,7 @@ func TestBIOSCFReproducible(t *testing.T) {
 }
 
 func TestBIOSCFSizeErrors(t *testing.T) {
-	require(t, CheckTools(BootBIOSCF))
+	require(t, CheckTools(plan.BootBIOSCF))
 	in := x86Payload(t)
 	big := filepath.Join(t.TempDir(), "big.initrd")
 	if err := os.WriteFile(big, bytes.Repeat([]byte{1}, 40*MiB), 0o644); err != nil {

@@ -184,7 +184,7 @@ func swapWords(b []byte) []byte {
 // and beside it the kernel, the initramfs and the RedBoot commands that
 // store them in the board's flash and boot them.
 func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions, m *Manifest, kp, rp plan.FlashPart, ksize, isize int64) (*Manifest, error) {
-	if err := CheckTools(BootRedBoot); err != nil {
+	if err := CheckTools(plan.BootRedBoot); err != nil {
 		return nil, err
 	}
 	for _, c := range []struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // fakeZImage is a little- (or big-) endian ARM zImage header and filler.
@@ -168,7 +169,7 @@ func TestRedBootRefusals(t *testing.T) {
 }
 
 func TestAvilaOutputs(t *testing.T) {
-	require(t, CheckTools(BootRedBoot))
+	require(t, CheckTools(plan.BootRedBoot))
 	dir := t.TempDir()
 	k := fakeZImage(t, dir, 1500*1024, false)
 	ird := fakeInitrd(t, dir, 2*MiB)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/ocfw/ocfw/plan"
 )
 
 // hostTool is a program (or file) from a Debian package that image
@@ -73,11 +75,11 @@ func (t hostTool) version(ctx context.Context) string {
 // CheckTools reports the first missing host tool for a boot method, naming
 // its Debian package.
 func CheckTools(boot string) error {
-	if boot != BootBIOSCF && boot != BootRedBoot {
+	if boot != plan.BootBIOSCF && boot != plan.BootRedBoot {
 		return fmt.Errorf("unknown boot method %q", boot)
 	}
 	tools := []hostTool{toolMkfsFat, toolMcopy, toolMmd}
-	if boot == BootBIOSCF {
+	if boot == plan.BootBIOSCF {
 		tools = append(tools, toolSyslinux, fileMBRBin)
 	}
 	for _, t := range tools {

@@ -89,7 +89,7 @@ func sharedBuild(t *testing.T) *Result {
 			return
 		}
 		shared.res, shared.err = Build(context.Background(), p, Options{Kernel: k, WorkDir: dir, SourceDateEpoch: 1700000000,
-			Boot: BootOptions{SpeedBudget: "1s"}})
+			Boot: plan.Options{SpeedBudget: "1s"}})
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)

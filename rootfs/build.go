@@ -31,10 +31,6 @@ import (
 	"github.com/ocfw/ocfw/plan"
 )
 
-// BootOptions are written into the initramfs as /etc/ocfw/boot.json and
-// read by the boot sequence.
-type BootOptions = plan.Options
-
 // Options say what goes into the initramfs.
 type Options struct {
 	Kernel  *Kernel // from LoadKernel; its modules go in
@@ -42,7 +38,7 @@ type Options struct {
 	// SourceDateEpoch is every file's time in the archive; 0 means
 	// $SOURCE_DATE_EPOCH, else 0 (1970).
 	SourceDateEpoch int64
-	Boot            BootOptions
+	Boot            plan.Options // written into the initramfs as plan.OptionsFile
 	// SourceDir is a directory inside the ocfw module (cmd/ocf is built
 	// from source); "" means the current directory or a parent of it.
 	SourceDir string

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/plan"
 	"github.com/u-root/u-root/pkg/cpio"
 	"github.com/ulikunitz/xz"
 )
@@ -34,7 +35,7 @@ func TestBuildReproducible(t *testing.T) {
 	first := sharedBuild(t)
 	p := testPlan(t)
 	second, err := Build(context.Background(), p, Options{Kernel: first.Kernel, WorkDir: t.TempDir(), SourceDateEpoch: 1700000000,
-		Boot: BootOptions{SpeedBudget: "1s"}})
+		Boot: plan.Options{SpeedBudget: "1s"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/pipeline"
 	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/plan"
-	"github.com/ocfw/ocfw/rootfs"
 )
 
 type buildFlags struct {
@@ -127,45 +127,14 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	if out == "" {
 		out = "ocfw-" + pl.Board + ".img"
 	}
-	// The userland build changes directories: a relative work directory
-	// would point elsewhere by then.
-	if abs, err := filepath.Abs(out); err == nil {
-		out = abs
-	}
-	// Missing host tools are reported before the slow userland build.
-	if err := firmware.CheckTools(pl.Boot); err != nil {
-		return err
-	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
-	ctx := cmd.Context()
-	k, err := rootfs.LoadKernel(ctx, pl, f.kernel, "")
+	res, err := pipeline.Build(cmd.Context(), pl, pipeline.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
+		Boot: plan.Options{SpeedBudget: f.budget, Inject: f.inject}, SizeMiB: size, CardMB: f.cardMB,
+		SourceDateEpoch: sde, Log: log})
 	if err != nil {
 		return err
 	}
-	opts := firmware.ImageOptions{Output: out, SizeMiB: size, CardMB: f.cardMB, SourceDateEpoch: sde, Log: log}
-	var m *firmware.Manifest
-	if f.initramfs != "" {
-		in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: f.initramfs, Inputs: map[string]string{}}
-		if k.SHA256 != "" {
-			in.Inputs["kernel-source"] = k.SHA256
-		}
-		m, err = firmware.Build(ctx, pl, in, opts)
-	} else {
-		work, werr := os.MkdirTemp(filepath.Dir(out), ".ocfw-rootfs-")
-		if werr != nil {
-			return werr
-		}
-		defer os.RemoveAll(work)
-		r, berr := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: sde,
-			Boot: rootfs.BootOptions{SpeedBudget: f.budget, Inject: f.inject}, Log: log})
-		if berr != nil {
-			return berr
-		}
-		m, err = firmware.BuildImage(ctx, pl, r, opts)
-	}
-	if err != nil {
-		return err
-	}
+	m, out := res.Manifest, res.Output
 	if f.json {
 		js, err := m.JSON()
 		if err != nil {
@@ -175,7 +144,7 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 		return err
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "%s  %s (%s, %d bytes; %d MiB mapped)\n", m.Image.SHA256, out, m.Board, m.Image.Size, m.BlockMap.Mapped/(1<<20))
+	fmt.Fprintln(w, res)
 	for _, o := range m.Outputs {
 		fmt.Fprintf(w, "%s  %s (%d bytes)\n", o.SHA256, filepath.Join(filepath.Dir(out), o.Name), o.Size)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // needEndToEnd skips (or, under OCFW_REQUIRE_KERNEL=1 as in CI, fails)
@@ -27,7 +28,7 @@ func needEndToEnd(t *testing.T) {
 	if _, err := exec.LookPath("qemu-system-i386"); err != nil {
 		missing = append(missing, "qemu-system-i386 (apt-get install qemu-system-x86)")
 	}
-	if err := firmware.CheckTools(firmware.BootBIOSCF); err != nil {
+	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
 		missing = append(missing, err.Error())
 	}
 	if _, err := debian.CachedKernel("linux-image-686", "i386", ""); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/boardvm"
 	"github.com/ocfw/ocfw/ocf/report"
 )
 
@@ -109,7 +109,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	var escaped atomic.Bool
-	opt := firmware.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB}
+	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB}
 	if !f.quiet {
 		opt.Console = cmd.OutOrStdout()
 	}
@@ -119,7 +119,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 			opt.Input = &escapeReader{r: in, cancel: func() { escaped.Store(true); cancel() }}
 		}
 	}
-	res, err := firmware.Run(ctx, image, opt)
+	res, err := boardvm.Run(ctx, image, opt)
 	if escaped.Load() {
 		return nil // the user ended the run with Ctrl-A x
 	}

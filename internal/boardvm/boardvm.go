@@ -1,4 +1,8 @@
-package firmware
+// Package boardvm boots an ocfw image in QEMU the way its board would boot
+// it, with the console here, and reads back what the boot left on the
+// image. It is what `ocfw run` and `ocfw try` use; package firmware only
+// lays out, inspects and flashes images.
+package boardvm
 
 import (
 	"context"
@@ -8,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
@@ -53,7 +58,7 @@ var ErrNoReport = errors.New("no new report on the image's data partition")
 // softfloat dies here as it would there; the board's RAM; the image as the
 // first IDE disk; the serial console on Console.
 func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) {
-	info, err := Inspect(image)
+	info, err := firmware.Inspect(image)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +107,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		return res, err
 	}
 	vm.Kill() // QEMU must have let go of the image before we read it
-	after, err := Inspect(image)
+	after, err := firmware.Inspect(image)
 	if err != nil {
 		return res, fmt.Errorf("reading the report back: %w", err)
 	}
@@ -120,7 +125,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	return res, nil
 }
 
-func latestBoot(info *Info) int {
+func latestBoot(info *firmware.Info) int {
 	if len(info.Reports) == 0 {
 		return 0
 	}

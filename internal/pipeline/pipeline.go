@@ -1,0 +1,129 @@
+// Package pipeline is the one way a firmware image is built: the plan's
+// kernel (rootfs.LoadKernel), the initramfs with the Go userland
+// (rootfs.Build) and the image for the board's boot method
+// (firmware.Build). `ocfw build`, `ocfw try` and the benchmarks all call
+// Build, so what is measured is what users get.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/rootfs"
+)
+
+// Options say what to build from and where to put it.
+type Options struct {
+	// Output is the image path; sidecars go beside it. Made absolute
+	// before the userland build, which changes directories.
+	Output string
+	// Kernel is a --kernel spec (rootfs.LoadKernel); "" means the board's
+	// Debian package from the cache.
+	Kernel string
+	// Initramfs, when set, is a ready compressed initramfs used instead of
+	// building one.
+	Initramfs string
+	// Boot are the boot options written into the initramfs.
+	Boot plan.Options
+	// SizeMiB and CardMB override the board's image and card sizes.
+	SizeMiB, CardMB int
+	SourceDateEpoch int64
+	// WorkDir is where the initramfs is assembled; "" means a temporary
+	// directory beside Output, removed afterwards.
+	WorkDir string
+	// Tool names the builder in the manifest ("" means ocfw and its
+	// version).
+	Tool string
+	// Log gets one line per step; nil is quiet.
+	Log func(format string, args ...any)
+}
+
+// Step is one stage of a build and how long it took.
+type Step struct {
+	Name string // "kernel", "initramfs", "image"
+	Took time.Duration
+}
+
+// Result is what a build made.
+type Result struct {
+	Output   string // absolute image path
+	Manifest *firmware.Manifest
+	Kernel   *rootfs.Kernel
+	// Rootfs is the initramfs build, nil when Options.Initramfs was given.
+	Rootfs *rootfs.Result
+	Steps  []Step
+}
+
+// Build builds the image for pl. Problems that need no build — missing
+// host tools, an unreadable kernel — come before the slow userland build.
+func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
+	if opts.Output == "" {
+		return nil, errors.New("pipeline: no output file")
+	}
+	out, err := filepath.Abs(opts.Output)
+	if err != nil {
+		return nil, err
+	}
+	if err := firmware.CheckTools(pl.Boot); err != nil {
+		return nil, err
+	}
+	res := &Result{Output: out}
+	step := func(name string, t0 time.Time) { res.Steps = append(res.Steps, Step{Name: name, Took: time.Since(t0)}) }
+
+	t0 := time.Now()
+	k, err := rootfs.LoadKernel(ctx, pl, opts.Kernel, "")
+	if err != nil {
+		return nil, err
+	}
+	res.Kernel = k
+	step("kernel", t0)
+
+	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: opts.Initramfs, Inputs: map[string]string{}}
+	if opts.Initramfs == "" {
+		t0 = time.Now()
+		work := opts.WorkDir
+		if work == "" {
+			work, err = os.MkdirTemp(filepath.Dir(out), ".ocfw-rootfs-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(work)
+		}
+		r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: opts.SourceDateEpoch,
+			Boot: opts.Boot, Log: opts.Log})
+		if err != nil {
+			return nil, err
+		}
+		res.Rootfs = r
+		in.Initramfs = r.Initramfs
+		for name, sum := range r.Inputs {
+			in.Inputs[name] = sum
+		}
+		step("initramfs", t0)
+	}
+	if k.SHA256 != "" {
+		in.Inputs["kernel-source"] = k.SHA256
+	}
+
+	t0 = time.Now()
+	m, err := firmware.Build(ctx, pl, in, firmware.ImageOptions{Output: out, SizeMiB: opts.SizeMiB, CardMB: opts.CardMB,
+		SourceDateEpoch: opts.SourceDateEpoch, Tool: opts.Tool, Log: opts.Log})
+	if err != nil {
+		return nil, err
+	}
+	res.Manifest = m
+	step("image", t0)
+	return res, nil
+}
+
+// String says in one line what was built.
+func (r *Result) String() string {
+	m := r.Manifest
+	return fmt.Sprintf("%s  %s (%s, %d bytes; %d MiB mapped)", m.Image.SHA256, r.Output, m.Board, m.Image.Size, m.BlockMap.Mapped/(1<<20))
+}
