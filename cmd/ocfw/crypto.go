@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/atomicfile"
+	"github.com/ocfw/ocfw/internal/chart"
 	"github.com/ocfw/ocfw/internal/ocfcmd"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
@@ -88,12 +89,12 @@ them. The chart is SVG.`,
 					}
 				}
 			}
-			data, err := report.ChartData(reps, names, f.reference)
+			data, err := chart.Data(reps, names, f.reference)
 			if err != nil {
 				return err
 			}
 			var svg bytes.Buffer
-			if err := report.WriteSVG(&svg, data); err != nil {
+			if err := chart.WriteSVG(&svg, data); err != nil {
 				return err
 			}
 			if err := atomicfile.WriteFile(f.output, svg.Bytes(), 0o644); err != nil {

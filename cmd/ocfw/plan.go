@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -47,7 +44,7 @@ hmac-md5, hmac-sha1, hmac-sha256, null (default: all).`,
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
 			}
-			return writePlan(cmd.OutOrStdout(), pl)
+			return pl.WriteText(cmd.OutOrStdout())
 		},
 	}
 	f.register(cmd, true)
@@ -83,88 +80,4 @@ func (r *planRequest) resolve(g *globalFlags) (*plan.Plan, error) {
 		return nil, err
 	}
 	return cat.Resolve(boards.Request{Board: r.board, Cards: r.cards, Ciphers: r.ciphers, RequireHW: r.requireHW})
-}
-
-func writePlan(w io.Writer, p *plan.Plan) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "board:\t%s (%s)\n", p.Board, p.Description)
-	for _, c := range p.Cards {
-		fmt.Fprintf(tw, "card:\t%s in %s: %s, PCI %s, engine %s\n", c.Name, c.Slot, c.Chip, c.PCI, c.Engine)
-	}
-	fmt.Fprintf(tw, "go target:\t%s\n", strings.Join(p.Go.Env(), " "))
-	fmt.Fprintf(tw, "console:\t%s %d 8N1 (%s)\n", p.Console.Device, p.Console.Baud, p.Console.KernelArg)
-	fmt.Fprintf(tw, "boot:\t%s\n", p.Boot)
-	switch p.Boot {
-	case plan.BootBIOSCF:
-		fmt.Fprintf(tw, "image:\t%d MiB: MBR, p1 FAT16 boot %d MiB (kernel, initramfs, SYSLINUX), p2 FAT data %q (reports)\n", p.Image.SizeMB, p.Image.BootMB, p.Image.DataLabel)
-	case plan.BootRedBoot:
-		var parts []string
-		for _, f := range p.Image.Flash {
-			parts = append(parts, fmt.Sprintf("%s@0x%x+0x%x", f.Name, f.Offset, f.Size))
-		}
-		fmt.Fprintf(tw, "image:\t%d MiB flash: %s\n", p.Storage.FlashMB, strings.Join(parts, ", "))
-	}
-	fmt.Fprintf(tw, "initramfs:\t%s", p.Image.Compression)
-	if p.Image.InitramfsBudgetKB > 0 {
-		fmt.Fprintf(tw, ", at most %d KiB", p.Image.InitramfsBudgetKB)
-	}
-	fmt.Fprintln(tw)
-	if p.Kernel.Source == "debian" {
-		fmt.Fprintf(tw, "kernel:\tDebian package %s (%s), %s\n", p.Kernel.Package, p.Kernel.Arch, p.Kernel.Image)
-	} else {
-		fmt.Fprintf(tw, "kernel:\tuser-supplied %s (--kernel)\n", p.Kernel.Image)
-	}
-	var mods []string
-	for _, m := range p.Modules {
-		n := m.Name
-		if m.OutOfTree {
-			n += " (out of tree)"
-		}
-		mods = append(mods, n)
-	}
-	fmt.Fprintf(tw, "modules:\t%s\n", strings.Join(mods, ", "))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintln(w, "\nengines:")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, e := range p.Engines {
-		kind := "software"
-		if e.Hardware {
-			kind = "hardware"
-		}
-		mod := e.Module
-		if mod == "" {
-			mod = "-"
-		}
-		fmt.Fprintf(tw, "  %s#%d\t%s\t%s\t%s\tmodule %s\n", e.ID, e.Instance, e.From, kind, e.API, mod)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintln(w, "\nciphers (engines best first; * = done in hardware):")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, c := range p.Ciphers {
-		var rs []string
-		for _, r := range c.Routes {
-			mark := ""
-			if r.Hardware {
-				mark = "*"
-			}
-			rs = append(rs, fmt.Sprintf("%s%s", r.Driver, mark))
-		}
-		fmt.Fprintf(tw, "  %s\t%s\n", c.Cipher, strings.Join(rs, " > "))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(p.Notes) > 0 {
-		fmt.Fprintln(w, "\nnotes:")
-		for _, n := range p.Notes {
-			fmt.Fprintf(w, "  - %s\n", n)
-		}
-	}
-	return nil
 }

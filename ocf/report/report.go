@@ -80,96 +80,36 @@ func HostEnvironment() Environment {
 	return env
 }
 
-// DefaultMargin is how much faster than software an engine must be at a
-// size before the policy sends requests of that size to it: below that,
-// the noise of one boot's measurement could flip the choice.
-const DefaultMargin = 0.15
+// DefaultMargin is ocf.DefaultMargin.
+const DefaultMargin = ocf.DefaultMargin
 
-// DerivePolicy turns self-test and speed results into a dispatcher
-// policy: engines that failed are excluded, engines that passed are
-// trusted, and for each cipher the engine that beats Go software by
-// margin from the smallest request size on (at every larger size too) is
-// preferred from that size. A cipher no engine beats stays in software.
+// DerivePolicy derives the policy (ocf.DerivePolicy) from self-test
+// results and speed rows, Go software being the reference. Rows that
+// ended in an error count only up to the last size measured.
 func DerivePolicy(tests []selftest.Result, rows []speed.Row, margin float64) ocf.Policy {
-	p := ocf.Policy{Ciphers: map[string]ocf.CipherPolicy{}}
-	failed := map[string]string{}
-	passed := map[string]bool{}
+	var vs []ocf.Verdict
 	for _, t := range tests {
-		switch t.Status {
-		case selftest.Fail:
-			reason := t.Cipher + ": self-test failed"
-			if t.Failure != nil {
-				reason = t.Cipher + ": " + t.Failure.String()
-			}
-			if _, seen := failed[t.Engine]; !seen {
-				failed[t.Engine] = reason
-			}
-		case selftest.Pass:
-			passed[t.Engine] = true
+		v := ocf.Verdict{Engine: t.Engine, Cipher: t.Cipher, Passed: t.Status == selftest.Pass, Failed: t.Status == selftest.Fail}
+		if t.Failure != nil {
+			v.Reason = t.Failure.String()
 		}
+		vs = append(vs, v)
 	}
-	if len(failed) > 0 {
-		p.Failed = failed
-	}
-	for e := range passed {
-		if _, bad := failed[e]; !bad && e != soft.Name {
-			p.Trusted = append(p.Trusted, e)
-		}
-	}
-	sort.Strings(p.Trusted)
-
-	ciphers := map[string]bool{}
-	sw := map[string]speed.Row{}
+	var ms []ocf.Measurement
 	for _, r := range rows {
-		ciphers[r.Cipher] = true
-		if r.Engine == soft.Name && r.Err == "" {
-			sw[r.Cipher] = r
+		if r.Err != "" {
+			// A row that broke off proves nothing about the sizes it
+			// skipped; the engine is not chosen on it.
+			r.Cells = nil
 		}
-	}
-	for _, t := range tests {
-		ciphers[t.Cipher] = true
-	}
-	for cipher := range ciphers {
-		best, bestMin, bestTop := "", 0, 0.0
-		ref, haveRef := sw[cipher]
-		for _, r := range rows {
-			if r.Cipher != cipher || !r.Hardware || r.Err != "" || !haveRef {
-				continue
-			}
-			if _, bad := failed[r.Engine]; bad {
-				continue
-			}
-			min, ok := threshold(r, ref, margin)
-			if !ok {
-				continue
-			}
-			top := r.Cells[len(r.Cells)-1].KBps
-			if best == "" || min < bestMin || (min == bestMin && top > bestTop) {
-				best, bestMin, bestTop = r.Engine, min, top
-			}
+		m := ocf.Measurement{Engine: r.Engine, Cipher: r.Cipher, Hardware: r.Hardware}
+		for _, c := range r.Cells {
+			m.Sizes = append(m.Sizes, c.Size)
+			m.KBps = append(m.KBps, c.KBps)
 		}
-		if best == "" {
-			p.Ciphers[cipher] = ocf.CipherPolicy{SoftwareOnly: true}
-		} else {
-			p.Ciphers[cipher] = ocf.CipherPolicy{MinHardware: bestMin, Driver: best}
-		}
+		ms = append(ms, m)
 	}
-	return p
-}
-
-// threshold is the smallest measured size from which hw beats sw by
-// margin at that size and every larger one.
-func threshold(hw, sw speed.Row, margin float64) (int, bool) {
-	min, ok := 0, false
-	for i := len(hw.Cells) - 1; i >= 0; i-- {
-		c := hw.Cells[i]
-		ref := sw.KBps(c.Size)
-		if ref <= 0 || c.KBps < ref*(1+margin) {
-			break
-		}
-		min, ok = c.Size, true
-	}
-	return min, ok
+	return ocf.DerivePolicy(vs, ms, soft.Name, margin)
 }
 
 // JSON renders the report, indented, with a trailing newline.

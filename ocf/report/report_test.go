@@ -2,8 +2,6 @@ package report
 
 import (
 	"bytes"
-	"encoding/xml"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -135,68 +133,5 @@ func TestReportTextAndJSON(t *testing.T) {
 		if _, err := Read(strings.NewReader(junk)); err == nil {
 			t.Errorf("Read(%q) accepted", junk)
 		}
-	}
-}
-
-func TestReference(t *testing.T) {
-	pub, err := ReferenceResults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pub) != 290 { // every data line of the CSV
-		t.Errorf("%d published rows", len(pub))
-	}
-	var geode bool
-	for _, p := range pub {
-		if p.Module == "glxsb" && p.Cipher == "aes-128-cbc" && p.Size == 8192 && p.KBps > 20000 {
-			geode = true
-		}
-	}
-	if !geode {
-		t.Error("the ALIX glxsb rows are missing")
-	}
-	if _, err := ParseReference(strings.NewReader("a,b\n")); err == nil {
-		t.Error("bad header accepted")
-	}
-}
-
-func TestChartSVG(t *testing.T) {
-	r := sampleReport(t)
-	data, err := ChartData([]*Report{r}, []string{"host"}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var svg bytes.Buffer
-	if err := WriteSVG(&svg, data); err != nil {
-		t.Fatal(err)
-	}
-	// Well-formed XML with one polyline per series.
-	dec := xml.NewDecoder(bytes.NewReader(svg.Bytes()))
-	lines := 0
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed: %v", err)
-		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
-			lines++
-		}
-	}
-	if want := len(data["aes-128-cbc"]); lines != want || want < 3 {
-		t.Errorf("%d polylines, %d series", lines, want)
-	}
-	if !strings.Contains(svg.String(), "(published)") || !strings.Contains(svg.String(), "aes-128-cbc: throughput") {
-		t.Error("chart lacks the published overlay or its title")
-	}
-	var again bytes.Buffer
-	WriteSVG(&again, data)
-	if !bytes.Equal(svg.Bytes(), again.Bytes()) {
-		t.Error("same data, different SVG bytes")
-	}
-	if err := WriteSVG(&again, map[string][]Series{}); err == nil {
-		t.Error("empty chart accepted")
 	}
 }

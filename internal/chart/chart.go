@@ -1,4 +1,4 @@
-package report
+package chart
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/ocfw/ocfw/ocf/report"
 )
 
 // Series is one line on a chart: throughput against request size.
@@ -16,10 +18,10 @@ type Series struct {
 	Dashed bool         // published results are dashed
 }
 
-// ChartData collects the series per cipher from reports (labelled by
+// Data collects the series per cipher from reports (labelled by
 // names[i]) and, when withReference, the published results for the same
 // ciphers.
-func ChartData(reports []*Report, names []string, withReference bool) (map[string][]Series, error) {
+func Data(reports []*report.Report, names []string, withReference bool) (map[string][]Series, error) {
 	out := map[string][]Series{}
 	for i, r := range reports {
 		for _, row := range r.Speed {
