@@ -22,7 +22,6 @@ import (
 // README): boot partition at 1 MiB, SYSLINUX in /boot/syslinux.
 const (
 	MiB          = 1 << 20
-	BootLabel    = "OCFWBOOT"
 	bootStart    = 1 * MiB
 	syslinuxDir  = "/boot/syslinux"
 	syslinuxCfg  = syslinuxDir + "/syslinux.cfg"
@@ -39,7 +38,7 @@ const (
 	BootInitrd    = "/initrd"
 	BootManifest  = "/ocfw/manifest.json"
 	BootSyslinux  = syslinuxCfg
-	DataReportDir = "/ocfw"
+	DataReportDir = "/" + plan.ReportDir // reports on the data partition
 )
 
 // SyslinuxConfig is the SYSLINUX configuration for plan: serial console
@@ -168,7 +167,7 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 	}
 	m.Layout = []Region{
 		{Name: "mbr", Offset: 0, Size: 512},
-		{Name: "boot", Offset: l.bootOff, Size: l.bootSize, FS: "FAT16", Label: BootLabel},
+		{Name: "boot", Offset: l.bootOff, Size: l.bootSize, FS: "FAT16", Label: plan.BootLabel},
 		{Name: "data", Offset: l.dataOff, Size: l.dataSize, FS: fmt.Sprintf("FAT%d", l.dataFAT), Label: pl.Image.DataLabel},
 	}
 	m.Notes = append(m.Notes, "dd or `ocfw flash` the image to the card; the data partition keeps /ocfw/report-NNNN.json of each boot")
@@ -236,7 +235,7 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 	name := img.Name()
 	seed := volumeSeed(m)
 	opts.logf("formatting the boot (FAT16) and data (FAT%d) partitions", l.dataFAT)
-	if err := mkfs(run, name, l.bootOff, l.bootSize, 16, BootLabel, seed^0x0b007); err != nil {
+	if err := mkfs(run, name, l.bootOff, l.bootSize, 16, plan.BootLabel, seed^0x0b007); err != nil {
 		return nil, err
 	}
 	if err := mkfs(run, name, l.dataOff, l.dataSize, l.dataFAT, pl.Image.DataLabel, seed^0xda7a); err != nil {

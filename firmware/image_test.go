@@ -94,7 +94,7 @@ func TestInspectBIOSCF(t *testing.T) {
 		t.Fatalf("partitions: %+v", info.Partitions)
 	}
 	p1, p2 := info.Partitions[0], info.Partitions[1]
-	if p1.Offset != MiB || p1.FS == nil || p1.FS.Type != "FAT16" || p1.FS.Label != BootLabel || p1.FS.HiddenSectors != 2048 || p1.FS.Heads != 255 || p1.FS.SectorsTrack != 63 {
+	if p1.Offset != MiB || p1.FS == nil || p1.FS.Type != "FAT16" || p1.FS.Label != plan.BootLabel || p1.FS.HiddenSectors != 2048 || p1.FS.Heads != 255 || p1.FS.SectorsTrack != 63 {
 		t.Errorf("boot partition: %+v fs %+v", p1, p1.FS)
 	}
 	if p2.FS == nil || p2.FS.Label != "OCFWDATA" || p2.FS.HiddenSectors != uint32(p2.Offset/512) {
