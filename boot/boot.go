@@ -14,12 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -30,10 +27,8 @@ import (
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
 )
-
-// Keep is how many reports stay on the data partition.
-const Keep = 10
 
 // DefaultSpeedBudget bounds the speed table when boot.json gives none.
 // A full plan on a Geode board has about 21 (engine, cipher) pairs that
@@ -51,9 +46,9 @@ type Config struct {
 	Mount       bool          // mount proc/sys/devtmpfs and the data partition (false in tests)
 	DataWait    time.Duration // how long to wait for the data partition to appear; 0 means 6 s
 	StepTimeout time.Duration // bound of each step but the crypto run; 0 means 30 s
-	// DataDir, when set, is used as the data partition's mount point
-	// without looking for or mounting one (tests).
-	DataDir string
+	// DataDevice, when set, is used as the data partition without
+	// looking for one by its label (tests give an image file).
+	DataDevice string
 	// Loader loads a kernel module with its dependencies; nil means
 	// u-root's kmodule on the running kernel.
 	Loader ModuleLoader
@@ -103,34 +98,10 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	start := time.Now()
 	cfg.printf("ocfw: boot sequence starting")
 
-	// 1. Kernel file systems, storage drivers, data partition.
+	// 1. Kernel file systems; plan and boot options.
 	if cfg.Mount {
 		problem(step(ctx, "mounting proc, sys, devtmpfs", cfg.StepTimeout, func() error { return mountKernelFS(&cfg) }))
 	}
-	var storage ModuleResults
-	problem(step(ctx, "loading storage modules", cfg.StepTimeout, func() error {
-		names, err := readLines(cfg.path(plan.StorageModulesFile))
-		if err != nil || len(names) == 0 {
-			return nil // a board without a storage stack in the initramfs
-		}
-		storage = loadModules(&cfg, names, nil)
-		return nil
-	}))
-	dataDir, why := "", ""
-	problem(step(ctx, "looking for the data partition", cfg.StepTimeout+cfg.DataWait, func() error {
-		dataDir, why = findData(&cfg)
-		return nil
-	}))
-	if dataDir == "" && why == "" {
-		why = "looking for the data partition did not finish"
-	}
-	if dataDir != "" {
-		cfg.printf("ocfw: data partition mounted on %s", dataDir)
-	} else {
-		cfg.printf("ocfw: no data partition (%s): reports stay in RAM (%s) and on this console", why, plan.RunDir)
-	}
-
-	// 2. Plan and boot options; hardware.
 	var pl *plan.Plan
 	var opts plan.Options
 	problem(step(ctx, "reading the plan", cfg.StepTimeout, func() error {
@@ -142,6 +113,47 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		opts, err = plan.ReadOptions(cfg.path(plan.OptionsFile))
 		return err
 	}))
+
+	// 2. Storage drivers, the data partition and its store: the boot
+	// takes its number before it writes anything else.
+	var storage ModuleResults
+	problem(step(ctx, "loading storage modules", cfg.StepTimeout, func() error {
+		names, err := readLines(cfg.path(plan.StorageModulesFile))
+		if err != nil || len(names) == 0 {
+			return nil // a board without a storage stack in the initramfs
+		}
+		storage = loadModules(&cfg, names, nil)
+		return nil
+	}))
+	var st *store.Store
+	why := ""
+	problem(step(ctx, "opening the data partition", cfg.StepTimeout+cfg.DataWait, func() error {
+		st, why = openStore(&cfg, pl, opts)
+		return nil
+	}))
+	if st == nil && why == "" {
+		why = "opening the data partition did not finish"
+	}
+	if st != nil {
+		for _, p := range st.Problems() {
+			cfg.printf("ocfw: store: ignored (a power cut leaves this): %s", p)
+		}
+		problem(step(ctx, "taking the boot number", cfg.StepTimeout, func() error {
+			n, err := st.BeginBoot()
+			if err != nil {
+				why = "writing the boot counter failed: " + err.Error()
+				st = nil
+				return err
+			}
+			out.Boot = n
+			cfg.printf("ocfw: boot %d; the data partition is written in place, never mounted", n)
+			return nil
+		}))
+	}
+	if st == nil {
+		cfg.printf("ocfw: no data partition (%s): reports stay in RAM (%s) and on this console", why, plan.RunDir)
+	}
+
 	if pl != nil {
 		cfg.printf("ocfw: plan for %s: %d engines, %d ciphers, %d modules", pl.Board, len(pl.Engines), len(pl.Ciphers), len(pl.Modules))
 		problem(step(ctx, "detecting hardware", cfg.StepTimeout, func() error {
@@ -196,11 +208,11 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	}
 	r := out.Report
 	r.Notes = append(r.Notes, out.Modules.Notes()...)
-	if dataDir == "" {
+	if st == nil {
 		r.Notes = append(r.Notes, "no data partition: "+why)
 	}
-	problem(step(ctx, "writing the report", cfg.StepTimeout, func() error {
-		return writeAll(&cfg, out, dataDir, why)
+	problem(step(ctx, "writing the report", cfg.StepTimeout+3*opts.TestWriteTimeOrZero(), func() error {
+		return writeAll(&cfg, out, st, why)
 	}))
 	summary(&cfg, r)
 	cfg.printf("ocfw: boot sequence took %v", time.Since(start).Round(100*time.Millisecond))
@@ -294,30 +306,23 @@ func summary(cfg *Config, r *report.Report) {
 	cfg.printf("%s%d passed, %d failed, %d absent", plan.MarkSelfTest, pass, fail, absent)
 }
 
-// writeAll keeps the report on the data partition when there is one, and
-// always in RAM (RunDir) for the shell's `ocf policy`.
-func writeAll(cfg *Config, out *Outcome, dataDir, why string) error {
+// writeAll keeps the report and the policy in the store when there is
+// one, and always in RAM (plan.RunDir) for the shell's `ocf policy`.
+func writeAll(cfg *Config, out *Outcome, st *store.Store, why string) error {
 	r := out.Report
 	var werr error
-	if dataDir != "" {
-		n, name, err := WriteReports(filepath.Join(dataDir, plan.ReportDir), r, Keep)
-		// vfat metadata (the FAT, renamed entries) is not all covered by
-		// the files' fsyncs: flush everything before saying it is written.
-		syncAll()
+	if st != nil {
+		r.Boot = out.Boot
+		j, err := r.JSON()
 		if err == nil {
-			out.Boot = n
-			out.ReportPath = "/" + plan.ReportDir + "/" + name
-			cfg.printf("%s%s", plan.MarkReportWritten, out.ReportPath)
-			// Read-only from here on: a router is switched off by pulling
-			// the plug, and a read-only FAT is never left dirty.
-			if cfg.Mount {
-				if err := remountReadOnly(dataDir); err != nil {
-					cfg.printf("ocfw: remounting %s read-only: %v", dataDir, err)
-				} else {
-					cfg.printf("ocfw: %s is read-only now (mount -o remount,rw %s to write to it)", dataDir, plan.DataMount)
-				}
+			var slot store.Slot
+			if slot, err = st.PutReport(out.Boot, j); err == nil {
+				out.ReportPath = store.Dir + "/" + slot.File
+				err = st.SetValue("policy", r.Policy)
+				cfg.printf("%s%s (boot %d)", plan.MarkReportWritten, out.ReportPath, out.Boot)
 			}
-		} else {
+		}
+		if err != nil {
 			werr = err
 			why = "writing to the data partition failed: " + err.Error()
 		}
@@ -345,93 +350,4 @@ func writeAll(cfg *Config, out *Outcome, dataDir, why string) error {
 		cfg.printf("%s%s", plan.MarkReportRAM, why)
 	}
 	return werr
-}
-
-// WriteReports stores r as boot number N in dir (the data partition's
-// ocfw folder): the boot counter, report-NNNN.json and .txt and
-// policy.json, each written atomically, then drops all but the last keep
-// reports. It returns N and the JSON report's file name.
-func WriteReports(dir string, r *report.Report, keep int) (int, string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, "", err
-	}
-	nums, err := reportNumbers(dir)
-	if err != nil {
-		return 0, "", err
-	}
-	n := 0
-	if b, err := os.ReadFile(filepath.Join(dir, "bootcount")); err == nil {
-		n, _ = strconv.Atoi(strings.TrimSpace(string(b))) // garbage counts as 0
-	}
-	// Never reuse a number, even when the counter was lost or damaged.
-	if len(nums) > 0 && nums[len(nums)-1] > n {
-		n = nums[len(nums)-1]
-	}
-	n++
-	if err := atomicfile.WriteFile(filepath.Join(dir, "bootcount"), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
-		return 0, "", fmt.Errorf("boot counter: %w", err)
-	}
-	r.Boot = n
-	j, err := r.JSON()
-	if err != nil {
-		return n, "", err
-	}
-	var txt strings.Builder
-	if err := r.WriteText(&txt); err != nil {
-		return n, "", err
-	}
-	var pol strings.Builder
-	if err := r.Policy.WriteJSON(&pol); err != nil {
-		return n, "", err
-	}
-	base := fmt.Sprintf("report-%04d", n)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{
-		{base + ".json", j},
-		{base + ".txt", []byte(txt.String())},
-		{"policy.json", []byte(pol.String())},
-	} {
-		if err := atomicfile.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
-			return n, "", fmt.Errorf("%s: %w", f.name, err)
-		}
-	}
-	for _, old := range append(nums, n) {
-		if old > n-keep {
-			continue
-		}
-		for _, ext := range []string{".json", ".txt"} {
-			if err := os.Remove(filepath.Join(dir, fmt.Sprintf("report-%04d%s", old, ext))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return n, base + ".json", err
-			}
-		}
-	}
-	return n, base + ".json", nil
-}
-
-// reportNumbers lists the boot numbers of the reports in dir, ascending.
-func reportNumbers(dir string) ([]int, error) {
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[int]bool{}
-	var nums []int
-	for _, e := range es {
-		name := e.Name()
-		rest, ok := strings.CutPrefix(strings.ToLower(name), "report-")
-		if !ok {
-			continue
-		}
-		rest = strings.TrimSuffix(strings.TrimSuffix(rest, ".json"), ".txt")
-		n, err := strconv.Atoi(rest)
-		if err != nil || n <= 0 || seen[n] {
-			continue
-		}
-		seen[n] = true
-		nums = append(nums, n)
-	}
-	sort.Ints(nums)
-	return nums, nil
 }

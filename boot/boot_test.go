@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
 )
 
 func testPlan(t *testing.T) *plan.Plan {
@@ -119,49 +122,32 @@ func readReport(t *testing.T, name string) *report.Report {
 	return r
 }
 
-// Boot numbers grow by one, survive a lost counter, and only the last
-// ten reports stay.
-func TestWriteReports(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "ocfw")
-	for i := 1; i <= 12; i++ {
-		n, name, err := WriteReports(dir, &report.Report{Version: report.Version}, Keep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != i || name != fmt.Sprintf("report-%04d.json", i) {
-			t.Fatalf("boot %d: got %d %s", i, n, name)
-		}
-		if r := readReport(t, filepath.Join(dir, name)); r.Boot != i {
-			t.Errorf("report %s says boot %d", name, r.Boot)
-		}
+// dataPartition is a data partition image as the build makes it.
+func dataPartition(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "data.img")
+	if err := firmware.DataPartition(context.Background(), p, 12<<20, plan.DataLabel, 1700000000); err != nil {
+		qemu.SkipOrFail(t, "no data partition to boot with: %v", err)
 	}
-	nums, err := reportNumbers(dir)
+	return p
+}
+
+// loadStore reads the store on a data partition image as the host does.
+func loadStore(t *testing.T, img string) *store.Contents {
+	t.Helper()
+	b, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nums) != Keep || nums[0] != 3 || nums[len(nums)-1] != 12 {
-		t.Errorf("kept reports %v, want 3..12", nums)
+	fsys, err := fat.Open(bytes.NewReader(b), 0, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range []string{"report-0002.json", "report-0002.txt"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s not removed", f)
-		}
+	c, err := store.Load(func(name string) ([]byte, error) { return fsys.ReadFile(store.Dir+"/"+name, 4<<20) })
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range []string{"report-0012.txt", "policy.json"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Errorf("%s: %v", f, err)
-		}
-	}
-	// A damaged counter never makes a boot reuse a report's number.
-	write(t, filepath.Join(dir, "bootcount"), []byte("garbage"))
-	n, _, err := WriteReports(dir, &report.Report{Version: report.Version}, Keep)
-	if err != nil || n != 13 {
-		t.Errorf("after a damaged counter: boot %d, %v; want 13", n, err)
-	}
-	leftovers, _ := filepath.Glob(filepath.Join(dir, ".tmp-*"))
-	if len(leftovers) > 0 {
-		t.Errorf("temporary files left: %v", leftovers)
-	}
+	return c
 }
 
 // fakeLoader records loads; listed names are missing, fail or panic.
@@ -203,7 +189,7 @@ func fakeRoot(t *testing.T, p *plan.Plan, opts string) string {
 	}
 	write(t, filepath.Join(root, plan.File), pj)
 	write(t, filepath.Join(root, plan.OptionsFile), []byte(opts))
-	write(t, filepath.Join(root, plan.StorageModulesFile), []byte("ata_piix\nvfat\n"))
+	write(t, filepath.Join(root, plan.StorageModulesFile), []byte("ata_piix\nsd_mod\n"))
 	write(t, filepath.Join(root, "proc/crypto"), []byte(""))
 	if err := os.MkdirAll(filepath.Join(root, "sys/class/block"), 0o755); err != nil {
 		t.Fatal(err)
@@ -211,22 +197,24 @@ func fakeRoot(t *testing.T, p *plan.Plan, opts string) string {
 	return root
 }
 
-// The whole sequence on a fake root: reports on a data directory, every
-// marker printed, a missing or failing module reported but not fatal.
+// The whole sequence on a fake root: reports in the store on a data
+// partition image, every marker printed, a missing or failing module
+// reported but not fatal; a second boot takes the next number.
 func TestRunWithData(t *testing.T) {
 	p := testPlan(t)
 	root := fakeRoot(t, p, `{"speed_budget": "0s", "inject": ["corrupt:4096"]}`)
-	data := filepath.Join(root, "data")
+	data := dataPartition(t)
 	var con bytes.Buffer
-	loader := &fakeLoader{missing: map[string]bool{"geode_aes": true, "vfat": true}, fail: map[string]bool{"algif_skcipher": true}}
-	out := Run(context.Background(), Config{Root: root, Console: &con, DataDir: data, Loader: loader})
+	loader := &fakeLoader{missing: map[string]bool{"geode_aes": true, "sd_mod": true}, fail: map[string]bool{"algif_skcipher": true}}
+	out := Run(context.Background(), Config{Root: root, Console: &con, DataDevice: data, Loader: loader})
 	c := con.String()
 	for _, want := range []string{
-		plan.MarkReportWritten + "/ocfw/report-0001.json",
+		plan.MarkReportWritten + "/ocfw/report-01.json (boot 1)",
+		"ocfw: boot 1;",
 		plan.MarkSelfTest,
 		plan.MarkDone,
 		"module geode_aes        missing",
-		"module vfat             not in this kernel (optional)",
+		"module sd_mod           not in this kernel (optional)",
 		"module af_alg           loaded",
 		"test-corrupt", // the injected engine is tested and fails
 	} {
@@ -240,8 +228,18 @@ func TestRunWithData(t *testing.T) {
 	if out.Boot != 1 || out.InRAM != "" {
 		t.Errorf("outcome: boot %d, in RAM %q", out.Boot, out.InRAM)
 	}
-	r := readReport(t, filepath.Join(data, plan.ReportDir, "report-0001.json"))
-	if !r.Failed() {
+	c1 := loadStore(t, data)
+	if len(c1.Reports) != 1 || c1.State.Boot != 1 || len(c1.Problems) != 0 {
+		t.Fatalf("store after one boot: %d reports, boot %d, problems %v", len(c1.Reports), c1.State.Boot, c1.Problems)
+	}
+	if _, ok := c1.State.Values["policy"]; !ok {
+		t.Error("no policy in the store")
+	}
+	r, err := report.Read(bytes.NewReader(c1.Reports[0].JSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Boot != 1 || !r.Failed() {
 		t.Error("the corrupting test engine did not fail the report")
 	}
 	notes := strings.Join(r.Notes, "\n")
@@ -253,6 +251,37 @@ func TestRunWithData(t *testing.T) {
 	}
 	if strings.Join(loader.loaded[:2], " ") != "ata_piix af_alg" {
 		t.Errorf("load order %v: storage modules first, then the plan's in order", loader.loaded)
+	}
+
+	con.Reset()
+	out = Run(context.Background(), Config{Root: root, Console: &con, DataDevice: data, Loader: &fakeLoader{}})
+	if out.Boot != 2 || !strings.Contains(con.String(), plan.MarkReportWritten+"/ocfw/report-02.json (boot 2)") {
+		t.Errorf("second boot: %+v\n%s", out, con.String())
+	}
+	if c2 := loadStore(t, data); len(c2.Reports) != 2 || !bytes.Equal(c2.Reports[1].JSON, c1.Reports[0].JSON) {
+		t.Errorf("after two boots: %d reports; the first changed: %v", len(c2.Reports), len(c2.Reports) == 2)
+	}
+}
+
+// A data partition that is not as the build made it is left exactly as
+// it was found, and the report stays in RAM saying why.
+func TestRunRefusesAChangedDataPartition(t *testing.T) {
+	data := dataPartition(t)
+	b, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b, make([]byte, 512)) // boot sector zeroed
+	write(t, data, b)
+	root := fakeRoot(t, testPlan(t), `{"speed_budget": "0s"}`)
+	var con bytes.Buffer
+	out := Run(context.Background(), Config{Root: root, Console: &con, DataDevice: data, Loader: &fakeLoader{}})
+	if out.InRAM == "" || !strings.Contains(con.String(), plan.MarkReportRAM) || !strings.Contains(out.InRAM, "not a FAT file system") {
+		t.Errorf("outcome %+v\n%s", out, con.String())
+	}
+	after, err := os.ReadFile(data)
+	if err != nil || !bytes.Equal(after, b) {
+		t.Error("the refused data partition was changed")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
 )
 
 // FATLabel returns the volume label in a FAT boot sector (FAT12/16 at
@@ -91,36 +92,43 @@ func FindLabel(sysBlock, devDir, label string) (string, error) {
 	return "", fmt.Errorf("no FAT file system labelled %s (found %s)", label, strings.Join(seen, ", "))
 }
 
-// findData finds, mounts and returns the data partition's mount point, or
-// "" and why not.
-func findData(cfg *Config) (string, string) {
-	if cfg.DataDir != "" {
-		return cfg.DataDir, ""
-	}
-	pl, _ := plan.Read(cfg.path(plan.File))
-	label := pl.DataPartitionLabel()
-	// Disk drivers probe in the background: give the partition a moment.
-	deadline := time.Now().Add(cfg.DataWait)
-	var dev string
-	var err error
-	for {
-		dev, err = FindLabel(cfg.path("/sys/class/block"), cfg.path("/dev"), label)
-		if err == nil || time.Now().After(deadline) {
-			break
+// openStore finds the data partition by its label and opens its store
+// (package store), or says why not. It never mounts the partition: the
+// store writes inside preallocated files through the block device.
+func openStore(cfg *Config, pl *plan.Plan, opts plan.Options) (*store.Store, string) {
+	dev := cfg.DataDevice
+	if dev == "" {
+		label := pl.DataPartitionLabel()
+		// Disk drivers probe in the background: give the partition a moment.
+		deadline := time.Now().Add(cfg.DataWait)
+		var err error
+		for {
+			dev, err = FindLabel(cfg.path("/sys/class/block"), cfg.path("/dev"), label)
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
 		}
-		time.Sleep(250 * time.Millisecond)
+		if err != nil {
+			return nil, err.Error()
+		}
 	}
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
 	if err != nil {
-		return "", err.Error()
+		return nil, err.Error()
 	}
-	if !cfg.Mount {
-		return "", "found " + dev + " but mounting is off"
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Sprintf("%s: %v", dev, err)
 	}
-	dir := cfg.path(plan.DataMount)
-	if err := mountVFAT(dev, dir); err != nil {
-		return "", fmt.Sprintf("mounting %s (label %s) on %s: %v", dev, label, dir, err)
+	wt, _ := time.ParseDuration(opts.TestWriteTime)
+	st, err := store.Open(f, size, store.Options{WriteTime: wt, Progress: cfg.printf})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Sprintf("%s: %v; nothing written to it (ocfw flash the image again to start afresh)", dev, err)
 	}
-	return dir, ""
+	return st, ""
 }
 
 // DetectPCI lists the PCI devices under dir (/sys/bus/pci/devices) that

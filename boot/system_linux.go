@@ -48,26 +48,6 @@ func mounted(mountinfo, dir string) bool {
 	return false
 }
 
-// mountVFAT mounts the data partition. flush writes each file out as it
-// is closed, so a report survives a power cut right after the boot.
-func mountVFAT(dev, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	// A kernel whose default iocharset's nls module is missing refuses
-	// the mount with EINVAL: then try the UTF-8 one.
-	var errs []string
-	for _, opts := range []string{"flush,shortname=mixed", "flush,shortname=mixed,iocharset=utf8", ""} {
-		err := unix.Mount(dev, dir, "vfat", unix.MS_NOATIME, opts)
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, fmt.Sprintf("options %q: %v", opts, err))
-	}
-	// One line: the reason ends up in a console marker.
-	return errors.New(strings.Join(errs, "; "))
-}
-
 // kmoduleLoader loads modules with u-root's kmodule, dependencies from
 // the initramfs's modules.dep.
 type kmoduleLoader struct{ p *kmodule.Prober }
@@ -107,13 +87,4 @@ func ReleaseConsole() error {
 		return fmt.Errorf("releasing the console (TIOCNOTTY): %w", err)
 	}
 	return nil
-}
-
-// syncAll flushes every file system, as sync(1) does.
-func syncAll() { unix.Sync() }
-
-// remountReadOnly makes the data partition read-only, which also clears
-// the FAT's dirty flag.
-func remountReadOnly(dir string) error {
-	return unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOATIME, "")
 }

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/firmware/fat"
 	"github.com/ocfw/ocfw/firmware/mbr"
 	"github.com/ocfw/ocfw/internal/atomicfile"
+	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -170,7 +170,7 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 		{Name: "boot", Offset: l.bootOff, Size: l.bootSize, FS: "FAT16", Label: plan.BootLabel},
 		{Name: "data", Offset: l.dataOff, Size: l.dataSize, FS: fmt.Sprintf("FAT%d", l.dataFAT), Label: pl.Image.DataLabel},
 	}
-	m.Notes = append(m.Notes, "dd or `ocfw flash` the image to the card; the data partition keeps /ocfw/report-NNNN.json of each boot")
+	m.Notes = append(m.Notes, "dd or `ocfw flash` the image to the card; the data partition keeps the last reports in /ocfw/report-NN.json, written in place")
 
 	work, err := os.MkdirTemp(filepath.Dir(opts.Output), ".ocfw-build-")
 	if err != nil {
@@ -247,6 +247,9 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 		return nil, err
 	}
 	if err := run.run(toolMmd, "-i", data, "::"+DataReportDir); err != nil {
+		return nil, err
+	}
+	if m.Store, err = preallocate(run, img, l.dataOff, l.dataSize, work, stamp); err != nil {
 		return nil, err
 	}
 	for _, f := range [][2]string{{kpath, BootKernel}, {ipath, BootInitrd}, {cpath, BootSyslinux}, {mpath, BootManifest}} {

@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 
-	"github.com/ocfw/ocfw/firmware/fat"
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/firmware/mbr"
+	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/store"
 )
 
 // Info is what Inspect finds in an image.
@@ -31,8 +31,21 @@ type Info struct {
 	// inside it; ManifestFrom says which.
 	Manifest     *Manifest    `json:"manifest,omitempty"`
 	ManifestFrom string       `json:"manifest_from,omitempty"`
+	Store        *StoreInfo   `json:"store,omitempty"`
 	Reports      []ReportInfo `json:"reports,omitempty"`
 	Problems     []string     `json:"problems,omitempty"`
+}
+
+// StoreInfo is the state the board keeps on its data partition.
+type StoreInfo struct {
+	Boot   int             `json:"boot"`             // boots that found the store
+	Seq    uint64          `json:"seq"`              // state record read
+	From   string          `json:"from,omitempty"`   // which state copy
+	Values []string        `json:"values,omitempty"` // named documents kept
+	Log    []store.LogLine `json:"log,omitempty"`
+	// Notes are torn or damaged records the store ignored (a power cut
+	// during a write leaves one; nothing earlier is lost).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // PartitionInfo is one MBR partition and its file system.
@@ -182,7 +195,10 @@ func inspectCF(r io.ReaderAt, size int64, rec *mbr.MBR, info *Info) error {
 				info.Problems = append(info.Problems, fmt.Sprintf("partition %d: %s: %v", i+1, BootManifest, err))
 			}
 		}
-		info.Reports = append(info.Reports, readReports(fs)...)
+		if si, reps := readStore(fs); si != nil {
+			info.Store = si
+			info.Reports = append(info.Reports, reps...)
+		}
 		info.Partitions = append(info.Partitions, pi)
 	}
 	if !any {
@@ -217,37 +233,34 @@ func walk(fs *fat.FS, dir string, depth int, n *int, out *[]fat.Entry) error {
 	return nil
 }
 
-// readReports parses /ocfw/report-NNNN.json files.
-func readReports(fs *fat.FS) []ReportInfo {
-	es, err := fs.ReadDir(DataReportDir)
-	if err != nil {
-		return nil
+// readStore reads the board's store (package store) on a data partition:
+// its boot counter and the kept reports. Torn or damaged records, which a
+// power cut leaves and the store ignores by design, are notes, not
+// problems.
+func readStore(fs *fat.FS) (*StoreInfo, []ReportInfo) {
+	if _, err := fs.ReadFile(store.Dir+"/"+store.StateA, store.StateSize); err != nil {
+		return nil, nil // not a data partition
 	}
+	c, err := store.Load(func(name string) ([]byte, error) { return fs.ReadFile(store.Dir+"/"+name, maxSmallFile) })
+	if err != nil {
+		return &StoreInfo{Notes: []string{err.Error()}}, nil
+	}
+	si := &StoreInfo{Boot: c.State.Boot, Seq: c.Seq, From: c.From, Notes: c.Problems, Log: c.Log}
+	for name := range c.State.Values {
+		si.Values = append(si.Values, name)
+	}
+	sort.Strings(si.Values)
 	var out []ReportInfo
-	for _, e := range es {
-		num, ok := strings.CutPrefix(e.Name, "report-")
-		if !ok || e.Dir {
-			continue
-		}
-		num, ok = strings.CutSuffix(num, ".json")
-		if !ok {
-			continue
-		}
-		boot, err := strconv.Atoi(num)
-		if err != nil || len(num) < 4 {
-			continue
-		}
-		ri := ReportInfo{Name: DataReportDir + "/" + e.Name, Boot: boot}
-		b, err := fs.ReadFile(ri.Name, maxSmallFile)
-		if err == nil {
-			ri.Report, err = report.Read(bytes.NewReader(b))
-		}
+	for _, r := range c.Reports {
+		ri := ReportInfo{Name: store.Dir + "/" + r.File, Boot: r.Boot}
+		rep, err := report.Read(bytes.NewReader(r.JSON))
 		if err != nil {
 			ri.Error = err.Error()
 		}
+		ri.Report = rep
 		out = append(out, ri)
 	}
-	return out
+	return si, out
 }
 
 // inspectFlash looks for a FIS directory in the image's last erase

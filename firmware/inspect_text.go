@@ -69,6 +69,16 @@ func (info *Info) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "  input %s sha256 %s\n", k, m.Inputs[k])
 		}
 	}
+	if st := info.Store; st != nil {
+		fmt.Fprintf(w, "\nstore on the data partition: %d boots, state record %d (%s), %d log records", st.Boot, st.Seq, orNone(st.From), len(st.Log))
+		if len(st.Values) > 0 {
+			fmt.Fprintf(w, ", values %s", strings.Join(st.Values, ", "))
+		}
+		fmt.Fprintln(w)
+		for _, n := range st.Notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+	}
 	if len(info.Reports) > 0 {
 		fmt.Fprintf(w, "\nreports on the data partition, latest first:\n")
 		for _, r := range info.Reports {
@@ -98,4 +108,11 @@ func (info *Info) WriteText(w io.Writer) error {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none yet"
+	}
+	return s
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -42,6 +43,9 @@ type Manifest struct {
 
 	Image    *File     `json:"image,omitempty"`
 	BlockMap *BlockMap `json:"block_map,omitempty"`
+	// Store is where the board keeps its state: the preallocated files
+	// it writes in place (package store), as byte ranges of the image.
+	Store []fat.Extent `json:"store,omitempty"`
 }
 
 // Region is one partition or flash area of the image.

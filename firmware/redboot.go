@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/firmware/mbr"
@@ -265,6 +266,14 @@ func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions,
 		return nil, err
 	}
 	if err := run.run(toolMmd, "-i", fmt.Sprintf("%s@@%d", name, bootStart), "::"+DataReportDir); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp(filepath.Dir(opts.Output), ".ocfw-build-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	if m.Store, err = preallocate(run, img, bootStart, size-bootStart, work, time.Unix(opts.SourceDateEpoch, 0)); err != nil {
 		return nil, err
 	}
 	rec := mbr.MBR{Signature: volumeSeed(m) | 1}

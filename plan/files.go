@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 )
 
 // Files the host writes into the initramfs, at these paths on the board.
@@ -16,9 +17,9 @@ const (
 	File = "/etc/ocfw/plan.json"
 	// OptionsFile holds the boot Options.
 	OptionsFile = "/etc/ocfw/boot.json"
-	// StorageModulesFile lists the storage modules (disk controller, vfat,
-	// code pages) loaded before looking for the data partition; one name
-	// a line.
+	// StorageModulesFile lists the storage modules (disk controllers and
+	// disks) loaded before looking for the data partition; one name a
+	// line.
 	StorageModulesFile = "/etc/ocfw/storage-modules"
 )
 
@@ -55,6 +56,19 @@ type Options struct {
 	// Inject adds a faulty test engine (test images only), e.g.
 	// "corrupt:4096": see package ocf/fault.
 	Inject []string `json:"inject,omitempty"`
+	// TestWriteTime (test images only) stretches each write to the data
+	// partition to about this long, a Go duration, so a test can cut the
+	// power inside one.
+	TestWriteTime string `json:"test_write_time,omitempty"`
+}
+
+// TestWriteTimeOrZero is TestWriteTime parsed; 0 when unset or invalid.
+func (o Options) TestWriteTimeOrZero() time.Duration {
+	d, err := time.ParseDuration(o.TestWriteTime)
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }
 
 // MaxFileSize bounds every contract file read here: a plan is a few KiB,

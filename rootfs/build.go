@@ -99,16 +99,16 @@ var Commands = []string{
 
 // StorageModules are what the boot sequence needs to reach a data
 // partition: disk controllers (QEMU's PIIX, the Geode boards' CS5536,
-// IXP4xx CF, USB sticks), SCSI disks, vfat and its code pages. They are
-// optional: the ones the kernel lacks are left out (or are built in).
+// IXP4xx CF, USB sticks) and SCSI disks. No file system: the board never
+// mounts the data partition, it writes inside preallocated files through
+// the block device (package store). They are optional: the ones the
+// kernel lacks are left out (or are built in).
 func StorageModules(p *plan.Plan) []string {
 	mods := []string{"ata_piix", "pata_cs5536", "pata_amd", "pata_ixp4xx_cf"}
 	if p.Storage.Kind == "flash" && !p.Storage.CF {
 		mods = append(mods, "ehci_pci", "ohci_pci", "usb_storage")
 	}
-	// vfat's default code page is 437 and Debian's default iocharset is
-	// ascii: without nls_cp437 and nls_ascii the mount fails with EINVAL.
-	return append(mods, "sd_mod", "vfat", "nls_cp437", "nls_ascii", "nls_utf8")
+	return append(mods, "sd_mod")
 }
 
 // buildMu serialises builds: GOARM and GO386 reach `go build` only

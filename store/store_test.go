@@ -1,0 +1,332 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/fat"
+	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/store"
+)
+
+const partSize = 12 << 20
+
+var (
+	partOnce sync.Once
+	partImg  []byte
+	partErr  error
+)
+
+// partition is a fresh data partition as the build makes it (mkfs.fat and
+// mtools), built once per test binary.
+func partition(t *testing.T) []byte {
+	t.Helper()
+	partOnce.Do(func() {
+		p := filepath.Join(os.TempDir(), fmt.Sprintf("ocfw-store-test-%d.img", os.Getpid()))
+		defer os.Remove(p)
+		if partErr = firmware.DataPartition(context.Background(), p, partSize, "OCFWDATA", 1700000000); partErr == nil {
+			partImg, partErr = os.ReadFile(p)
+		}
+	})
+	if partErr != nil {
+		if os.Getenv(kerneltest.EnvRequire) == "1" || !strings.Contains(partErr.Error(), "not found") {
+			t.Fatal(partErr)
+		}
+		t.Skipf("no data partition to test on: %v", partErr)
+	}
+	return append([]byte(nil), partImg...)
+}
+
+// memDev is a partition in memory that can lose power: after budget bytes
+// it writes only part of the write in hand (possibly mid-sector) and then
+// nothing more.
+type memDev struct {
+	b      []byte
+	budget int64 // < 0: unlimited
+	dead   bool
+}
+
+var errPowerCut = errors.New("power cut")
+
+func (d *memDev) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(d.b)) {
+		return 0, errors.New("read past the end")
+	}
+	return copy(p, d.b[off:]), nil
+}
+
+func (d *memDev) WriteAt(p []byte, off int64) (int, error) {
+	if d.dead {
+		return 0, errPowerCut
+	}
+	n := int64(len(p))
+	if d.budget >= 0 && n > d.budget {
+		copy(d.b[off:], p[:d.budget])
+		d.dead = true
+		return int(d.budget), errPowerCut
+	}
+	if d.budget >= 0 {
+		d.budget -= n
+	}
+	return copy(d.b[off:], p), nil
+}
+
+func (d *memDev) Sync() error {
+	if d.dead {
+		return errPowerCut
+	}
+	return nil
+}
+
+func reportJSON(boot int) []byte {
+	return []byte(fmt.Sprintf(`{"version":1,"boot":%d,"note":"%s"}`, boot, strings.Repeat("r", 100*boot)))
+}
+
+// outside returns the bytes of img that are not inside the store's files:
+// the FAT, directories, and everything else the board must never change.
+func outside(t *testing.T, img []byte) []byte {
+	t.Helper()
+	fsys, err := fat.Open(bytes.NewReader(img), 0, int64(len(img)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := append([]byte(nil), img...)
+	for _, f := range store.Files() {
+		e, err := fsys.Extent(store.Dir + "/" + f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := e.Offset; i < e.Offset+e.Size; i++ {
+			c[i] = 0
+		}
+	}
+	return c
+}
+
+func TestStoreKeepsReportsAndNeverTouchesTheFileSystem(t *testing.T) {
+	img := partition(t)
+	before := outside(t, img)
+	dev := &memDev{b: img, budget: -1}
+	for boot := 1; boot <= 14; boot++ {
+		st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := st.BeginBoot()
+		if err != nil || n != boot {
+			t.Fatalf("boot %d: BeginBoot %d, %v", boot, n, err)
+		}
+		if _, err := st.PutReport(n, reportJSON(n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetValue("policy", map[string]int{"boot": n}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Log(fmt.Sprintf("boot %d done", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := store.Load(readerOf(t, dev.b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.State.Boot != 14 || len(c.Reports) != store.Keep || len(c.Problems) != 0 {
+		t.Fatalf("after 14 boots: boot %d, %d reports, problems %v", c.State.Boot, len(c.Reports), c.Problems)
+	}
+	for i, r := range c.Reports {
+		if want := 14 - i; r.Boot != want || !bytes.Equal(r.JSON, reportJSON(want)) {
+			t.Errorf("report %d: boot %d (%s), want boot %d", i, r.Boot, r.File, want)
+		}
+	}
+	var pol map[string]int
+	if ok, err := c.State.Value("policy", &pol); !ok || err != nil || pol["boot"] != 14 {
+		t.Errorf("policy value: %v %v %v", pol, ok, err)
+	}
+	if len(c.Log) != 14 || c.Log[13].Text != "boot 14 done" {
+		t.Errorf("log: %d records", len(c.Log))
+	}
+	if !bytes.Equal(outside(t, dev.b), before) {
+		t.Error("the store changed bytes outside its files (FAT metadata or other files)")
+	}
+	fsckClean(t, dev.b)
+	// A slot reads as JSON on a PC: the report, then spaces.
+	rd := readerOf(t, dev.b)
+	raw, _ := rd(c.Reports[0].File)
+	if got := bytes.TrimRight(raw, " \n"); !bytes.Equal(got, reportJSON(14)) {
+		t.Errorf("slot file is not the report padded with spaces")
+	}
+}
+
+// TestPowerCutAtEveryPoint cuts the power at hundreds of points through
+// boots that each take a number, write a report, the policy and a log
+// line, and checks after each cut what the board will find next.
+func TestPowerCutAtEveryPoint(t *testing.T) {
+	fresh := partition(t)
+	before := outside(t, fresh)
+	// Measure the bytes a run of boots writes, then cut at many points.
+	const boots = 12
+	run := func(dev *memDev) (committed []int, inflight int) {
+		for boot := 1; boot <= boots; boot++ {
+			st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+			if err != nil {
+				t.Fatalf("open after %d boots: %v", boot-1, err)
+			}
+			n, err := st.BeginBoot()
+			if err != nil {
+				return committed, -1
+			}
+			if _, err := st.PutReport(n, reportJSON(n)); err != nil {
+				return committed, n
+			}
+			committed = append(committed, n)
+			if st.SetValue("policy", n) != nil || st.Log("done") != nil {
+				return committed, 0
+			}
+		}
+		return committed, 0
+	}
+	probe := &memDev{b: append([]byte(nil), fresh...), budget: 1 << 40}
+	run(probe)
+	total := int64(1<<40) - probe.budget
+	step := total / 400
+	if testing.Short() {
+		step = total / 40
+	}
+	for cut := int64(0); cut < total; cut += step + int64(cut%509) {
+		dev := &memDev{b: append([]byte(nil), fresh...), budget: cut}
+		committed, inflight := run(dev)
+		// The board powers up again.
+		dev.dead, dev.budget = false, -1
+		st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+		if err != nil {
+			t.Fatalf("cut at %d: the store does not open: %v", cut, err)
+		}
+		c := st.Contents()
+		got := map[int]bool{}
+		for _, r := range c.Reports {
+			if !bytes.Equal(r.JSON, reportJSON(r.Boot)) {
+				t.Fatalf("cut at %d: report of boot %d reads back changed", cut, r.Boot)
+			}
+			got[r.Boot] = true
+		}
+		// Every kept report that was committed reads back; only the oldest
+		// may have made way for an in-flight one that reached the card.
+		keep := committed
+		if len(keep) > store.Keep {
+			keep = keep[len(keep)-store.Keep:]
+		}
+		missing := 0
+		for _, b := range keep {
+			if !got[b] {
+				missing++
+			}
+		}
+		if missing > 0 && !(missing == 1 && inflight > 0 && got[inflight] && len(keep) == store.Keep && !got[keep[0]]) {
+			t.Fatalf("cut at %d: committed %v, read back %v", cut, keep, got)
+		}
+		last := 0
+		if len(committed) > 0 {
+			last = committed[len(committed)-1]
+		}
+		if c.State.Boot < last {
+			t.Fatalf("cut at %d: boot counter %d went back below %d", cut, c.State.Boot, last)
+		}
+		n, err := st.BeginBoot()
+		if err != nil || n != c.State.Boot+1 || n <= last {
+			t.Fatalf("cut at %d: next boot %d (%v) after counter %d, last report %d", cut, n, err, c.State.Boot, last)
+		}
+		if !bytes.Equal(outside(t, dev.b), before) {
+			t.Fatalf("cut at %d: bytes outside the store's files changed", cut)
+		}
+	}
+	fsckClean(t, fresh)
+}
+
+func TestOpenRefusesAChangedPartition(t *testing.T) {
+	fresh := partition(t)
+	fsys, err := fat.Open(bytes.NewReader(fresh), 0, int64(len(fresh)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := fsys.Extent(store.Dir + "/" + store.SlotName(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mtools := func(img []byte, args ...string) []byte {
+		p := filepath.Join(dir, "p.img")
+		if err := os.WriteFile(p, img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "IMG", p)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1", "MTOOLSRC=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	zeroBoot := append([]byte(nil), fresh...)
+	copy(zeroBoot, make([]byte, 512))
+	fatOff := int(fsys.ReservedSectors * fsys.BytesPerSector)
+	// The first FAT's entry for a store file's cluster points elsewhere.
+	brokenFAT := append([]byte(nil), fresh...)
+	c := uint32((ext.Offset-fsys.MetadataBytes())/fsys.ClusterBytes()) + 2
+	brokenFAT[fatOff+int(c)*2] ^= 0x55
+	for _, tc := range []struct {
+		name string
+		img  []byte
+		want string
+	}{
+		{"boot sector zeroed", zeroBoot, "not a FAT file system"},
+		{"FAT entry damaged", brokenFAT, ""},
+		{"slot deleted", mtools(fresh, "mdel", "-i", "IMG", "::/ocfw/"+store.SlotName(3)), "no such file"},
+		{"state file replaced by a short one", mtools(fresh, "sh", "-c", "printf x > "+dir+"/x && mcopy -o -i IMG "+dir+"/x ::/ocfw/"+store.StateB), "want"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := &memDev{b: append([]byte(nil), tc.img...), budget: -1}
+			_, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+			if !errors.Is(err, store.ErrLayout) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: %v; want ErrLayout mentioning %q", err, tc.want)
+			}
+			if !bytes.Equal(dev.b, tc.img) {
+				t.Error("a refused partition was changed")
+			}
+		})
+	}
+}
+
+func readerOf(t *testing.T, img []byte) store.ReadFileFunc {
+	fsys, err := fat.Open(bytes.NewReader(img), 0, int64(len(img)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(name string) ([]byte, error) { return fsys.ReadFile(store.Dir+"/"+name, 4<<20) }
+}
+
+func fsckClean(t *testing.T, img []byte) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fsck.img")
+	if err := os.WriteFile(p, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("fsck.fat", "-n", p).CombinedOutput()
+	if err != nil {
+		t.Errorf("fsck.fat -n: %v\n%s", err, out)
+	}
+}
