@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
@@ -24,8 +24,8 @@ import (
 func needEndToEnd(t *testing.T) {
 	t.Helper()
 	var missing []string
-	if _, err := exec.LookPath("qemu-system-i386"); err != nil {
-		missing = append(missing, "qemu-system-i386 (apt-get install qemu-system-x86)")
+	if err := qemu.Installed("i386"); err != nil {
+		missing = append(missing, err.Error())
 	}
 	if err := firmware.CheckTools(firmware.BootBIOSCF); err != nil {
 		missing = append(missing, err.Error())
@@ -36,11 +36,7 @@ func needEndToEnd(t *testing.T) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := "end-to-end test needs: " + strings.Join(missing, "; ")
-	if os.Getenv("OCFW_REQUIRE_KERNEL") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	qemu.SkipOrFail(t, "end-to-end test needs: %s", strings.Join(missing, "; "))
 }
 
 // dataFile reads a file from the image's data partition (partition 2)

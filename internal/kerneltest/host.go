@@ -47,9 +47,9 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// EnvRequire, set to "1", turns a missing kernel package or QEMU into a
-// test failure instead of a skip (CI sets it).
-const EnvRequire = "OCFW_REQUIRE_KERNEL"
+// EnvRequire is qemu.EnvRequire: set to "1", it turns a missing kernel
+// package or QEMU into a test failure instead of a skip (CI sets it).
+const EnvRequire = qemu.EnvRequire
 
 // Result is what a guest run produced.
 type Result struct {
@@ -90,10 +90,7 @@ func Run(t testing.TB, opts Options) *Result {
 	var missing *missingError
 	switch {
 	case errors.As(err, &missing):
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("%v (%s=1: required)", err, EnvRequire)
-		}
-		t.Skip(err)
+		qemu.SkipOrFail(t, "kernel-in-the-loop tests not booted: %v", err)
 	case err != nil:
 		t.Fatal(err)
 	case res.ExitCode != 0:

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -37,8 +38,8 @@ func needKernel(tb testing.TB) {
 		tb.Fatalf("AF_ALG required in the guest (OCFW_IN_GUEST=1) but unavailable: %v", err)
 	}
 	msg := "TestKernelInTheLoop runs these tests inside QEMU"
-	if os.Getenv("OCFW_REQUIRE_KERNEL") == "1" {
-		msg += ", and fails under OCFW_REQUIRE_KERNEL=1 if it cannot"
+	if qemu.Required() {
+		msg += ", and fails under " + qemu.EnvRequire + "=1 if it cannot"
 	}
 	tb.Skipf("no AF_ALG in this kernel (%v); %s", err, msg)
 }
