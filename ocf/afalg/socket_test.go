@@ -18,6 +18,7 @@ import (
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/ocftest"
 )
 
 // kernelRequired: inside the QEMU guest a missing AF_ALG fails instead of
@@ -94,7 +95,7 @@ func randomRequests(tb testing.TB, c *ocf.Cipher, key []byte) (reqs []ocf.Reques
 			case (i+int(op))%2 == 0:
 				r.Dst = make([]byte, n) // out of place; otherwise in place
 			}
-			w, err := reference(c, key, &r)
+			w, err := ocftest.Reference(c, key, r)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -271,7 +272,7 @@ func TestKernelErrors(t *testing.T) {
 	}
 	defer s.Close()
 	good := ocf.Request{Op: ocf.Encrypt, IV: random(t, 16), Src: random(t, 64)}
-	want, _ := reference(aes, key, &good)
+	want, _ := ocftest.Reference(aes, key, good)
 	reqs := []ocf.Request{
 		{Op: ocf.Encrypt, IV: make([]byte, 15), Src: make([]byte, 16)},
 		{Op: ocf.Decrypt, IV: make([]byte, 16), Src: make([]byte, 20)},

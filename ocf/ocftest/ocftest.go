@@ -1,6 +1,8 @@
 // Package ocftest has ocf drivers that misbehave on purpose — fail, hang or
 // corrupt — by wrapping a working driver, to test what sits above drivers
 // (the dispatcher, self-tests). Every one of them claims to be hardware.
+// It also has the standard-library reference answers (Reference, Block,
+// MAC) that the driver tests compare engines with.
 package ocftest
 
 import (
