@@ -67,6 +67,9 @@ var shared struct {
 // boot it.
 func sharedBuild(t *testing.T) *Result {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the userland initramfs and boots it in QEMU; skipped with -short")
+	}
 	needGo(t)
 	p := testPlan(t)
 	k := debianKernel(t, p)

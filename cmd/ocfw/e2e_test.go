@@ -19,10 +19,14 @@ import (
 	"github.com/ocfw/ocfw/ocf/speed"
 )
 
-// needEndToEnd skips (or, under OCFW_REQUIRE_KERNEL=1 as in CI, fails)
-// when what the whole chain needs is missing, naming all of it.
+// needEndToEnd skips with -short, and skips (or, under
+// OCFW_REQUIRE_KERNEL=1 as in CI, fails) when what the whole chain needs
+// is missing, naming all of it.
 func needEndToEnd(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the firmware with its userland and boots it in QEMU; skipped with -short")
+	}
 	var missing []string
 	if err := qemu.Installed("i386"); err != nil {
 		missing = append(missing, err.Error())

@@ -73,11 +73,15 @@ var qemuArch = map[string]string{"i386": "i386", "armel": "arm"}
 // Run boots the package's tests in QEMU and fails t when they fail, the
 // guest hangs or the marker is missing. It skips (or fails, with
 // OCFW_REQUIRE_KERNEL=1) when QEMU or the cached kernel package is
-// missing, and skips inside the guest itself.
+// missing, skips with -short (a boot takes 20 s to 2 minutes), and skips
+// inside the guest itself.
 func Run(t testing.TB, opts Options) *Result {
 	t.Helper()
 	if InGuest() {
 		t.Skip("inside the kerneltest guest already")
+	}
+	if testing.Short() {
+		t.Skip("boots the kernel in QEMU to run the tests inside; skipped with -short")
 	}
 	res, err := Boot(t, opts)
 	if res != nil {

@@ -168,6 +168,9 @@ func TestEmulatorFailureShowsStderr(t *testing.T) {
 // an empty disk does not boot. Proves the console wiring of the real
 // command line.
 func TestRealEmulatorConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts qemu-system-i386; skipped with -short")
+	}
 	cfg := Config{Timeout: 2 * time.Minute}
 	if err := Installed(cfg.Arch); err != nil {
 		SkipOrFail(t, "real emulator not started: %v", err)
