@@ -126,3 +126,19 @@ func TestFaultyEngines(t *testing.T) {
 		})
 	}
 }
+
+// An error in the cross-check stage, here from the reference rather than
+// the engine, fails the result after known answers that passed.
+func TestCrossCheckErrorFails(t *testing.T) {
+	ref := ocftest.NewFailing("broken-reference", soft.New(), nil)
+	r := Check(soft.New(), "aes-128-cbc", Options{Reference: ref})
+	if r.Status != Fail || r.Failure == nil {
+		t.Fatalf("status %s, failure %v; want a failure from the cross-check", r.Status, r.Failure)
+	}
+	if r.KATs == 0 || r.CrossChecks != 0 {
+		t.Errorf("%d known answers, %d cross-checks; want the known answers passed and no cross-check", r.KATs, r.CrossChecks)
+	}
+	if msg := r.Failure.String(); !strings.Contains(msg, "encrypt (reference)") || !strings.Contains(msg, "injected") {
+		t.Errorf("failure %q does not name the reference's error", msg)
+	}
+}
