@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,7 +85,8 @@ func TestARMSelftestUnderQEMU(t *testing.T) {
 	planFile := filepath.Join(dir, "plan.json")
 	writeJSON(t, planFile, p)
 	bin := filepath.Join(dir, "ocf-arm")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	// go test puts its own GOROOT/bin first on PATH: this is that go.
+	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Env = append(os.Environ(), p.Go.Env()...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", strings.Join(p.Go.Env(), " "), err, out)

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -354,11 +353,11 @@ func quoteWord(w string) (string, error) {
 
 // buildTest cross-compiles pkg's test binary to out.
 func buildTest(pkg, out string, targetEnv []string) error {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			return fmt.Errorf("kerneltest: no go command to build the guest tests: %w", err)
-		}
+	// go test puts its own GOROOT/bin first on the tests' PATH, so this
+	// is the go command running the host tests.
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("kerneltest: no go command to build the guest tests: %w", err)
 	}
 	if pkg == "" {
 		pkg = "."
