@@ -66,16 +66,6 @@ func newFake(t *testing.T, d Dialect) *fakeState {
 
 func (st *fakeState) device() Device { return &fakeFD{st: st, fd: 3} }
 
-func (st *fakeState) count(req uint32) int {
-	n := 0
-	for _, c := range st.calls {
-		if c == req {
-			n++
-		}
-	}
-	return n
-}
-
 func (f *fakeFD) Adopt(fd int) (Device, error) {
 	if fd != fakeCloneFD {
 		return nil, fmt.Errorf("fake: adopt unknown fd %d", fd)
