@@ -24,12 +24,6 @@ const (
 	ArchARMv5TE = "armv5te" // XScale IXP4xx
 )
 
-// header is what every profile file starts with.
-type header struct {
-	Kind string `yaml:"kind"`
-	Name string `yaml:"name"`
-}
-
 // Board is a board profile as written in YAML.
 type Board struct {
 	Kind        string       `yaml:"kind" json:"-"`

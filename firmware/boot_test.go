@@ -20,8 +20,8 @@ func TestBIOSCFImageBoots(t *testing.T) {
 		t.Skip("boots QEMU; -short")
 	}
 	cfg := qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Timeout: 3 * time.Minute}
-	if _, err := cfg.BinaryPath(); err != nil {
-		require(t, err)
+	if err := qemu.Installed(cfg.Arch); err != nil {
+		qemu.SkipOrFail(t, "%v", err)
 	}
 	_, img := buildALIX(t, t.TempDir(), ImageOptions{})
 	cfg.Disk = img

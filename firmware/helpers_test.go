@@ -10,6 +10,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -31,19 +32,6 @@ func main() {
 	select {}
 }
 `
-
-// require skips a test that needs a missing host piece, or fails it when
-// OCFW_REQUIRE_KERNEL=1 (CI).
-func require(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if os.Getenv(kerneltest.EnvRequire) == "1" {
-		t.Fatalf("%v (%s=1: required)", err, kerneltest.EnvRequire)
-	}
-	t.Skip(err)
-}
 
 func testPlan(t testing.TB, board string, cards ...string) *plan.Plan {
 	t.Helper()
@@ -113,7 +101,7 @@ func x86Payload(t *testing.T) Input {
 		if _, ok := x86Err.(*buildErr); ok {
 			t.Fatal(x86Err)
 		}
-		require(t, x86Err)
+		qemu.SkipOrFail(t, "%v", x86Err)
 	}
 	return Input{Kernel: x86Kernel.Vmlinuz, KernelVersion: x86Kernel.Version, Initramfs: x86Initrd,
 		Inputs: map[string]string{"test-init": "built from testInitSrc"}}

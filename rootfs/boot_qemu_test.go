@@ -14,22 +14,10 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
 )
-
-// missing skips a test for a missing prerequisite, or fails it when
-// OCFW_REQUIRE_KERNEL=1 (CI).
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv(kerneltest.EnvRequire) == "1" {
-		t.Fatalf("%s (%s=1: required)", msg, kerneltest.EnvRequire)
-	}
-	t.Skip(msg)
-}
 
 // testPlan is the ALIX plan cut to two ciphers, so a boot under QEMU's
 // emulated Pentium II stays short.
@@ -51,7 +39,7 @@ func debianKernel(t *testing.T, p *plan.Plan) *Kernel {
 	t.Helper()
 	deb, err := debian.CachedKernel(p.Kernel.Package, p.Kernel.Arch, "")
 	if err != nil {
-		missing(t, "kernel package %s (%s) not cached: run `ocfw kernel fetch --board %s`: %v", p.Kernel.Package, p.Kernel.Arch, p.Board, err)
+		qemu.SkipOrFail(t, "kernel package %s (%s) not cached: run `ocfw kernel fetch --board %s`: %v", p.Kernel.Package, p.Kernel.Arch, p.Board, err)
 	}
 	k, err := LoadKernel(context.Background(), p, deb, "")
 	if err != nil {
@@ -64,7 +52,7 @@ func needGo(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		if _, err := os.Stat(filepath.Join(os.Getenv("GOROOT"), "bin", "go")); err != nil {
-			missing(t, "no go command: the initramfs build compiles the userland")
+			qemu.SkipOrFail(t, "no go command: the initramfs build compiles the userland")
 		}
 	}
 }
@@ -79,6 +67,9 @@ var shared struct {
 // boot it.
 func sharedBuild(t *testing.T) *Result {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the userland initramfs and boots it in QEMU; skipped with -short")
+	}
 	needGo(t)
 	p := testPlan(t)
 	k := debianKernel(t, p)
@@ -111,8 +102,8 @@ func bootVM(t *testing.T, res *Result, disk string) *qemu.VM {
 	p := testPlan(t)
 	cfg := qemu.Config{Arch: "i386", Kernel: res.Kernel.Image, Initrd: res.Initramfs, Disk: disk,
 		Append: p.Console.KernelArg + " panic=10 quiet", Timeout: 4 * time.Minute}
-	if _, err := cfg.BinaryPath(); err != nil {
-		missing(t, "%v", err)
+	if err := qemu.Installed(cfg.Arch); err != nil {
+		qemu.SkipOrFail(t, "%v", err)
 	}
 	if name := os.Getenv("OCFW_CONSOLE_LOG"); name != "" { // a live copy while debugging
 		f, err := os.Create(name)
@@ -205,7 +196,7 @@ func TestBootDataPartition(t *testing.T) {
 	res := sharedBuild(t)
 	for _, tool := range []string{"mkfs.fat", "mcopy"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			missing(t, "%s not installed (apt-get install dosfstools mtools)", tool)
+			qemu.SkipOrFail(t, "%s not installed (apt-get install dosfstools mtools)", tool)
 		}
 	}
 	img := filepath.Join(t.TempDir(), "data.img")

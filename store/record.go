@@ -48,7 +48,6 @@ func encode(r record) []byte {
 }
 
 var (
-	errNoRecord   = errors.New("no record")
 	errBadRecord  = errors.New("damaged or torn record")
 	errWrongKind  = errors.New("record of another kind")
 	errOversize   = errors.New("record larger than its room")

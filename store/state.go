@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sort"
 )
 
 // State is what the state copies hold.
@@ -121,14 +120,4 @@ func (s *State) Value(name string, v any) (bool, error) {
 		return false, nil
 	}
 	return true, json.Unmarshal(raw, v)
-}
-
-// names lists the value names, sorted.
-func (s *State) names() []string {
-	var out []string
-	for k := range s.Values {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -100,11 +100,12 @@ func showProfile(w io.Writer, cat *boards.Catalog, name string, f *boardShowFlag
 			slots = []string{"none"}
 		}
 		p("slots", strings.Join(slots, ", "))
-		kernel := b.Kernel.Source
+		// The profile's kernel.source ("debian" or "user"), then what it means.
+		kernel := b.Kernel.Source + ": "
 		if b.Kernel.Package != "" {
-			kernel = fmt.Sprintf("Debian package %s (%s), %s", b.Kernel.Package, b.Kernel.Arch, b.Kernel.Image)
+			kernel += fmt.Sprintf("Debian package %s (%s), %s", b.Kernel.Package, b.Kernel.Arch, b.Kernel.Image)
 		} else {
-			kernel = fmt.Sprintf("user-supplied %s", b.Kernel.Image)
+			kernel += fmt.Sprintf("%s supplied with --kernel", b.Kernel.Image)
 		}
 		p("kernel", kernel)
 		if b.Kernel.Note != "" {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,19 +13,24 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
 	"github.com/ocfw/ocfw/plan"
 )
 
-// needEndToEnd skips (or, under OCFW_REQUIRE_KERNEL=1 as in CI, fails)
-// when what the whole chain needs is missing, naming all of it.
+// needEndToEnd skips with -short, and skips (or, under
+// OCFW_REQUIRE_KERNEL=1 as in CI, fails) when what the whole chain needs
+// is missing, naming all of it.
 func needEndToEnd(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the firmware with its userland and boots it in QEMU; skipped with -short")
+	}
 	var missing []string
-	if _, err := exec.LookPath("qemu-system-i386"); err != nil {
-		missing = append(missing, "qemu-system-i386 (apt-get install qemu-system-x86)")
+	if err := qemu.Installed("i386"); err != nil {
+		missing = append(missing, err.Error())
 	}
 	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
 		missing = append(missing, err.Error())
@@ -37,11 +41,7 @@ func needEndToEnd(t *testing.T) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := "end-to-end test needs: " + strings.Join(missing, "; ")
-	if os.Getenv("OCFW_REQUIRE_KERNEL") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	qemu.SkipOrFail(t, "end-to-end test needs: %s", strings.Join(missing, "; "))
 }
 
 // dataFile reads a file from the image's data partition (partition 2)

@@ -132,6 +132,13 @@ func TestBoardShow(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "board:         alix2d13") || !strings.Contains(out, "GO386=softfloat") || !strings.Contains(out, "cbc-aes-geode") {
 		t.Errorf("board show alix2d3 (alias):\n%s", out)
 	}
+	if !strings.Contains(out, "kernel:        debian: Debian package linux-image-686 (i386), bzImage\n") {
+		t.Errorf("board show alix2d3 lacks the kernel source and package:\n%s", out)
+	}
+	out, _, code = ocfw(t, "board", "show", "nslu2")
+	if code != 0 || !strings.Contains(out, "kernel:        user: zImage supplied with --kernel\n") {
+		t.Errorf("board show nslu2 lacks the kernel source:\n%s", out)
+	}
 	out, _, code = ocfw(t, "board", "show", "vpn1411", "--json")
 	var v struct {
 		Kind string

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -182,6 +183,38 @@ func TestExtract(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "dev/null")); !os.IsNotExist(err) {
 		t.Errorf("device node was extracted: %v", err)
+	}
+}
+
+// A regular file with the pre-POSIX type flag '\x00' (deprecated
+// tar.TypeRegA) is extracted like one flagged '0': archive/tar reports it
+// as TypeReg.
+func TestExtractOldRegularFile(t *testing.T) {
+	raw := tarOf(t, []entry{{name: "./old", body: "x"}})
+	raw[156] = 0 // typeflag
+	for i := 148; i < 156; i++ {
+		raw[i] = ' ' // the checksum counts its own field as spaces
+	}
+	sum := 0
+	for _, b := range raw[:512] {
+		sum += int(b)
+	}
+	copy(raw[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	control := compress(t, ".xz", tarOf(t, []entry{{name: "./control", body: "Package: test\n"}}))
+	deb := filepath.Join(t.TempDir(), "old.deb")
+	if err := os.WriteFile(deb, arOf(
+		[2]string{"debian-binary", "2.0\n"},
+		[2]string{"control.tar.xz", string(control)},
+		[2]string{"data.tar", string(raw)},
+	), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := Extract(deb, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "old")); err != nil || string(b) != "x" {
+		t.Errorf("old-style regular file: %q, %v", b, err)
 	}
 }
 

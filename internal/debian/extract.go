@@ -65,7 +65,7 @@ func (x *extractor) entry(name string, h *tar.Header, r io.Reader) error {
 		if err := os.MkdirAll(target, 0o755); err != nil {
 			return err
 		}
-	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives use TypeRegA
+	case tar.TypeReg: // archive/tar reports old archives' '\x00' entries as TypeReg too
 		if err := x.mkParent(name); err != nil {
 			return err
 		}

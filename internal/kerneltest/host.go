@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,9 +46,9 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// EnvRequire, set to "1", turns a missing kernel package or QEMU into a
-// test failure instead of a skip (CI sets it).
-const EnvRequire = "OCFW_REQUIRE_KERNEL"
+// EnvRequire is qemu.EnvRequire: set to "1", it turns a missing kernel
+// package or QEMU into a test failure instead of a skip (CI sets it).
+const EnvRequire = qemu.EnvRequire
 
 // Result is what a guest run produced.
 type Result struct {
@@ -73,11 +72,15 @@ var qemuArch = map[string]string{"i386": "i386", "armel": "arm"}
 // Run boots the package's tests in QEMU and fails t when they fail, the
 // guest hangs or the marker is missing. It skips (or fails, with
 // OCFW_REQUIRE_KERNEL=1) when QEMU or the cached kernel package is
-// missing, and skips inside the guest itself.
+// missing, skips with -short (a boot takes 20 s to 2 minutes), and skips
+// inside the guest itself.
 func Run(t testing.TB, opts Options) *Result {
 	t.Helper()
 	if InGuest() {
 		t.Skip("inside the kerneltest guest already")
+	}
+	if testing.Short() {
+		t.Skip("boots the kernel in QEMU to run the tests inside; skipped with -short")
 	}
 	res, err := Boot(t, opts)
 	if res != nil {
@@ -90,10 +93,7 @@ func Run(t testing.TB, opts Options) *Result {
 	var missing *missingError
 	switch {
 	case errors.As(err, &missing):
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("%v (%s=1: required)", err, EnvRequire)
-		}
-		t.Skip(err)
+		qemu.SkipOrFail(t, "kernel-in-the-loop tests not booted: %v", err)
 	case err != nil:
 		t.Fatal(err)
 	case res.ExitCode != 0:
@@ -353,11 +353,11 @@ func quoteWord(w string) (string, error) {
 
 // buildTest cross-compiles pkg's test binary to out.
 func buildTest(pkg, out string, targetEnv []string) error {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			return fmt.Errorf("kerneltest: no go command to build the guest tests: %w", err)
-		}
+	// go test puts its own GOROOT/bin first on the tests' PATH, so this
+	// is the go command running the host tests.
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("kerneltest: no go command to build the guest tests: %w", err)
 	}
 	if pkg == "" {
 		pkg = "."

@@ -17,20 +17,21 @@ import (
 
 // iocb is struct iocb from linux/aio_abi.h, 64 bytes on every arch. The
 // kernel swaps aio_key and aio_rw_flags on big-endian machines; both stay
-// zero here, so one layout serves.
+// zero here, so one layout serves. Fields this package never sets are
+// blank; they keep the kernel's layout (TestIocbLayout checks it).
 type iocb struct {
-	data      uint64
-	key       uint32
-	rwFlags   int32
-	opcode    uint16
-	reqprio   int16
-	fildes    uint32
-	buf       uint64
-	nbytes    uint64
-	offset    int64
-	reserved2 uint64
-	flags     uint32
-	resfd     uint32
+	data   uint64
+	_      uint32 // aio_key
+	_      int32  // aio_rw_flags
+	opcode uint16
+	_      int16 // aio_reqprio
+	fildes uint32
+	buf    uint64
+	nbytes uint64
+	offset int64
+	_      uint64 // aio_reserved2
+	flags  uint32
+	_      uint32 // aio_resfd
 }
 
 // ioEvent is struct io_event.

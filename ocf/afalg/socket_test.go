@@ -16,7 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/ocftest"
 )
 
 // kernelRequired: inside the QEMU guest a missing AF_ALG fails instead of
@@ -37,8 +39,8 @@ func needKernel(tb testing.TB) {
 		tb.Fatalf("AF_ALG required in the guest (OCFW_IN_GUEST=1) but unavailable: %v", err)
 	}
 	msg := "TestKernelInTheLoop runs these tests inside QEMU"
-	if os.Getenv("OCFW_REQUIRE_KERNEL") == "1" {
-		msg += ", and fails under OCFW_REQUIRE_KERNEL=1 if it cannot"
+	if qemu.Required() {
+		msg += ", and fails under " + qemu.EnvRequire + "=1 if it cannot"
 	}
 	tb.Skipf("no AF_ALG in this kernel (%v); %s", err, msg)
 }
@@ -93,7 +95,7 @@ func randomRequests(tb testing.TB, c *ocf.Cipher, key []byte) (reqs []ocf.Reques
 			case (i+int(op))%2 == 0:
 				r.Dst = make([]byte, n) // out of place; otherwise in place
 			}
-			w, err := reference(c, key, &r)
+			w, err := ocftest.Reference(c, key, r)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -270,7 +272,7 @@ func TestKernelErrors(t *testing.T) {
 	}
 	defer s.Close()
 	good := ocf.Request{Op: ocf.Encrypt, IV: random(t, 16), Src: random(t, 64)}
-	want, _ := reference(aes, key, &good)
+	want, _ := ocftest.Reference(aes, key, good)
 	reqs := []ocf.Request{
 		{Op: ocf.Encrypt, IV: make([]byte, 15), Src: make([]byte, 16)},
 		{Op: ocf.Decrypt, IV: make([]byte, 16), Src: make([]byte, 20)},

@@ -4,20 +4,12 @@ package cryptodev
 
 import (
 	"bytes"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/des"
-	"crypto/hmac"
-	"crypto/md5"
-	"crypto/sha1"
-	"crypto/sha256"
-	"fmt"
-	"hash"
 	"os"
 	"testing"
 
 	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/ocftest"
 )
 
 // realDevice opens the machine's /dev/crypto (or $OCFW_CRYPTODEV). Neither
@@ -43,49 +35,6 @@ func realDevice(tb testing.TB) *Driver {
 	}
 	tb.Cleanup(func() { d.Close() })
 	return d
-}
-
-// reference computes what a request must produce, with Go's crypto.
-func reference(c *ocf.Cipher, key, iv, in []byte, op ocf.Op) ([]byte, error) {
-	switch c.Kind {
-	case drivers.KindNull:
-		return bytes.Clone(in), nil
-	case drivers.KindMAC:
-		var h func() hash.Hash
-		switch c.Name {
-		case "hmac-md5":
-			h = md5.New
-		case "hmac-sha1":
-			h = sha1.New
-		case "hmac-sha256":
-			h = sha256.New
-		default:
-			return nil, fmt.Errorf("no reference for %s", c.Name)
-		}
-		m := hmac.New(h, key)
-		m.Write(in)
-		return m.Sum(nil), nil
-	}
-	var b cipher.Block
-	var err error
-	switch c.Name {
-	case "des-cbc":
-		b, err = des.NewCipher(key)
-	case "des-ede3-cbc":
-		b, err = des.NewTripleDESCipher(key)
-	default:
-		b, err = aes.NewCipher(key)
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, len(in))
-	if op == ocf.Encrypt {
-		cipher.NewCBCEncrypter(b, iv).CryptBlocks(out, in)
-	} else {
-		cipher.NewCBCDecrypter(b, iv).CryptBlocks(out, in)
-	}
-	return out, nil
 }
 
 // TestRealDevice cross-checks every cipher the device offers against Go's
@@ -119,7 +68,7 @@ func TestRealDevice(t *testing.T) {
 					ops = []ocf.Op{ocf.MAC}
 				}
 				for _, op := range ops {
-					want, err := reference(c, key, iv, in, op)
+					want, err := ocftest.Reference(c, key, ocf.Request{Op: op, IV: iv, Src: in})
 					if err != nil {
 						t.Fatal(err)
 					}

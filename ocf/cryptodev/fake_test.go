@@ -2,19 +2,15 @@ package cryptodev
 
 import (
 	"bytes"
-	"crypto/aes"
 	"crypto/cipher"
-	"crypto/des"
-	"crypto/hmac"
-	"crypto/md5"
-	"crypto/sha1"
-	"crypto/sha256"
 	"fmt"
 	"hash"
 	"slices"
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/ocfw/ocfw/ocf/ocftest"
 )
 
 // fakeState is a /dev/crypto in one dialect that checks every struct it
@@ -69,16 +65,6 @@ func newFake(t *testing.T, d Dialect) *fakeState {
 }
 
 func (st *fakeState) device() Device { return &fakeFD{st: st, fd: 3} }
-
-func (st *fakeState) count(req uint32) int {
-	n := 0
-	for _, c := range st.calls {
-		if c == req {
-			n++
-		}
-	}
-	return n
-}
 
 func (f *fakeFD) Adopt(fd int) (Device, error) {
 	if fd != fakeCloneFD {
@@ -277,27 +263,22 @@ func (st *fakeState) newSession(alg, mac uint32, key *byte, keylen uint32, macke
 	return st.nextSes, nil
 }
 
+// fakeAlgs names the fake's cipher and MAC numbers (the same in both
+// dialects) by catalog cipher, for ocftest's standard-library reference;
+// 11 is AES-CBC of any key size.
+var fakeAlgs = map[uint32]string{1: "des-cbc", 2: "des-ede3-cbc", 11: "aes-128-cbc", 6: "hmac-md5", 7: "hmac-sha1", 18: "hmac-sha256"}
+
 func blockFor(alg uint32, key []byte) (cipher.Block, error) {
-	switch alg {
-	case 1:
-		return des.NewCipher(key)
-	case 2:
-		return des.NewTripleDESCipher(key)
-	case 11:
-		return aes.NewCipher(key)
-	}
-	return nil, fmt.Errorf("no block cipher %d", alg)
+	return ocftest.Block(fakeAlgs[alg], key)
 }
 
+// macFor is the HMAC for mac, one of the numbers newSession accepts.
 func macFor(mac uint32, key []byte) hash.Hash {
-	switch mac {
-	case 6:
-		return hmac.New(md5.New, key)
-	case 7:
-		return hmac.New(sha1.New, key)
-	default:
-		return hmac.New(sha256.New, key)
+	h, err := ocftest.MAC(fakeAlgs[mac], key)
+	if err != nil {
+		panic(err)
 	}
+	return h
 }
 
 func (st *fakeState) crypt(op *hostCryptOp) error {

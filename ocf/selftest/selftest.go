@@ -110,12 +110,18 @@ func Check(d ocf.Driver, cipher string, opt Options) Result {
 		return r
 	}
 	t := &tester{d: d, c: c, opt: opt, res: &r, rng: rand.New(rand.NewPCG(opt.Seed, 0x6f6366))}
-	if err := t.kats(); err == nil {
+	// The cross-check runs only when every known answer passed; either
+	// stage's error fails the result, with the Failure it recorded.
+	err = t.kats()
+	if err == nil {
 		err = t.crossCheck()
 	}
-	if r.Failure != nil {
+	switch {
+	case r.Failure != nil:
 		r.Status = Fail
-	} else {
+	case err != nil: // an error that recorded no Failure still fails
+		r.Status, r.Failure = Fail, &Failure{Case: "self-test", Err: err.Error()}
+	default:
 		r.Status = Pass
 	}
 	r.Millis = time.Since(start).Milliseconds()

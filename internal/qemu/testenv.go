@@ -1,0 +1,39 @@
+package qemu
+
+// This file is for tests only: the rule every test that needs QEMU, the
+// cached kernel package or another host tool follows when the piece is
+// missing. It is not a _test.go file so that other packages' tests can
+// use it; nothing else should.
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// EnvRequire, set to "1", turns a missing QEMU, kernel package or other
+// host prerequisite of a test into a failure instead of a skip. CI sets
+// it, so that CI never passes by skipping.
+const EnvRequire = "OCFW_REQUIRE_KERNEL"
+
+// Required reports whether EnvRequire is set to "1".
+func Required() bool { return os.Getenv(EnvRequire) == "1" }
+
+// SkipOrFail skips t with the message, which says what is skipped and
+// what is missing, or fails t with it when EnvRequire is set.
+func SkipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Required() {
+		t.Fatalf("%s (%s=1: required)", msg, EnvRequire)
+	}
+	t.Skip(msg)
+}
+
+// Installed returns nil when the emulator for the guest architecture
+// arch ("" means i386) is installed, else an error wrapping
+// ErrNotInstalled that names the Debian package to install.
+func Installed(arch string) error {
+	_, err := Config{Arch: arch}.BinaryPath()
+	return err
+}
