@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
 )
 
 func TestBIOSCFReproducible(t *testing.T) {
@@ -71,21 +71,32 @@ func TestBIOSCFSizeErrors(t *testing.T) {
 func TestInspectBIOSCF(t *testing.T) {
 	dir := t.TempDir()
 	m, img := buildALIX(t, dir, ImageOptions{})
-	// Two reports on the data partition, as the firmware writes them.
+	// Two boots' reports on the data partition, as the firmware writes
+	// them (package store, through the "block device").
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := &partDev{f: f, off: m.Layout[2].Offset}
 	for _, n := range []int{1, 2} {
+		st, err := store.Open(dev, m.Layout[2].Size, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := st.BeginBoot(); err != nil || b != n {
+			t.Fatalf("boot %d: %v", b, err)
+		}
 		r := &report.Report{Version: report.Version, Boot: n}
 		r.Env.Board = "alix2d13"
 		js, err := r.JSON()
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := filepath.Join(dir, "r.json")
-		os.WriteFile(src, js, 0o644)
-		name := "::/ocfw/report-000" + string(rune('0'+n)) + ".json"
-		if out, err := exec.Command("mcopy", "-i", img+"@@"+itoa(m.Layout[2].Offset), src, name).CombinedOutput(); err != nil {
-			t.Fatalf("mcopy: %v\n%s", err, out)
+		if _, err := st.PutReport(n, js); err != nil {
+			t.Fatal(err)
 		}
 	}
+	f.Close()
 	info, err := Inspect(img)
 	if err != nil {
 		t.Fatal(err)
@@ -187,3 +198,13 @@ func TestInspectTruncated(t *testing.T) {
 		}
 	}
 }
+
+// partDev is a partition of an image file, as the board's block device.
+type partDev struct {
+	f   *os.File
+	off int64
+}
+
+func (d *partDev) ReadAt(p []byte, off int64) (int, error)  { return d.f.ReadAt(p, d.off+off) }
+func (d *partDev) WriteAt(p []byte, off int64) (int, error) { return d.f.WriteAt(p, d.off+off) }
+func (d *partDev) Sync() error                              { return d.f.Sync() }

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
 )
 
 // testPlan is the ALIX plan cut to two ciphers, so a boot under QEMU's
@@ -191,7 +193,7 @@ func TestBootNoDataPartition(t *testing.T) {
 }
 
 // With a FAT disk labelled OCFWDATA the report lands on it: the first
-// boot writes report-0001, and the files are readable from the host.
+// boot writes the first report into the store, readable from the host.
 func TestBootDataPartition(t *testing.T) {
 	res := sharedBuild(t)
 	for _, tool := range []string{"mkfs.fat", "mcopy"} {
@@ -200,12 +202,12 @@ func TestBootDataPartition(t *testing.T) {
 		}
 	}
 	img := filepath.Join(t.TempDir(), "data.img")
-	if out, err := exec.Command("mkfs.fat", "-C", "-n", "OCFWDATA", img, "16384").CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.fat: %v\n%s", err, out)
+	if err := firmware.DataPartition(context.Background(), img, 16<<20, plan.DataLabel, 1700000000); err != nil {
+		t.Fatal(err)
 	}
 	vm := bootVM(t, res, img)
 	waitFor(t, vm, plan.MarkDone)
-	if !strings.Contains(vm.Console(), plan.MarkReportWritten+"/ocfw/report-0001.json") {
+	if !strings.Contains(vm.Console(), plan.MarkReportWritten+"/ocfw/report-01.json (boot 1)") {
 		t.Fatalf("no report on the data partition:\n%s", vm.Tail(40))
 	}
 	shellWorks(t, vm)
@@ -218,18 +220,16 @@ func TestBootDataPartition(t *testing.T) {
 		}
 		return out
 	}
-	r, err := report.Read(bytes.NewReader(get("/ocfw/report-0001.json")))
+	c, err := store.Load(func(name string) ([]byte, error) { return get(store.Dir + "/" + name), nil })
+	if err != nil || len(c.Reports) != 1 || c.State.Boot != 1 {
+		t.Fatalf("store on the card: %v, %+v", err, c)
+	}
+	r, err := report.Read(bytes.NewReader(c.Reports[0].JSON))
 	if err != nil {
 		t.Fatalf("report on the card: %v", err)
 	}
 	if r.Boot != 1 || len(r.SelfTest) == 0 {
 		t.Errorf("report: boot %d, %d self-test results; want boot 1 and results", r.Boot, len(r.SelfTest))
-	}
-	if got := strings.TrimSpace(string(get("/ocfw/bootcount"))); got != "1" {
-		t.Errorf("bootcount %q, want 1", got)
-	}
-	if txt := string(get("/ocfw/report-0001.txt")); !strings.Contains(txt, "self-test:") {
-		t.Errorf("text report lacks the self-test section:\n%s", txt)
 	}
 	if out, err := exec.Command("fsck.fat", "-n", img).CombinedOutput(); err != nil {
 		t.Errorf("fsck.fat -n after the boot: %v\n%s", err, out)

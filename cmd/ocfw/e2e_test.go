@@ -18,6 +18,7 @@ import (
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
 )
 
 // needEndToEnd skips with -short, and skips (or, under
@@ -66,6 +67,20 @@ func dataFile(t *testing.T, image, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// dataStore reads the firmware's store (package store) on the image's
+// data partition through go-diskfs, a FAT reader independent of ocfw's.
+func dataStore(t *testing.T, image string) *store.Contents {
+	t.Helper()
+	c, err := store.Load(func(name string) ([]byte, error) { return dataFile(t, image, store.Dir+"/"+name), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Problems) > 0 {
+		t.Errorf("store on %s: %v", image, c.Problems)
+	}
+	return c
 }
 
 func build(t *testing.T, image string, args ...string) {
@@ -143,29 +158,31 @@ func TestEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("first boot: exit %d\n%s\n%s", code, summary, lastLines(console, 40))
 	}
-	for _, w := range []string{"ocfw: self-test: ", speed.Header, "ocfw: report written: /ocfw/report-0001.json"} {
+	for _, w := range []string{"ocfw: self-test: ", speed.Header, "ocfw: report written: /ocfw/report-01.json (boot 1)"} {
 		if !strings.Contains(console, w) {
 			t.Errorf("console lacks %q", w)
 		}
 	}
-	first := dataFile(t, alix, "/ocfw/report-0001.json")
-	checkReport(t, "boot 1", first, 1)
-	if got := strings.TrimSpace(string(dataFile(t, alix, "/ocfw/bootcount"))); got != "1" {
-		t.Errorf("bootcount after one boot: %q", got)
+	c1 := dataStore(t, alix)
+	if c1.State.Boot != 1 || len(c1.Reports) != 1 {
+		t.Fatalf("store after one boot: boot %d, %d reports", c1.State.Boot, len(c1.Reports))
 	}
+	first := c1.Reports[0].JSON
+	checkReport(t, "boot 1", first, 1)
 
 	// A second boot keeps both reports and leaves the first alone.
 	if _, summary, code := boot(t, alix); code != 0 {
 		t.Fatalf("second boot: exit %d: %s", code, summary)
 	}
-	checkReport(t, "boot 2", dataFile(t, alix, "/ocfw/report-0002.json"), 2)
-	if !bytes.Equal(first, dataFile(t, alix, "/ocfw/report-0001.json")) {
+	c2 := dataStore(t, alix)
+	if c2.State.Boot != 2 || len(c2.Reports) != 2 {
+		t.Fatalf("store after two boots: boot %d, %d reports", c2.State.Boot, len(c2.Reports))
+	}
+	checkReport(t, "boot 2", c2.Reports[0].JSON, 2)
+	if !bytes.Equal(first, c2.Reports[1].JSON) {
 		t.Error("the second boot changed the first report")
 	}
-	if got := strings.TrimSpace(string(dataFile(t, alix, "/ocfw/bootcount"))); got != "2" {
-		t.Errorf("bootcount after two boots: %q", got)
-	}
-	if p := dataFile(t, alix, "/ocfw/policy.json"); len(p) == 0 {
+	if _, ok := c2.State.Values["policy"]; !ok {
 		t.Error("no policy on the card")
 	}
 
@@ -186,7 +203,11 @@ func TestEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("net5501: exit %d\n%s\n%s", code, summary, lastLines(console, 40))
 	}
-	checkReport(t, "net5501", dataFile(t, net, "/ocfw/report-0001.json"), 1)
+	if c := dataStore(t, net); len(c.Reports) != 1 {
+		t.Errorf("net5501: %d reports on the card", len(c.Reports))
+	} else {
+		checkReport(t, "net5501", c.Reports[0].JSON, 1)
+	}
 	info, err := firmware.Inspect(net)
 	if err != nil || !strings.Contains(info.BootConfig, "19200") {
 		t.Errorf("net5501 boot config does not use 19200 baud: %v\n%s", err, info.BootConfig)
