@@ -38,9 +38,10 @@ const (
 	afalgBoots     = 2
 )
 
-// runAFALG is item 3: one boot of Debian's 686 kernel under QEMU
-// (ocf/afalg's TestKernelInTheLoop) runs BenchmarkAFALG,
-// BenchmarkAFALGAsync and BenchmarkGoSoft one after the other.
+// runAFALG is benchmark item 3, AF_ALG against Go: one boot of Debian's
+// 686 kernel under QEMU (ocf/afalg's TestKernelInTheLoop) runs
+// BenchmarkAFALG, BenchmarkAFALGAsync and BenchmarkGoSoft one after the
+// other.
 func runAFALG(ctx context.Context, r *runner) error {
 	re := "^Benchmark(AFALG|AFALGAsync|GoSoft)$/^(" + strings.Join(quoteAll(afalgCiphers), "|") + "|one|batch)$"
 	// Each boot runs every benchmark once; with more than one boot the

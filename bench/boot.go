@@ -18,8 +18,9 @@ import (
 // trivialMarker is bench/trivialinit's console line.
 const trivialMarker = "ocfw-bench: trivial init reached"
 
-// bootResult is item 6: QEMU power-on to the firmware's report against
-// power-on to a trivial /init of the same kernel started with -kernel.
+// bootResult is benchmark item 6: QEMU power-on to the firmware's report
+// against power-on to a trivial /init of the same kernel started with
+// -kernel.
 type bootResult struct {
 	Board       string    `json:"board"`
 	Report      string    `json:"report"` // where the report went

@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// cryptoCiphers are the ciphers of issue 8, item 1, and benchSizes the
-// openssl speed sizes (also ocf/soft's BenchmarkSoft sizes).
+// cryptoCiphers are the ciphers compared with openssl speed in benchmark
+// items 1 and 1b, and benchSizes the openssl speed sizes (also ocf/soft's
+// BenchmarkSoft sizes).
 var (
 	cryptoCiphers = []string{"aes-128-cbc", "aes-256-cbc", "des-ede3-cbc", "des-cbc", "hmac-sha1"}
 	benchSizes    = []int{16, 64, 256, 1024, 8192, 16384}
@@ -134,7 +135,9 @@ func (r *runner) opensslSide(openssl []string, env []string) side {
 	}
 }
 
-// runCrypto is item 1: the host's Go build against the host's openssl.
+// runCrypto is benchmark item 1 (the item column of the README's
+// benchmark tables and bench.md): the host's Go build against the host's
+// openssl.
 func runCrypto(ctx context.Context, r *runner) error {
 	bin, err := r.goTestBinary(ctx, "./ocf/soft", "soft.test")
 	if err != nil {
@@ -161,8 +164,8 @@ var qemuUser = []string{"qemu-i386", "-cpu", "pentium2"}
 // SSSE3, AES-NI, PCLMULQDQ, AVX ...) and the CPUID.7 word (":0").
 const geodeMask = "~0xffffffff07000000:0"
 
-// runCrypto386 is item 1b: GOARCH=386 GO386=softfloat against Debian's
-// i386 openssl with AES-NI and SSE masked.
+// runCrypto386 is benchmark item 1b: GOARCH=386 GO386=softfloat against
+// Debian's i386 openssl with AES-NI and SSE masked.
 func runCrypto386(ctx context.Context, r *runner) error {
 	root, err := r.i386OpenSSL(ctx)
 	if err != nil {

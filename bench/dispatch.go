@@ -24,7 +24,8 @@ type dispatchCell struct {
 // rounds (direct and dispatcher) of 256.
 const overheadReqsPerOp = 512
 
-// runDispatch is item 2.
+// runDispatch is benchmark item 2: the dispatcher's overhead over a
+// direct soft session (BenchmarkDispatchOverhead in ocf).
 func runDispatch(ctx context.Context, r *runner) error {
 	bin, err := r.goTestBinary(ctx, "./ocf", "ocf.test")
 	if err != nil {

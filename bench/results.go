@@ -39,7 +39,9 @@ type cryptoResult struct {
 	Cells     []cell `json:"cells"`
 }
 
-// goal is one of the issue's targets and what was measured.
+// goal is one of the performance targets the benchmarks check (the
+// "goal" rows of bench.md and the README; Item is the benchmark item it
+// belongs to) and what was measured.
 type goal struct {
 	Item     string  `json:"item"`
 	What     string  `json:"what"`

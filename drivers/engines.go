@@ -2,7 +2,8 @@
 // module drives each, how the hardware is matched, which driver name it
 // registers per cipher, at what priority, with which key sizes done in
 // hardware, and through which API the firmware reaches it. It holds facts,
-// not crypto; detect.go finds the engines present on a running system.
+// not crypto; package ocf/probe finds the engines present on a running
+// system, and the boot sequence's DetectPCI lists the PCI ones.
 package drivers
 
 // API is how the firmware reaches an engine.

@@ -49,7 +49,10 @@ func TestBoardsJSON(t *testing.T) {
 	}
 }
 
-// The acceptance points, run as a user would.
+// What ocfw plan must get right, run as a user would: engine order per
+// cipher (Geode, then a Hifn card, then the kernel's generic code, then
+// Go), byte-identical output for the same inputs, a card refused for a
+// board without its slot, and the OCF /dev/crypto note for SafeNet.
 func TestPlanAcceptance(t *testing.T) {
 	out, errs, code := ocfw(t, "plan", "--board", "alix2d13", "--card", "vpn1411", "--json")
 	if code != 0 {

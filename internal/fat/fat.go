@@ -3,6 +3,12 @@
 // clusters in use. It is read-only and bounds every walk, so a damaged
 // or hostile image gives an error, never a panic or an endless loop.
 // Writing is left to Debian's mkfs.fat and mtools (see package firmware).
+//
+// Why not go-diskfs for reading: v1.9.4, the newest available, has FAT16
+// and FAT32 defects (package firmware's tools.go lists them), and this
+// reader must refuse a corrupted image with an error, never a panic
+// (FuzzInspect in package firmware fuzzes it), and read from any
+// io.ReaderAt at an offset, without a writable handle on the image or card.
 package fat
 
 import (

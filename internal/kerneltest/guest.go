@@ -4,6 +4,15 @@
 // it; the guest side (Main, called from TestMain) mounts the basics,
 // loads the modules, runs the tests and powers off with a marker that
 // carries the exit code.
+//
+// Why not u-root's github.com/hugelgupf/vmtest: its govmtest runs the
+// tests under u-root's init and collects the results over a 9P share,
+// which needs 9P and virtio in the kernel at boot, and Debian's
+// linux-image-686 has them only as modules. This harness boots that stock
+// kernel from the cached .deb with the modules the test needs, runs the
+// test binary itself as /init on QEMU's Pentium II without SSE2 (like the
+// Geode LX; GO386=softfloat), and takes the verdict from markers on the
+// serial console.
 package kerneltest
 
 import (

@@ -2,6 +2,11 @@
 // on a pipe: boot a kernel and initramfs or a disk image, wait for text,
 // type input, and stop on a wall-clock watchdog, because a guest that
 // hangs early prints nothing at all.
+//
+// It is not vmtest's qemu package for the reasons in package kerneltest's
+// doc; what it needs is small: a fixed machine and CPU per guest
+// architecture (a Pentium II without SSE2 for i386), the serial console
+// on a pipe, text and regexp expectations, and the watchdog.
 package qemu
 
 import (

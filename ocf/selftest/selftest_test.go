@@ -47,8 +47,9 @@ func TestVectorsAgreeWithStdlib(t *testing.T) {
 			t.Errorf("%s:%d %s: stdlib gives %x, file says %x", v.File, v.Line, v.ID, got, v.Ciphertext)
 		}
 	}
-	// The list: SP 800-38A F.2.1-F.2.6 (3 records, both ways) and
-	// RFC 3602 1-4; FIPS 81; TDEA; RFC 2202 1-7 twice; RFC 4231 1-7.
+	// The published vectors the files must hold, per cipher: SP 800-38A
+	// F.2.1-F.2.6 (3 records, both ways) and RFC 3602 1-4; FIPS 81; TDEA;
+	// RFC 2202 1-7 twice; RFC 4231 1-7.
 	want := map[string]int{"aes-128-cbc": 5, "aes-192-cbc": 1, "aes-256-cbc": 1, "des-cbc": 1, "des-ede3-cbc": 4, "hmac-md5": 7, "hmac-sha1": 7, "hmac-sha256": 7}
 	for c, n := range want {
 		if count[c] != n {
