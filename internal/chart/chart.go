@@ -13,24 +13,67 @@ import (
 
 // Series is one line on a chart: throughput against request size.
 type Series struct {
-	Label  string
-	Points [][2]float64 // (size bytes, kB/s)
-	Dashed bool         // published results are dashed
+	Label    string
+	Points   [][2]float64 // (size bytes, kB/s)
+	Dashed   bool         // published results are dashed
+	Hardware bool         // a hardware engine: drawn thicker, marked in the legend
 }
 
-// Data collects the series per cipher from reports (labelled by
-// names[i]) and, when withReference, the published results for the same
-// ciphers.
-func Data(reports []*report.Report, names []string, withReference bool) (map[string][]Series, error) {
+// Source is one report to draw.
+type Source struct {
+	Report *report.Report
+	// Label names it in the legend; "" means Label(Report, "").
+	Label string
+}
+
+// Label names a report for a legend: board (or "host"), boot number, and
+// whether it was measured under QEMU; fallback (e.g. a file name) when the
+// report says nothing about where it comes from.
+func Label(r *report.Report, fallback string) string {
+	name := r.Env.Board
+	if name == "" {
+		name = fallback
+	}
+	if name == "" {
+		name = "host"
+	}
+	if r.Boot > 0 {
+		name += fmt.Sprintf(" boot %d", r.Boot)
+	}
+	if r.Env.Emulated() {
+		name += " (QEMU)"
+	}
+	return name
+}
+
+// Reference choices for Data.
+const (
+	// RefAuto overlays the published results from the same class of
+	// board (Geode, IXP4xx) and for the engines the reports name.
+	RefAuto = "auto"
+	RefAll  = "all"
+	RefNone = "none"
+)
+
+// Data collects the series per cipher from the sources and the published
+// results ref selects: RefAuto, RefAll, RefNone, or comma-separated words
+// each matched, ignoring case, against a published result's platform and
+// engine module (e.g. "glxsb,IXP425").
+func Data(sources []Source, ref string) (map[string][]Series, error) {
 	out := map[string][]Series{}
-	for i, r := range reports {
+	for _, src := range sources {
+		r := src.Report
+		label := src.Label
+		if label == "" {
+			label = Label(r, "")
+		}
 		for _, row := range r.Speed {
 			if row.Err != "" && len(row.Cells) == 0 {
 				continue
 			}
-			s := Series{Label: row.Engine}
-			if len(reports) > 1 {
-				s.Label = names[i] + ": " + row.Engine
+			s := Series{Label: label + ": " + row.Engine, Hardware: row.Hardware}
+			if row.Hardware {
+				s.Label += " [hardware]"
 			}
 			if row.Multi > 1 {
 				s.Label += fmt.Sprintf(" x%d", row.Multi)
@@ -41,35 +84,115 @@ func Data(reports []*report.Report, names []string, withReference bool) (map[str
 			out[row.Cipher] = append(out[row.Cipher], s)
 		}
 	}
-	if withReference {
-		pub, err := ReferenceResults()
-		if err != nil {
-			return nil, err
+	keep, err := referenceFilter(sources, ref)
+	if err != nil || keep == nil {
+		return out, err
+	}
+	pub, err := ReferenceResults()
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ platform, module, cipher string }
+	series := map[key]*Series{}
+	var order []key
+	for _, p := range pub {
+		if _, ok := out[p.Cipher]; !ok || p.Threads != 1 || !keep(p) {
+			continue
 		}
-		type key struct{ platform, module, cipher string }
-		series := map[key]*Series{}
-		var order []key
-		for _, p := range pub {
-			if _, ok := out[p.Cipher]; !ok || p.Threads != 1 {
-				continue
-			}
-			k := key{p.Platform, p.Module, p.Cipher}
-			if series[k] == nil {
-				series[k] = &Series{Label: fmt.Sprintf("%s, %s (published)", p.Platform, p.Module), Dashed: true}
-				order = append(order, k)
-			}
-			series[k].Points = append(series[k].Points, [2]float64{float64(p.Size), p.KBps})
+		k := key{p.Platform, p.Module, p.Cipher}
+		if series[k] == nil {
+			series[k] = &Series{Label: fmt.Sprintf("published: %s, %s", p.Platform, moduleName(p.Module)), Dashed: true,
+				Hardware: p.Module != "none" && p.Module != "soft"}
+			order = append(order, k)
 		}
-		for _, k := range order {
-			s := series[k]
-			sort.Slice(s.Points, func(i, j int) bool { return s.Points[i][0] < s.Points[j][0] })
-			out[k.cipher] = append(out[k.cipher], *s)
-		}
+		series[k].Points = append(series[k].Points, [2]float64{float64(p.Size), p.KBps})
+	}
+	for _, k := range order {
+		s := series[k]
+		sort.Slice(s.Points, func(i, j int) bool { return s.Points[i][0] < s.Points[j][0] })
+		out[k.cipher] = append(out[k.cipher], *s)
 	}
 	return out, nil
 }
 
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
+func moduleName(m string) string {
+	switch m {
+	case "none":
+		return "user-space software"
+	case "soft":
+		return "kernel software"
+	}
+	return m + " engine"
+}
+
+// engineModules are the published results' module names for the catalog
+// engines.
+var engineModules = map[string]string{"geode-aes": "glxsb", "hifn-795x": "hifn", "ixp4xx": "ixp", "safenet": "safe"}
+
+// referenceFilter returns which published results to keep; nil keeps none.
+func referenceFilter(sources []Source, ref string) (func(Published) bool, error) {
+	switch strings.ToLower(strings.TrimSpace(ref)) {
+	case "", RefNone:
+		return nil, nil
+	case RefAll:
+		return func(Published) bool { return true }, nil
+	case RefAuto:
+		class := map[string]bool{}
+		modules := map[string]bool{}
+		for _, src := range sources {
+			env := src.Report.Env
+			b, cpu := strings.ToLower(env.Board), strings.ToLower(env.CPU)
+			switch {
+			case strings.HasPrefix(b, "alix") || strings.HasPrefix(b, "net5501") || strings.Contains(cpu, "geode"):
+				class["geode"] = true
+			case strings.HasPrefix(b, "nslu2") || strings.HasPrefix(b, "avila") || strings.Contains(cpu, "xscale"):
+				class["ixp425"] = true
+			}
+			for _, e := range env.Engines {
+				if m, ok := engineModules[e.ID]; ok {
+					modules[m] = true
+				}
+			}
+		}
+		if len(class) == 0 && len(modules) == 0 {
+			return nil, nil
+		}
+		return func(p Published) bool {
+			plat := strings.ToLower(p.Platform)
+			for c := range class {
+				if strings.Contains(plat, c) {
+					return true
+				}
+			}
+			return modules[p.Module]
+		}, nil
+	}
+	var words []string
+	for _, w := range strings.Split(ref, ",") {
+		if w = strings.ToLower(strings.TrimSpace(w)); w != "" {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("--reference %q: want auto, all, none, or words to match published platforms and engines", ref)
+	}
+	return func(p Published) bool {
+		for _, w := range words {
+			if strings.Contains(strings.ToLower(p.Platform), w) || strings.ToLower(p.Module) == w {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// Own measurements get strong colours; published results muted ones with
+// their own dash patterns, so a crowded panel stays readable.
+var (
+	palette      = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"}
+	mutedPalette = []string{"#6b6b6b", "#9c7a3c", "#4f7f7f", "#8a5a8a", "#7a8a3c", "#5a6f9c"}
+	dashes       = []string{"6 4", "2 3", "9 3 2 3", "12 4", "3 6"}
+)
 
 // WriteSVG draws one panel per cipher: kB/s (log scale) against request
 // size (log scale), with a legend under each panel. The same data gives
@@ -137,11 +260,18 @@ func WriteSVG(w io.Writer, data map[string][]Series) error {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(x), y0+top+plotH+16, sizeLabel(x))
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">request size (bytes)</text>`+"\n", left+plotW/2, y0+top+plotH+34)
+		own, pub := 0, 0
 		for j, s := range series {
-			color := palette[j%len(palette)]
-			dash := ""
+			color, dash, width := palette[own%len(palette)], "", 2
 			if s.Dashed {
-				dash = ` stroke-dasharray="6 4"`
+				color = mutedPalette[pub%len(mutedPalette)]
+				dash = fmt.Sprintf(` stroke-dasharray="%s"`, dashes[pub%len(dashes)])
+				pub++
+			} else {
+				own++
+			}
+			if s.Hardware {
+				width = 3
 			}
 			var pts []string
 			for _, p := range s.Points {
@@ -149,13 +279,13 @@ func WriteSVG(w io.Writer, data map[string][]Series) error {
 					pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p[0]), py(p[1])))
 				}
 			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", color, dash, strings.Join(pts, " "))
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%d"%s points="%s"/>`+"\n", color, width, dash, strings.Join(pts, " "))
 			for _, pt := range pts {
 				xy := strings.Split(pt, ",")
 				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="2.5" fill="%s"/>`+"\n", xy[0], xy[1], color)
 			}
 			ly := y0 + top + plotH + 50 + legend*j
-			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", left, left+24, ly-4, ly-4, color, dash)
+			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="%d"%s/>`+"\n", left, left+24, ly-4, ly-4, color, width, dash)
 			fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", left+30, ly, html.EscapeString(s.Label))
 		}
 		y0 += heights[i]

@@ -37,7 +37,7 @@ func TestReference(t *testing.T) {
 
 func TestChartSVG(t *testing.T) {
 	r := sampleReport(t)
-	data, err := Data([]*report.Report{r}, []string{"host"}, true)
+	data, err := Data([]Source{{Report: r}}, RefAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestChartSVG(t *testing.T) {
 	if want := len(data["aes-128-cbc"]); lines != want || want < 3 {
 		t.Errorf("%d polylines, %d series", lines, want)
 	}
-	if !strings.Contains(svg.String(), "(published)") || !strings.Contains(svg.String(), "aes-128-cbc: throughput") {
+	if !strings.Contains(svg.String(), "published: ") || !strings.Contains(svg.String(), "aes-128-cbc: throughput") {
 		t.Error("chart lacks the published overlay or its title")
 	}
 	var again bytes.Buffer
@@ -84,4 +84,63 @@ func sampleReport(t *testing.T) *report.Report {
 		r.Speed = append(r.Speed, speed.Measure(soft.New(), c, speed.Options{Duration: 5 * time.Millisecond}))
 	}
 	return r
+}
+
+func TestLabelsAndReferenceChoice(t *testing.T) {
+	alix := &report.Report{Version: report.Version, Boot: 3, Env: report.Environment{Board: "alix2d13", Machine: "QEMU Standard PC (i440FX + PIIX, 1996)",
+		Engines: []report.Engine{{ID: "geode-aes", Driver: "cbc-aes-geode"}, {ID: "hifn-795x", Driver: "cbc-aes-hifn0"}}}}
+	alix.Speed = []speed.Row{
+		{Engine: "go", Cipher: "aes-128-cbc", Cells: []speed.Cell{{Size: 16, KBps: 1000}, {Size: 8192, KBps: 2000}}},
+		{Engine: "cbc-aes-geode", Cipher: "aes-128-cbc", Hardware: true, Cells: []speed.Cell{{Size: 16, KBps: 500}, {Size: 8192, KBps: 9000}}},
+	}
+	host := &report.Report{Version: report.Version, Speed: alix.Speed[:1]}
+	for _, tc := range []struct {
+		name    string
+		sources []Source
+		ref     string
+		want    []string // labels that must appear
+		wantNot []string
+		pub     int // published series in the aes-128-cbc panel; -1: any > 0
+	}{
+		{"board, boot, QEMU and hardware named", []Source{{Report: alix}}, RefNone,
+			[]string{"alix2d13 boot 3 (QEMU): go", "alix2d13 boot 3 (QEMU): cbc-aes-geode [hardware]"}, nil, 0},
+		{"auto: Geode boards and the planned engines", []Source{{Report: alix}}, RefAuto,
+			[]string{"published: ALIX 2d13 AMD Geode LX800 500MHz (NetBSD glxsb), glxsb engine", "published: FreeBSD 4-stable, hifn vpn1401 (cryptodev), hifn engine"},
+			[]string{"IXP425 533MHz XScale (Linux 2.4 OCF, 2004), ixp engine"}, -1},
+		{"auto for a host report overlays nothing", []Source{{Report: host}}, RefAuto, []string{"host: go"}, nil, 0},
+		{"words pick platforms", []Source{{Report: host, Label: "my laptop"}}, "IXP425", []string{"my laptop: go", "published: IXP425 533MHz XScale + Safenet 1141 + Hifn 7956 (Linux OCF), user-space software"},
+			[]string{"Geode"}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := Data(tc.sources, tc.ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var labels []string
+			pub := 0
+			for _, s := range data["aes-128-cbc"] {
+				labels = append(labels, s.Label)
+				if s.Dashed {
+					pub++
+				}
+			}
+			all := strings.Join(labels, "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("legend lacks %q:\n%s", w, all)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(all, w) {
+					t.Errorf("legend has %q:\n%s", w, all)
+				}
+			}
+			if (tc.pub < 0 && pub == 0) || (tc.pub >= 0 && pub != tc.pub) {
+				t.Errorf("%d published series, want %d", pub, tc.pub)
+			}
+		})
+	}
+	if _, err := Data([]Source{{Report: host}}, " , "); err == nil {
+		t.Error("an empty --reference list accepted")
+	}
 }

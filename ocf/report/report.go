@@ -25,13 +25,20 @@ const Version = 1
 
 // Environment is where the report was made.
 type Environment struct {
-	Kernel    string   `json:"kernel"`
-	CPU       string   `json:"cpu"`
-	GOARCH    string   `json:"goarch"`
-	GoVersion string   `json:"go_version"`
-	Board     string   `json:"board,omitempty"`
-	Engines   []Engine `json:"engines"`
+	Kernel    string `json:"kernel"`
+	CPU       string `json:"cpu"`
+	GOARCH    string `json:"goarch"`
+	GoVersion string `json:"go_version"`
+	Board     string `json:"board,omitempty"`
+	// Machine is the firmware's (DMI) vendor and product when it has
+	// them: "QEMU Standard PC (i440FX + PIIX, 1996)" under QEMU, so a
+	// report from an emulator says so.
+	Machine string   `json:"machine,omitempty"`
+	Engines []Engine `json:"engines"`
 }
+
+// Emulated reports whether the report was made under QEMU.
+func (e Environment) Emulated() bool { return strings.Contains(e.Machine, "QEMU") }
 
 // Engine is one engine as found on the system.
 type Engine struct {
@@ -77,6 +84,13 @@ func HostEnvironment() Environment {
 			}
 		}
 	}
+	var dmi []string
+	for _, f := range []string{"sys_vendor", "product_name"} {
+		if b, err := os.ReadFile("/sys/class/dmi/id/" + f); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			dmi = append(dmi, strings.TrimSpace(string(b)))
+		}
+	}
+	env.Machine = strings.Join(dmi, " ")
 	return env
 }
 
@@ -139,8 +153,14 @@ func Read(rd io.Reader) (*Report, error) {
 func (r *Report) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "ocfw crypto report")
+	if r.Env.Board != "" {
+		fmt.Fprintf(&b, ", %s", r.Env.Board)
+	}
 	if r.Boot > 0 {
 		fmt.Fprintf(&b, ", boot %d", r.Boot)
+	}
+	if r.Env.Machine != "" {
+		fmt.Fprintf(&b, ", on %s", r.Env.Machine)
 	}
 	fmt.Fprintf(&b, "\nkernel %s, %s, %s (%s)\n", orDash(r.Env.Kernel), orDash(r.Env.CPU), r.Env.GOARCH, r.Env.GoVersion)
 	for _, e := range r.Env.Engines {
