@@ -128,15 +128,17 @@ func (s *Store) write(name string, off int64, data []byte, what string) error {
 	if s.opts.WriteTime > 0 {
 		chunks := (len(data) + sectorSize - 1) / sectorSize
 		pause := s.opts.WriteTime / time.Duration(chunks)
+		// Pause before each sector: a cut early in the window finds
+		// nothing written yet, a later one a part, the last the whole.
 		for i := 0; i < len(data); i += sectorSize {
 			j := min(i+sectorSize, len(data))
+			time.Sleep(pause)
 			if _, err := s.dev.WriteAt(data[i:j], e.Offset+off+int64(i)); err != nil {
 				return err
 			}
 			if err := s.dev.Sync(); err != nil {
 				return err
 			}
-			time.Sleep(pause)
 		}
 	} else if _, err := s.dev.WriteAt(data, e.Offset+off); err != nil {
 		return err
