@@ -1,0 +1,367 @@
+package plan
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// SiteFile is where the host writes the site config into the initramfs,
+// as JSON; SiteCardFile is the copy a user may put on the data partition
+// (in its ocfw folder) to change settings without rebuilding: when
+// present and valid it wins.
+const (
+	SiteFile     = "/etc/ocfw/site.json"
+	SiteCardFile = "site.json"
+)
+
+// Port is one Ethernet port of a board, as its profile lists it.
+type Port struct {
+	// Name is what the user calls it: "wan", "lan1"...
+	Name string `yaml:"name" json:"name"`
+	// Driver is the kernel module that drives it (via-rhine, ixp4xx_eth).
+	Driver string `yaml:"driver" json:"driver"`
+	// PCI is vendor:device for a PCI NIC; Platform names an on-chip one.
+	PCI      string `yaml:"pci" json:"pci,omitempty"`
+	Platform string `yaml:"platform" json:"platform,omitempty"`
+	// Interface is the kernel interface it becomes (eth0...).
+	Interface string `yaml:"interface" json:"interface"`
+	// Role is the default use: wan, lan or unused.
+	Role string `yaml:"role" json:"role"`
+	// Needs is what the driver needs beyond itself (NPE microcode).
+	Needs string `yaml:"needs" json:"needs,omitempty"`
+}
+
+// Port roles.
+const (
+	RoleWAN    = "wan"
+	RoleLAN    = "lan"
+	RoleUnused = "unused"
+)
+
+// Site says what the router does: one YAML file on the host (kind: site),
+// JSON in the image and on the card.
+type Site struct {
+	Kind     string       `yaml:"kind" json:"kind"`
+	Hostname string       `yaml:"hostname" json:"hostname"`
+	WAN      SiteWAN      `yaml:"wan" json:"wan"`
+	LAN      SiteLAN      `yaml:"lan" json:"lan"`
+	Firewall SiteFirewall `yaml:"firewall" json:"firewall"`
+	SSH      SiteSSH      `yaml:"ssh" json:"ssh"`
+	NTP      SiteNTP      `yaml:"ntp" json:"ntp"`
+}
+
+// SiteWAN is the port towards the internet.
+type SiteWAN struct {
+	Port string `yaml:"port" json:"port"`
+	// Address is "dhcp" or a static address with its prefix
+	// (198.51.100.2/24).
+	Address string `yaml:"address" json:"address"`
+	// Gateway and DNS are for a static address (DHCP gives them
+	// otherwise).
+	Gateway string   `yaml:"gateway" json:"gateway,omitempty"`
+	DNS     []string `yaml:"dns" json:"dns,omitempty"`
+	MTU     int      `yaml:"mtu" json:"mtu,omitempty"`
+}
+
+// SiteLAN is the local network: its ports (bridged when more than one),
+// the router's address on it, the DHCP server and the DNS forwarder.
+type SiteLAN struct {
+	Ports   []string `yaml:"ports" json:"ports"`
+	Address string   `yaml:"address" json:"address"`
+	MTU     int      `yaml:"mtu" json:"mtu,omitempty"`
+	DHCP    SiteDHCP `yaml:"dhcp" json:"dhcp"`
+	// DNSForwarder answers LAN clients from the WAN's resolvers (on by
+	// default; false turns it off).
+	DNSForwarder *bool `yaml:"dns_forwarder" json:"dns_forwarder,omitempty"`
+}
+
+// SiteDHCP is the LAN's DHCP server; off when Range is empty.
+type SiteDHCP struct {
+	// Range is the first and last address handed out.
+	Range []string `yaml:"range" json:"range,omitempty"`
+	// Lease is a Go duration (12h); default 12h.
+	Lease  string        `yaml:"lease" json:"lease,omitempty"`
+	Static []StaticLease `yaml:"static" json:"static,omitempty"`
+	// DNS and Router are the options handed out; default the router's
+	// LAN address.
+	DNS    []string `yaml:"dns" json:"dns,omitempty"`
+	Router string   `yaml:"router" json:"router,omitempty"`
+}
+
+// StaticLease gives one MAC address a fixed address.
+type StaticLease struct {
+	MAC  string `yaml:"mac" json:"mac"`
+	IP   string `yaml:"ip" json:"ip"`
+	Name string `yaml:"name" json:"name,omitempty"`
+}
+
+// SiteFirewall: inbound on WAN is dropped except established/related
+// traffic, the port forwards and the WAN services named here.
+type SiteFirewall struct {
+	PortForwards []PortForward `yaml:"port_forwards" json:"port_forwards,omitempty"`
+	// WANServices are router services reachable from the WAN: "ssh".
+	WANServices []string `yaml:"wan_services" json:"wan_services,omitempty"`
+}
+
+// PortForward sends a WAN port to a LAN host (DNAT).
+type PortForward struct {
+	Proto  string `yaml:"proto" json:"proto"` // tcp or udp
+	Port   int    `yaml:"port" json:"port"`
+	To     string `yaml:"to" json:"to"` // LAN address
+	ToPort int    `yaml:"to_port" json:"to_port,omitempty"`
+}
+
+// SiteSSH is management access: keys only, never passwords.
+type SiteSSH struct {
+	AuthorizedKeys []string `yaml:"authorized_keys" json:"authorized_keys,omitempty"`
+	Port           int      `yaml:"port" json:"port,omitempty"` // default 22
+}
+
+// SiteNTP sets the clock once the WAN is up.
+type SiteNTP struct {
+	Servers []string `yaml:"servers" json:"servers,omitempty"`
+}
+
+// SiteError is one problem in a site config, at a field path
+// ("lan.dhcp.range[1]") that the YAML or JSON reader turns into a line
+// and column.
+type SiteError struct {
+	Path string
+	Msg  string
+}
+
+func (e SiteError) Error() string { return e.Path + ": " + e.Msg }
+
+var hostnameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Defaults for fields left out.
+const (
+	DefaultLease   = 12 * time.Hour
+	DefaultSSHPort = 22
+	DefaultMTU     = 1500
+)
+
+// ForwarderOn says whether the LAN DNS forwarder runs.
+func (l SiteLAN) ForwarderOn() bool { return l.DNSForwarder == nil || *l.DNSForwarder }
+
+// LeaseTime is the DHCP lease time, DefaultLease when unset.
+func (d SiteDHCP) LeaseTime() time.Duration {
+	if t, err := time.ParseDuration(d.Lease); err == nil && t > 0 {
+		return t
+	}
+	return DefaultLease
+}
+
+// SSHPort is the SSH port, DefaultSSHPort when unset.
+func (s SiteSSH) SSHPort() int {
+	if s.Port > 0 {
+		return s.Port
+	}
+	return DefaultSSHPort
+}
+
+// Validate checks a site against the board's ports and returns every
+// problem, each at its field path. It needs no YAML: the board runs it on
+// the JSON copy from the card, the host on the YAML file.
+func (s *Site) Validate(ports []Port) []SiteError {
+	var errs []SiteError
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, SiteError{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	if s.Kind != "site" {
+		bad("kind", "want kind: site, got %q", s.Kind)
+	}
+	if !hostnameRE.MatchString(s.Hostname) {
+		bad("hostname", "%q: want a host name of lower-case letters, digits and dashes, 1-63 long", s.Hostname)
+	}
+	names := map[string]bool{}
+	var valid []string
+	for _, p := range ports {
+		names[p.Name] = true
+		valid = append(valid, p.Name)
+	}
+	portsList := strings.Join(valid, ", ")
+	used := map[string]string{}
+	usePort := func(path, name, role string) {
+		switch {
+		case !names[name]:
+			bad(path, "%q is not a port of this board; its ports: %s", name, portsList)
+		case used[name] != "":
+			bad(path, "port %s is already the %s port", name, used[name])
+		default:
+			used[name] = role
+		}
+	}
+	// WAN.
+	if s.WAN.Port == "" {
+		bad("wan.port", "name the WAN port (one of %s)", portsList)
+	} else {
+		usePort("wan.port", s.WAN.Port, "WAN")
+	}
+	var wanNet netip.Prefix
+	switch a := s.WAN.Address; {
+	case a == "dhcp":
+		if s.WAN.Gateway != "" {
+			bad("wan.gateway", "the gateway comes from DHCP with address: dhcp; give a static address to set one")
+		}
+	case a == "":
+		bad("wan.address", "want dhcp or a static address with its prefix, e.g. 198.51.100.2/24")
+	default:
+		p, err := netip.ParsePrefix(a)
+		if err != nil || !p.Addr().Is4() {
+			bad("wan.address", "%q: want dhcp or an IPv4 address with its prefix, e.g. 198.51.100.2/24", a)
+			break
+		}
+		wanNet = p
+		if s.WAN.Gateway == "" {
+			bad("wan.gateway", "a static WAN address needs the gateway (the default route), e.g. 198.51.100.1")
+		} else if g, err := netip.ParseAddr(s.WAN.Gateway); err != nil || !p.Masked().Contains(g) {
+			bad("wan.gateway", "%q: want an address inside %s", s.WAN.Gateway, p.Masked())
+		}
+	}
+	for i, d := range s.WAN.DNS {
+		if _, err := netip.ParseAddr(d); err != nil {
+			bad(fmt.Sprintf("wan.dns[%d]", i), "%q: want an IP address", d)
+		}
+	}
+	checkMTU(bad, "wan.mtu", s.WAN.MTU)
+
+	// LAN.
+	if len(s.LAN.Ports) == 0 {
+		bad("lan.ports", "name at least one LAN port (of %s)", portsList)
+	}
+	for i, p := range s.LAN.Ports {
+		usePort(fmt.Sprintf("lan.ports[%d]", i), p, "LAN")
+	}
+	lan, err := netip.ParsePrefix(s.LAN.Address)
+	lanOK := err == nil && lan.Addr().Is4() && lan.Bits() <= 30
+	if !lanOK {
+		bad("lan.address", "%q: want the router's LAN address with its prefix, e.g. 192.168.1.1/24", s.LAN.Address)
+	} else if wanNet.IsValid() && wanNet.Masked().Overlaps(lan.Masked()) {
+		bad("lan.address", "%s overlaps the WAN network %s", lan.Masked(), wanNet.Masked())
+	}
+	checkMTU(bad, "lan.mtu", s.LAN.MTU)
+	d := s.LAN.DHCP
+	inLAN := func(path, a string) (netip.Addr, bool) {
+		ip, err := netip.ParseAddr(a)
+		switch {
+		case err != nil || !ip.Is4():
+			bad(path, "%q: want an IPv4 address", a)
+		case lanOK && !lan.Masked().Contains(ip):
+			bad(path, "%s is outside the LAN %s", ip, lan.Masked())
+		case lanOK && ip == lan.Addr():
+			bad(path, "%s is the router's own address", ip)
+		default:
+			return ip, true
+		}
+		return ip, false
+	}
+	if len(d.Range) != 0 {
+		if len(d.Range) != 2 {
+			bad("lan.dhcp.range", "want [first, last], e.g. [192.168.1.100, 192.168.1.199]")
+		} else {
+			lo, ok1 := inLAN("lan.dhcp.range[0]", d.Range[0])
+			hi, ok2 := inLAN("lan.dhcp.range[1]", d.Range[1])
+			if ok1 && ok2 && hi.Less(lo) {
+				bad("lan.dhcp.range", "%s comes before %s: give the first address first", hi, lo)
+			}
+		}
+	}
+	if d.Lease != "" {
+		if t, err := time.ParseDuration(d.Lease); err != nil || t < time.Minute {
+			bad("lan.dhcp.lease", "%q: want a duration of a minute or more, e.g. 12h", d.Lease)
+		}
+	}
+	macs := map[string]bool{}
+	for i, st := range d.Static {
+		p := fmt.Sprintf("lan.dhcp.static[%d]", i)
+		mac, ok := normalMAC(st.MAC)
+		if !ok {
+			bad(p+".mac", "%q: want a MAC address like 52:54:00:12:34:56", st.MAC)
+		} else if macs[mac] {
+			bad(p+".mac", "%s has a static lease already", mac)
+		}
+		macs[mac] = true
+		inLAN(p+".ip", st.IP)
+	}
+	for i, a := range d.DNS {
+		if _, err := netip.ParseAddr(a); err != nil {
+			bad(fmt.Sprintf("lan.dhcp.dns[%d]", i), "%q: want an IP address", a)
+		}
+	}
+	if d.Router != "" {
+		inLAN("lan.dhcp.router", d.Router)
+	}
+
+	// Firewall.
+	for i, f := range s.Firewall.PortForwards {
+		p := fmt.Sprintf("firewall.port_forwards[%d]", i)
+		if f.Proto != "tcp" && f.Proto != "udp" {
+			bad(p+".proto", "%q: want tcp or udp", f.Proto)
+		}
+		if f.Port < 1 || f.Port > 65535 {
+			bad(p+".port", "%d: want a port 1-65535", f.Port)
+		}
+		if f.ToPort < 0 || f.ToPort > 65535 {
+			bad(p+".to_port", "%d: want a port 1-65535 (or leave it out for the same port)", f.ToPort)
+		}
+		inLAN(p+".to", f.To)
+		if f.Proto == "tcp" && f.Port == s.SSH.SSHPort() && contains(s.Firewall.WANServices, "ssh") {
+			bad(p+".port", "tcp %d is the router's SSH port, open on the WAN too", f.Port)
+		}
+	}
+	for i, w := range s.Firewall.WANServices {
+		if w != "ssh" {
+			bad(fmt.Sprintf("firewall.wan_services[%d]", i), "%q: the router offers ssh on the WAN, nothing else", w)
+		}
+	}
+
+	// SSH: keys only.
+	for i, k := range s.SSH.AuthorizedKeys {
+		f := strings.Fields(k)
+		if len(f) < 2 || !strings.HasPrefix(f[0], "ssh-") && !strings.HasPrefix(f[0], "ecdsa-") {
+			bad(fmt.Sprintf("ssh.authorized_keys[%d]", i), "want a public key line as in authorized_keys (ssh-ed25519 AAAA... comment)")
+		}
+	}
+	if s.SSH.Port < 0 || s.SSH.Port > 65535 {
+		bad("ssh.port", "%d: want a port 1-65535", s.SSH.Port)
+	}
+	for i, n := range s.NTP.Servers {
+		if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " /") {
+			bad(fmt.Sprintf("ntp.servers[%d]", i), "%q: want a host name or address", n)
+		}
+	}
+	return errs
+}
+
+func checkMTU(bad func(string, string, ...any), path string, mtu int) {
+	if mtu != 0 && (mtu < 576 || mtu > 9000) {
+		bad(path, "%d: want 576-9000 (or leave it out for %d)", mtu, DefaultMTU)
+	}
+}
+
+func normalMAC(s string) (string, bool) {
+	s = strings.ToLower(strings.ReplaceAll(s, "-", ":"))
+	parts := strings.Split(s, ":")
+	if len(parts) != 6 {
+		return "", false
+	}
+	for _, p := range parts {
+		if len(p) != 2 || strings.Trim(p, "0123456789abcdef") != "" {
+			return "", false
+		}
+	}
+	return s, true
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
