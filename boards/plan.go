@@ -47,6 +47,7 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 		Storage: b.Storage,
 		RAMMB:   b.RAMMB,
 		Kernel:  b.Kernel,
+		Ports:   b.Ports,
 	}
 	if p.Image.DataLabel == "" && (b.Boot == plan.BootBIOSCF || b.Storage.CF) {
 		p.Image.DataLabel = plan.DataLabel
@@ -330,6 +331,17 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 			continue
 		}
 		add(plan.Module{Name: e.Module, For: e.ID + " engine driver"})
+	}
+	for _, port := range p.Ports {
+		add(plan.Module{Name: port.Driver, For: "Ethernet ports (" + port.Name + ")"})
+	}
+	if len(p.Ports) > 0 {
+		if p.Go.GOARCH == "386" {
+			add(plan.Module{Name: drivers.QEMUNIC, For: "QEMU's emulated NIC, so ocfw run has ports (the board has none)"})
+		}
+		for _, m := range drivers.RouterModules {
+			add(plan.Module{Name: m.Name, For: m.For})
+		}
 	}
 	if cryptodev {
 		add(plan.Module{Name: "ocf", For: "OCF framework (OCF-patched kernel)", OutOfTree: true})

@@ -102,7 +102,10 @@ func TestResolveModules(t *testing.T) {
 	for _, m := range p.Modules {
 		names = append(names, m.Name)
 	}
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash des_generic geode_aes hifn_795x"; got != want {
+	// Crypto first, then the ports' NIC driver, QEMU's NIC (x86 boards),
+	// and what the router's firewall, NAT and LAN bridge need.
+	router := " via_rhine e1000 nfnetlink nf_tables nft_ct nft_chain_nat nft_nat nft_masq nft_limit nft_reject_inet bridge"
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash des_generic geode_aes hifn_795x"+router; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}
 	// Only AES: no hash socket, no DES.
@@ -111,7 +114,7 @@ func TestResolveModules(t *testing.T) {
 	for _, m := range p.Modules {
 		names = append(names, m.Name)
 	}
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher geode_aes"; got != want {
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher geode_aes"+router; got != want {
 		t.Errorf("aes-only modules %q, want %q", got, want)
 	}
 	// SafeNet: out-of-tree OCF modules, and the plan says so.

@@ -39,7 +39,10 @@ type Board struct {
 	Slots       []Slot       `yaml:"slots" json:"slots"`
 	// Engine is the ID of an on-chip crypto engine from the drivers
 	// catalog, if the SoC has one.
-	Engine string           `yaml:"engine" json:"engine,omitempty"`
+	Engine string `yaml:"engine" json:"engine,omitempty"`
+	// Ports are the Ethernet ports, in the order the kernel names their
+	// interfaces; their roles are the defaults a site config starts from.
+	Ports  []plan.Port      `yaml:"ports" json:"ports"`
 	Kernel plan.Kernel      `yaml:"kernel" json:"kernel"`
 	Image  plan.ImageLayout `yaml:"image" json:"image"`
 

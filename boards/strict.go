@@ -140,6 +140,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetBool(n.Value == "true" || n.Value == "True" || n.Value == "TRUE")
+	case reflect.Pointer:
+		// An optional value: left nil when absent or null.
+		if n.Tag == "!!null" {
+			return
+		}
+		e := reflect.New(v.Type().Elem())
+		d.decode(n, e.Elem(), path)
+		v.Set(e)
 	default:
 		d.errorf(n, "%s: internal: cannot decode into %s", displayPath(path), v.Type())
 	}

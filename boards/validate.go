@@ -171,6 +171,7 @@ func (b *Board) validate() ErrorList {
 	if wantImage != "" && b.Kernel.Image != wantImage {
 		c.errorf("kernel.image", "kernel.image %q: a %s board boots a %s", b.Kernel.Image, b.CPU.Arch, wantImage)
 	}
+	b.validatePorts(c)
 	return c.errs
 }
 
@@ -250,4 +251,60 @@ func intList(s []int) string {
 		parts[i] = strconv.Itoa(v)
 	}
 	return strings.Join(parts, ", ")
+}
+
+var (
+	portNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,14}$`)
+	ifnameRE   = regexp.MustCompile(`^[a-z][a-z0-9]{0,14}$`)
+)
+
+// validatePorts checks the Ethernet ports: unique names and interfaces, a
+// NIC driver the catalog knows with a PCI id it drives (or a platform),
+// a role, and one WAN port by default when there is more than one port.
+func (b *Board) validatePorts(c *checker) {
+	names, ifs := map[string]bool{}, map[string]bool{}
+	wans := 0
+	for i, p := range b.Ports {
+		at := fmt.Sprintf("ports[%d]", i)
+		if !portNameRE.MatchString(p.Name) {
+			c.errorf(at+".name", "port name %q: want lower-case letters, digits and dashes, starting with a letter (wan, lan1)", p.Name)
+		} else if names[p.Name] {
+			c.errorf(at+".name", "port name %q given twice", p.Name)
+		}
+		names[p.Name] = true
+		if !ifnameRE.MatchString(p.Interface) {
+			c.errorf(at+".interface", "interface %q: want the kernel's interface name, e.g. eth0", p.Interface)
+		} else if ifs[p.Interface] {
+			c.errorf(at+".interface", "interface %q belongs to another port", p.Interface)
+		}
+		ifs[p.Interface] = true
+		nic, ok := drivers.LookupNIC(p.Driver)
+		if !ok {
+			c.errorf(at+".driver", "driver %q: not a NIC driver ocfw knows; known: %s", p.Driver, strings.Join(drivers.NICModules(), ", "))
+		} else if nic.Bus == drivers.BusPCI {
+			if !pciRE.MatchString(p.PCI) {
+				c.errorf(at+".pci", "pci %q: a %s port needs its vendor:device as lspci -n prints it, e.g. 1106:3053", p.PCI, nic.Module)
+			} else if !nicDrives(nic, p.PCI) {
+				c.errorf(at+".pci", "pci %s: %s does not drive that chip", p.PCI, nic.Module)
+			}
+		} else if p.Platform == "" {
+			c.errorf(at+".platform", "a %s port needs the platform device it is (e.g. npe-b)", nic.Module)
+		}
+		c.oneOf(at+".role", p.Role, []string{plan.RoleWAN, plan.RoleLAN, plan.RoleUnused})
+		if p.Role == plan.RoleWAN {
+			wans++
+		}
+	}
+	if len(b.Ports) > 0 && wans != 1 {
+		c.errorf("ports", "want exactly one port with role wan (the default WAN port), have %d", wans)
+	}
+}
+
+func nicDrives(n *drivers.NIC, pci string) bool {
+	for _, id := range n.PCI {
+		if fmt.Sprintf("%04x:%04x", id.Vendor, id.Device) == strings.ToLower(pci) {
+			return true
+		}
+	}
+	return false
 }

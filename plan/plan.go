@@ -38,6 +38,7 @@ type Plan struct {
 	Storage     Storage     `json:"storage"`
 	RAMMB       int         `json:"ram_mb"`
 	Kernel      Kernel      `json:"kernel"`
+	Ports       []Port      `json:"ports,omitempty"`
 	Modules     []Module    `json:"modules"`
 	Engines     []Engine    `json:"engines"`
 	Ciphers     []Cipher    `json:"ciphers"`

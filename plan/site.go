@@ -44,7 +44,10 @@ const (
 // Site says what the router does: one YAML file on the host (kind: site),
 // JSON in the image and on the card.
 type Site struct {
-	Kind     string       `yaml:"kind" json:"kind"`
+	Kind string `yaml:"kind" json:"kind"`
+	// Board is the board profile the site is for: its ports are the ones
+	// the site may name.
+	Board    string       `yaml:"board" json:"board"`
 	Hostname string       `yaml:"hostname" json:"hostname"`
 	WAN      SiteWAN      `yaml:"wan" json:"wan"`
 	LAN      SiteLAN      `yaml:"lan" json:"lan"`
@@ -144,6 +147,11 @@ const (
 	DefaultMTU     = 1500
 )
 
+// HasLAN says whether the site has a LAN side at all.
+func (l SiteLAN) HasLAN() bool {
+	return len(l.Ports) > 0 || l.Address != "" || len(l.DHCP.Range) > 0 || len(l.DHCP.Static) > 0
+}
+
 // ForwarderOn says whether the LAN DNS forwarder runs.
 func (l SiteLAN) ForwarderOn() bool { return l.DNSForwarder == nil || *l.DNSForwarder }
 
@@ -229,16 +237,19 @@ func (s *Site) Validate(ports []Port) []SiteError {
 	}
 	checkMTU(bad, "wan.mtu", s.WAN.MTU)
 
-	// LAN.
-	if len(s.LAN.Ports) == 0 {
-		bad("lan.ports", "name at least one LAN port (of %s)", portsList)
+	// LAN: optional (a one-port box is a host on someone's LAN).
+	hasLAN := s.LAN.HasLAN()
+	if hasLAN && len(s.LAN.Ports) == 0 {
+		bad("lan.ports", "name at least one LAN port (of %s), or leave lan out", portsList)
 	}
 	for i, p := range s.LAN.Ports {
 		usePort(fmt.Sprintf("lan.ports[%d]", i), p, "LAN")
 	}
 	lan, err := netip.ParsePrefix(s.LAN.Address)
 	lanOK := err == nil && lan.Addr().Is4() && lan.Bits() <= 30
-	if !lanOK {
+	if !hasLAN {
+		lanOK = true // nothing to check against
+	} else if !lanOK {
 		bad("lan.address", "%q: want the router's LAN address with its prefix, e.g. 192.168.1.1/24", s.LAN.Address)
 	} else if wanNet.IsValid() && wanNet.Masked().Overlaps(lan.Masked()) {
 		bad("lan.address", "%s overlaps the WAN network %s", lan.Masked(), wanNet.Masked())

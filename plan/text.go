@@ -39,6 +39,17 @@ func (p *Plan) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintf(tw, "kernel:\tuser-supplied %s (--kernel)\n", p.Kernel.Image)
 	}
+	for _, pt := range p.Ports {
+		where := pt.PCI
+		if where == "" {
+			where = pt.Platform
+		}
+		line := fmt.Sprintf("port:\t%s = %s, %s (%s), default %s", pt.Name, pt.Interface, pt.Driver, where, pt.Role)
+		if pt.Needs != "" {
+			line += "; needs " + pt.Needs
+		}
+		fmt.Fprintln(tw, line)
+	}
 	var mods []string
 	for _, m := range p.Modules {
 		n := m.Name

@@ -1,0 +1,88 @@
+package boards
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ocfw/ocfw/plan"
+)
+
+// KindSite marks a site config: what a router does (plan.Site).
+const KindSite = "site"
+
+// ParseSite reads a site config (YAML, kind: site) and checks it against
+// its board's ports from the catalog. Every problem comes back at once,
+// each at FILE:LINE:COLUMN, as an ErrorList.
+func (c *Catalog) ParseSite(file string, data []byte) (*plan.Site, *Board, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil, ErrorList{{File: file, Msg: `empty file: a site config needs at least "kind: site", "board" and "hostname"`}}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, ErrorList{{File: file, Msg: "empty file (only comments)"}}
+		}
+		return nil, nil, ErrorList{syntaxError(file, err)}
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, nil, ErrorList{{File: file, Line: doc.Line, Col: doc.Column, Msg: "want a mapping of fields (kind: site, board: ..., hostname: ...)"}}
+	}
+	s := &plan.Site{}
+	d := &decoder{file: file, what: "site config", pos: positions{}}
+	d.decode(doc.Content[0], reflect.ValueOf(s).Elem(), "")
+	var ports []plan.Port
+	var board *Board
+	if s.Board == "" {
+		d.errs = append(d.errs, located(file, d.pos, "board", `missing field "board": name the board the site is for (e.g. board: alix2d13); see ocfw boards`))
+	} else if b, err := c.Board(s.Board); err != nil {
+		d.errs = append(d.errs, located(file, d.pos, "board", err.Error()))
+	} else {
+		board, ports = b, b.Ports
+	}
+	for _, e := range s.Validate(ports) {
+		if board == nil && (strings.HasSuffix(e.Path, ".port") || strings.Contains(e.Path, ".ports")) {
+			continue // the board is unknown: its ports cannot be checked
+		}
+		d.errs = append(d.errs, located(file, d.pos, e.Path, e.Msg))
+	}
+	return s, board, d.errs.err()
+}
+
+// located places a message at a field path's position, or its nearest
+// parent's when the field is missing.
+func located(file string, pos positions, path, msg string) *Error {
+	p, ok := pos[path]
+	for !ok && path != "" {
+		if i := strings.LastIndexAny(path, ".["); i >= 0 {
+			path = path[:i]
+		} else {
+			path = ""
+		}
+		p, ok = pos[path]
+	}
+	return &Error{File: file, Line: p.line, Col: p.col, Msg: msg}
+}
+
+// SitePortRoles says, for people, which port does what under a site.
+func SitePortRoles(s *plan.Site, b *Board) []string {
+	role := map[string]string{s.WAN.Port: "WAN"}
+	for _, p := range s.LAN.Ports {
+		role[p] = "LAN"
+	}
+	var out []string
+	for _, p := range b.Ports {
+		r := role[p.Name]
+		if r == "" {
+			r = "unused"
+		}
+		out = append(out, fmt.Sprintf("%s (%s): %s", p.Name, p.Interface, r))
+	}
+	return out
+}

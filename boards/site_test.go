@@ -1,0 +1,82 @@
+package boards
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The example site configs in the repository are valid.
+func TestExampleSites(t *testing.T) {
+	cat := embeddedT(t)
+	files, _ := filepath.Glob("../examples/sites/*.yaml")
+	if len(files) < 4 {
+		t.Fatalf("want an example site per board, have %v", files)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, b, err := cat.ParseSite(f, data)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if b == nil || s.Board != b.Name || filepath.Base(f) != b.Name+".yaml" {
+			t.Errorf("%s: board %q", f, s.Board)
+		}
+	}
+}
+
+// A site with several mistakes gets all of them in one run, each at
+// FILE:LINE:COLUMN.
+func TestSiteMistakesAllAtOnce(t *testing.T) {
+	cat := embeddedT(t)
+	src := `kind: site
+board: alix2d13
+hostname: My_Router
+wan:
+  port: wan
+  address: dhcp
+  gatway: 198.51.100.1
+lan:
+  ports: [lan1, lan7]
+  address: 192.168.1.1/24
+  dhcp:
+    range: [192.168.1.200, 192.168.2.10]
+firewall:
+  port_forwards:
+    - {proto: icmp, port: 99999, to: 10.0.0.5}
+ssh:
+  authorized_keys: [hunter2]
+`
+	_, _, err := cat.ParseSite("site.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`site.yaml:3:11: "My_Router": want a host name`,
+		`site.yaml:7:3: unknown field "gatway"`,
+		`did you mean "gateway"?`,
+		`site.yaml:9:17: "lan7" is not a port of this board; its ports: wan, lan1, lan2`,
+		`site.yaml:12:28: 192.168.2.10 is outside the LAN 192.168.1.0/24`,
+		`site.yaml:15:15: "icmp": want tcp or udp`,
+		`site.yaml:15:27: 99999: want a port 1-65535`,
+		`site.yaml:15:38: 10.0.0.5 is outside the LAN`,
+		`site.yaml:17:21: want a public key line`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors lack %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestSiteBoardMustExist(t *testing.T) {
+	cat := embeddedT(t)
+	_, _, err := cat.ParseSite("s.yaml", []byte("kind: site\nboard: alix2d31\nhostname: gw\nwan: {port: wan, address: dhcp}\n"))
+	if err == nil || !strings.Contains(err.Error(), "s.yaml:2:8:") || !strings.Contains(err.Error(), `alix2d13`) {
+		t.Errorf("unknown board: %v", err)
+	}
+}

@@ -1,0 +1,80 @@
+package drivers
+
+// NIC is an Ethernet driver a board profile may name for its ports.
+type NIC struct {
+	// Module is the kernel module (as modprobe names it).
+	Module string `json:"module"`
+	Bus    Bus    `json:"bus"`
+	// PCI lists the chips it drives (PCI NICs).
+	PCI []PCIID `json:"pci,omitempty"`
+	// Needs is what it needs beyond the module, for people.
+	Needs string `json:"needs,omitempty"`
+	Note  string `json:"note,omitempty"`
+}
+
+// nics are the board NICs and QEMU's stand-in.
+var nics = []NIC{
+	{Module: "via_rhine", Bus: BusPCI, PCI: []PCIID{{0x1106, 0x3053, "VIA VT6105M Rhine III"}, {0x1106, 0x3106, "VIA VT6105 Rhine III"}},
+		Note: "the ALIX and net5501 ports; QEMU emulates no VIA Rhine"},
+	{Module: "ixp4xx_eth", Bus: BusPlatform,
+		Needs: "the NPE microcode (NPE-B for the first port, NPE-C for the second) in /lib/firmware, which Intel's licence keeps out of Debian and ocfw: give it with --firmware-file",
+		Note:  "IXP4xx NPE Ethernet; without the microcode the port does not come up and the router runs without it"},
+	{Module: "e1000", Bus: BusPCI, PCI: []PCIID{{0x8086, 0x100e, "Intel 82540EM (QEMU's e1000)"}},
+		Note: "QEMU's emulated NIC: x86 images carry it so that ocfw run has ports"},
+}
+
+// QEMUNIC is the NIC module x86 images carry for ocfw run.
+const QEMUNIC = "e1000"
+
+// LookupNIC finds a NIC driver by module name (dashes and underscores are
+// the same, as for modprobe).
+func LookupNIC(module string) (*NIC, bool) {
+	m := normalModule(module)
+	for i := range nics {
+		if nics[i].Module == m {
+			return &nics[i], true
+		}
+	}
+	return nil, false
+}
+
+// NICModules lists the NIC modules the catalog knows.
+func NICModules() []string {
+	var out []string
+	for _, n := range nics {
+		out = append(out, n.Module)
+	}
+	return out
+}
+
+func normalModule(m string) string {
+	b := []byte(m)
+	for i, c := range b {
+		if c == '-' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// RouterModule is a kernel module the router needs, with why.
+type RouterModule struct {
+	Name string
+	For  string
+}
+
+// RouterModules are what the router's firewall, NAT and LAN bridge need
+// beyond the NIC drivers; their dependencies (nf_conntrack, nf_nat, stp,
+// ...) come from modules.dep. In Debian's 686 kernel all are modules;
+// af_packet (DHCP) and ipv6 are built in.
+var RouterModules = []RouterModule{
+	{"nfnetlink", "netlink for nftables"},
+	{"nf_tables", "nftables: the firewall"},
+	{"nft_ct", "nftables: connection state (established, related, dnat)"},
+	{"nft_chain_nat", "nftables: NAT chains"},
+	{"nft_nat", "nftables: DNAT for port forwards"},
+	{"nft_masq", "nftables: masquerade out of the WAN"},
+	{"nft_limit", "nftables: rate limits"},
+	{"nft_reject_inet", "nftables: reject"},
+	{"bridge", "the LAN bridge when a site puts several ports on the LAN"},
+}
