@@ -27,6 +27,7 @@ import (
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router"
 	"github.com/ocfw/ocfw/store"
 )
 
@@ -52,6 +53,10 @@ type Config struct {
 	// Loader loads a kernel module with its dependencies; nil means
 	// u-root's kmodule on the running kernel.
 	Loader ModuleLoader
+	// NoNetwork skips the router (tests on a fake root).
+	NoNetwork bool
+	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
+	LinkWait time.Duration
 }
 
 // Outcome is what a boot did; the console has the same in words.
@@ -62,6 +67,9 @@ type Outcome struct {
 	InRAM      string         // why the report is in RAM only, "" when on the card
 	Modules    ModuleResults
 	Problems   []string // steps that failed or timed out
+	// Router is the running router (nil without a site config or when
+	// it could not start); it keeps running after Run returns.
+	Router *router.Router
 }
 
 func (c *Config) path(p string) string {
@@ -87,6 +95,9 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	}
 	if cfg.StepTimeout == 0 {
 		cfg.StepTimeout = 30 * time.Second
+	}
+	if cfg.LinkWait == 0 {
+		cfg.LinkWait = 10 * time.Second
 	}
 	out := &Outcome{}
 	problem := func(err error) {
@@ -182,7 +193,18 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		cfg.printf("ocfw: module %s", l)
 	}
 
-	// 4. Self-test, speed, policy.
+	// 4. The network, before the crypto checks: a router that is down
+	// for the length of a benchmark at every boot is a bad router.
+	var netNotes []string
+	if pl != nil {
+		problem(step(ctx, "bringing the network up", cfg.StepTimeout+cfg.LinkWait, func() error {
+			var err error
+			out.Router, netNotes, err = startRouter(ctx, &cfg, pl, st)
+			return err
+		}))
+	}
+
+	// 5. Self-test, speed, policy.
 	budget := DefaultSpeedBudget
 	if opts.SpeedBudget != "" {
 		d, err := time.ParseDuration(opts.SpeedBudget)
@@ -202,12 +224,13 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		return err
 	}))
 
-	// 5. Report.
+	// 6. Report.
 	if out.Report == nil {
 		out.Report = &report.Report{Version: report.Version, Env: report.HostEnvironment()}
 	}
 	r := out.Report
 	r.Notes = append(r.Notes, out.Modules.Notes()...)
+	r.Notes = append(r.Notes, netNotes...)
 	if st == nil {
 		r.Notes = append(r.Notes, "no data partition: "+why)
 	}

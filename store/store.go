@@ -38,6 +38,7 @@ type Store struct {
 	dev  Device
 	opts Options
 	ext  map[string]fat.Extent
+	fsys *fat.FS
 
 	contents *Contents
 	next     string // the state copy the next commit goes to
@@ -61,7 +62,7 @@ func Open(dev Device, size int64, opts Options) (*Store, error) {
 	if _, err := fsys.Owners(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrLayout, err)
 	}
-	s := &Store{dev: dev, opts: opts, ext: map[string]fat.Extent{}}
+	s := &Store{dev: dev, opts: opts, ext: map[string]fat.Extent{}, fsys: fsys}
 	for _, f := range Files() {
 		e, err := fsys.Extent(Dir + "/" + f.Name)
 		if err != nil {
@@ -124,8 +125,12 @@ func (s *Store) write(name string, off int64, data []byte, what string) error {
 	if off < 0 || off+int64(len(data)) > e.Size {
 		return fmt.Errorf("store: %s: %d bytes at %d do not fit its %d", name, len(data), off, e.Size)
 	}
-	s.progress("ocfw: store: writing %s (%d bytes to %s)", what, len(data), name)
-	if s.opts.WriteTime > 0 {
+	// Log records (what == "") are one sector, written whole: they are
+	// neither announced nor stretched.
+	if what != "" {
+		s.progress("ocfw: store: writing %s (%d bytes to %s)", what, len(data), name)
+	}
+	if s.opts.WriteTime > 0 && what != "" {
 		chunks := (len(data) + sectorSize - 1) / sectorSize
 		pause := s.opts.WriteTime / time.Duration(chunks)
 		// Pause before each sector: a cut early in the window finds
@@ -146,7 +151,9 @@ func (s *Store) write(name string, off int64, data []byte, what string) error {
 	if err := s.dev.Sync(); err != nil {
 		return err
 	}
-	s.progress("ocfw: store: wrote %s", what)
+	if what != "" {
+		s.progress("ocfw: store: wrote %s", what)
+	}
 	return nil
 }
 
@@ -296,9 +303,22 @@ func (s *Store) Log(text string) error {
 	n := s.ext[LogFile].Size / sectorSize
 	pos := (s.logPos + 1) % n
 	seq := s.logSeq + 1
-	if err := s.write(LogFile, pos*sectorSize, encodeLog(seq, now(), text), "log record"); err != nil {
+	if err := s.write(LogFile, pos*sectorSize, encodeLog(seq, now(), text), ""); err != nil {
 		return err
 	}
 	s.logPos, s.logSeq = pos, seq
 	return nil
+}
+
+// ReadFile reads a file a user put into the store's folder on a PC (such
+// as the site config), through the read-only FAT reader; an error
+// wrapping fat.ErrNotExist when there is none.
+func (s *Store) ReadFile(name string, max int64) ([]byte, error) {
+	return s.fsys.ReadFile(Dir+"/"+name, max)
+}
+
+// Value decodes the named document into v; false when there is none.
+func (s *Store) Value(name string, v any) (bool, error) {
+	st := s.Contents().State
+	return st.Value(name, v)
 }

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,48 +21,141 @@ import (
 // goes on to start the shell on the console.
 const bootBackstop = 10 * time.Minute
 
+// doneLine is what the daemon writes on its status pipe (fd 3) once the
+// boot sequence is done.
+const doneLine = "done"
+
 // newBootCmd builds `boot`, the firmware's boot sequence (u-root runs it
 // as uinit, then the shell).
 func newBootCmd() *cobra.Command {
 	var root string
-	var noMount bool
+	var noMount, foreground bool
 	cmd := &cobra.Command{
 		Use:   "boot",
-		Short: "The firmware's boot sequence: load the planned drivers, self-test, measure, keep the report",
-		Long: `boot runs once at every boot, before the shell: it mounts proc, sys and devtmpfs,
-finds the data partition by its FAT label (` + "`OCFWDATA`" + ` by default) and mounts it on
-` + plan.DataMount + `, reads ` + plan.File + ` and ` + plan.OptionsFile + `, loads the plan's kernel
-modules, self-tests every engine, measures them within the speed budget, derives
-the policy and writes the report to /ocfw/report-NNNN.json and .txt on the data
-partition (the last 10 are kept) or, without one, to ` + plan.RunDir + `. Every step is
-time-bounded; it always exits 0 so that init starts the shell.`,
+		Short: "The firmware's boot sequence: storage, drivers, the network, self-test, speed, the report",
+		Long: `boot runs once at every boot, before the shell. It starts the firmware's one
+long-running process (` + "`ocf daemon`" + `) and waits until that has done the boot
+sequence: mount proc, sys and devtmpfs; read ` + plan.File + ` and
+` + plan.OptionsFile + `; find the data partition by its FAT label and open its
+power-safe store (never mounting it) and take the boot number; load the plan's
+kernel modules; bring the network up from the site config (the copy on the data
+partition wins when valid); self-test every engine, measure them within the speed
+budget, derive the policy; keep the report on the data partition or, without
+one, in ` + plan.RunDir + `. Then boot exits so init starts the shell, and the daemon
+goes on routing. Every step is time-bounded; boot always exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			if !noMount {
-				if err := boot.ReleaseConsole(); err != nil {
-					fmt.Fprintf(out, "ocfw: %v\n", err)
-				}
+			if noMount || foreground {
+				runSequence(out, root, !noMount)
+				return nil
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				defer func() {
-					if p := recover(); p != nil {
-						fmt.Fprintf(out, "ocfw: boot sequence panicked: %v\n%s\n", p, plan.MarkDone)
-					}
-				}()
-				boot.Run(context.Background(), boot.Config{Root: root, Console: out, Mount: !noMount})
-			}()
-			select {
-			case <-done:
-			case <-time.After(bootBackstop):
-				fmt.Fprintf(out, "ocfw: boot sequence still running after %v: giving up\n%s\n", bootBackstop, plan.MarkDone)
+			if err := boot.ReleaseConsole(); err != nil {
+				fmt.Fprintf(out, "ocfw: %v\n", err)
+			}
+			if err := startDaemon(out); err != nil {
+				// The sequence must still run: do it here, without a router
+				// that outlives it.
+				fmt.Fprintf(out, "ocfw: starting the daemon: %v; running the boot sequence in the foreground\n", err)
+				runSequence(out, root, true)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&root, "root", "/", "file system root to work under (testing)")
-	cmd.Flags().BoolVar(&noMount, "no-mount", false, "mount nothing (testing)")
+	cmd.Flags().BoolVar(&noMount, "no-mount", false, "mount nothing, run in the foreground (testing)")
+	cmd.Flags().BoolVar(&foreground, "foreground", false, "run the sequence in this process and return (no router afterwards)")
 	return cmd
+}
+
+// startDaemon runs `ocf daemon` in a session of its own and waits until it
+// says the boot sequence is done (or dies, or the backstop passes).
+func startDaemon(out io.Writer) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	c := exec.Command(self, "daemon")
+	// u-root's busybox dispatches on argv[0].
+	c.Args[0] = "ocf"
+	c.Stdout, c.Stderr = out, out
+	c.ExtraFiles = []*os.File{w}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		w.Close()
+		return err
+	}
+	w.Close()
+	go c.Wait() // reap it if it dies while we wait; init adopts it otherwise
+	done := make(chan struct{})
+	go func() {
+		s := bufio.NewScanner(r)
+		for s.Scan() {
+			if s.Text() == doneLine {
+				break
+			}
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(bootBackstop):
+		fmt.Fprintf(out, "ocfw: boot sequence still running after %v: giving up\n%s\n", bootBackstop, plan.MarkDone)
+	}
+	return nil
+}
+
+// runSequence runs the boot sequence with its backstop and returns the
+// outcome (nil when it did not finish).
+func runSequence(out io.Writer, root string, mount bool) *boot.Outcome {
+	ch := make(chan *boot.Outcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				fmt.Fprintf(out, "ocfw: boot sequence panicked: %v\n%s\n", p, plan.MarkDone)
+				ch <- nil
+			}
+		}()
+		ch <- boot.Run(context.Background(), boot.Config{Root: root, Console: out, Mount: mount})
+	}()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(bootBackstop):
+		fmt.Fprintf(out, "ocfw: boot sequence still running after %v: giving up\n%s\n", bootBackstop, plan.MarkDone)
+		return nil
+	}
+}
+
+// newDaemonCmd builds `daemon`: the boot sequence, then the router for
+// as long as the board runs.
+func newDaemonCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "daemon",
+		Short:  "The firmware's long-running process (started by ocf boot)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			o := runSequence(out, "/", true)
+			if f := os.NewFile(3, "status"); f != nil {
+				fmt.Fprintln(f, doneLine)
+				f.Close()
+			}
+			if o == nil || o.Router == nil {
+				return nil
+			}
+			// The router runs until the board stops.
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+			<-sig
+			o.Router.Close()
+			return nil
+		},
+	}
 }

@@ -66,6 +66,8 @@ software and decides from which request size hardware is worth using.`,
 		ocfcmd.NewSpeedCmd(f.loadPlan),
 		ocfcmd.NewPolicyCmd(plan.PolicyFile),
 		newBootCmd(),
+		newDaemonCmd(),
+		newNetCmd(),
 	)
 	return root
 }

@@ -1,0 +1,85 @@
+package boot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/ocfw/ocfw/internal/fat"
+	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router"
+	"github.com/ocfw/ocfw/store"
+)
+
+// loadSite finds the site config: the copy a user put on the data
+// partition (ocfw/site.json) when there is one and it is valid, else the
+// one built into the image. A broken card copy is reported and the
+// built-in one used: the router never comes up without a network because
+// of a typo. notes say what was used and why.
+func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (site *plan.Site, notes []string) {
+	if st != nil {
+		data, err := st.ReadFile(plan.SiteCardFile, plan.MaxFileSize)
+		switch {
+		case err == nil:
+			s, errs := plan.ReadSite("data partition "+store.Dir+"/"+plan.SiteCardFile, data, pl.Ports)
+			if len(errs) == 0 {
+				return s, []string{"site config: the copy on the data partition (" + store.Dir + "/" + plan.SiteCardFile + ")"}
+			}
+			var msgs []string
+			for _, e := range errs {
+				msgs = append(msgs, e.Error())
+			}
+			notes = append(notes, "site config on the data partition is invalid, the built-in one is used: "+strings.Join(msgs, "; "))
+		case !errors.Is(err, fat.ErrNotExist):
+			notes = append(notes, "site config on the data partition unreadable, the built-in one is used: "+err.Error())
+		}
+	}
+	data, err := os.ReadFile(cfg.path(plan.SiteFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, append(notes, "no site config in this image: the firmware does not route (ocfw build --site FILE)")
+	}
+	if err != nil {
+		return nil, append(notes, "site config: "+err.Error())
+	}
+	s, errs := plan.ReadSite(plan.SiteFile, data, pl.Ports)
+	if len(errs) > 0 {
+		return nil, append(notes, fmt.Sprintf("the built-in site config is invalid (%v): the firmware does not route", errs[0]))
+	}
+	return s, append(notes, "site config: the one built into the image")
+}
+
+// startRouter loads the site and starts the router. The router logs to
+// the console and, when there is a data partition, to its log.
+func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store) (*router.Router, []string, error) {
+	site, notes := loadSite(cfg, pl, st)
+	for _, n := range notes {
+		cfg.printf("ocfw: %s", n)
+		if st != nil {
+			st.Log(n)
+		}
+	}
+	if site == nil || cfg.NoNetwork {
+		return nil, notes, nil
+	}
+	rc := router.Config{Site: site, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait,
+		Log: func(format string, args ...any) {
+			line := fmt.Sprintf(format, args...)
+			cfg.printf("ocfw: %s", line)
+			if st != nil {
+				st.Log(line)
+			}
+		}}
+	if st != nil {
+		rc.Values = st
+	} else {
+		notes = append(notes, "no data partition: SSH host keys and DHCP leases live in RAM only, new at every boot")
+	}
+	r, err := router.Start(ctx, rc)
+	if r != nil {
+		ctxStatus := context.Background()
+		go r.ServeStatus(ctxStatus, cfg.path(router.StatusSocket))
+	}
+	return r, notes, err
+}

@@ -1,0 +1,59 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+)
+
+var alixPorts = []Port{
+	{Name: "wan", Driver: "via_rhine", Interface: "eth0", Role: RoleWAN},
+	{Name: "lan1", Driver: "via_rhine", Interface: "eth1", Role: RoleLAN},
+	{Name: "lan2", Driver: "via_rhine", Interface: "eth2", Role: RoleLAN},
+}
+
+const goodSite = `{"kind": "site", "board": "alix2d13", "hostname": "gw",
+ "wan": {"port": "wan", "address": "dhcp"},
+ "lan": {"ports": ["lan1"], "address": "192.168.1.1/24",
+         "dhcp": {"range": ["192.168.1.100", "192.168.1.199"]}},
+ "ssh": {"authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKBwJBsFLsyeu0X2x0QRAdxj8oBbJzXpNHzV8QkGZtxv me"]}}`
+
+func TestReadSite(t *testing.T) {
+	s, errs := ReadSite("site.json", []byte(goodSite), alixPorts)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	if !s.LAN.ForwarderOn() || s.LAN.DHCP.LeaseTime() != DefaultLease || s.SSH.SSHPort() != 22 {
+		t.Errorf("defaults: forwarder %v lease %v ssh %d", s.LAN.ForwarderOn(), s.LAN.DHCP.LeaseTime(), s.SSH.SSHPort())
+	}
+	// Round trip through the JSON the host writes.
+	j, err := s.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := ReadSite("again.json", j, alixPorts); len(errs) != 0 {
+		t.Errorf("round trip: %v", errs)
+	}
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"syntax", "{\n \"kind\": \"site\",\n \"hostname\" \"gw\"}", "bad.json:3:13: JSON syntax"},
+		{"unknown field", strings.Replace(goodSite, `"hostname"`, `"hostnme"`, 1), `unknown field "hostnme"`},
+		{"wrong type", strings.Replace(goodSite, `"ports": ["lan1"]`, `"ports": "lan1"`, 1), "lan.ports: want []string"},
+		{"port of another board", strings.Replace(goodSite, `["lan1"]`, `["lan3"]`, 1), `lan.ports[0]: "lan3" is not a port of this board`},
+		{"WAN port twice", strings.Replace(goodSite, `["lan1"]`, `["wan"]`, 1), "lan.ports[0]: port wan is already the WAN port"},
+		{"static WAN without gateway", strings.Replace(goodSite, `"address": "dhcp"`, `"address": "198.51.100.2/24"`, 1), "wan.gateway: a static WAN address needs the gateway"},
+		{"LAN overlapping WAN", strings.Replace(strings.Replace(goodSite, `"address": "dhcp"`, `"address": "192.168.1.2/16", "gateway": "192.168.0.1"`, 1), "x", "x", 1), "overlaps the WAN network"},
+		{"huge", strings.Repeat(" ", MaxFileSize+1), "larger than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, errs := ReadSite("bad.json", []byte(tc.data), alixPorts)
+			var all []string
+			for _, e := range errs {
+				all = append(all, e.Error())
+			}
+			if s != nil || !strings.Contains(strings.Join(all, "\n"), tc.want) {
+				t.Errorf("got %v; want an error with %q", all, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,277 @@
+// Package router is the board's router, driven by the site config
+// (plan.Site): it names the ports' interfaces, bridges the LAN ports,
+// sets addresses and routes, turns on forwarding, programs NAT and the
+// firewall (router/firewall), runs the DHCP client on the WAN and the DHCP
+// server and DNS forwarder on the LAN (router/dhcp, router/dns), SSH for
+// management (router/sshd), sets the clock (router/ntp), and logs what it
+// does to the console and the data partition's log. All of it runs in the
+// one long-running firmware process: one Go runtime, which matters on a
+// 32 MB NSLU2.
+//
+// It is board-side code: it imports no host package.
+package router
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/plan"
+)
+
+// Values keeps named documents across reboots (the board's power-safe
+// store): SSH host keys, DHCP leases.
+type Values interface {
+	SetValue(name string, v any) error
+	Value(name string, v any) (bool, error)
+}
+
+// Config says what to run.
+type Config struct {
+	Site  *plan.Site
+	Ports []plan.Port
+	// Values may be nil (no data partition): host keys and leases then
+	// live in RAM only, and the log says so.
+	Values Values
+	// Log gets one line per event (the console and the store's log).
+	Log func(format string, args ...any)
+	// Root prefixes /proc (tests); "" is the real root.
+	Root string
+	// Shell is what SSH sessions run; "" means /bbin/gosh.
+	Shell string
+	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
+	LinkWait time.Duration
+}
+
+// Router is the running router.
+type Router struct {
+	cfg    Config
+	links  *links
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	wanIf   string
+	lanIf   string
+	wan     wanState
+	events  []string // recent log lines, newest last, bounded
+	started time.Time
+	svc     services
+}
+
+// wanState is what the WAN has now.
+type wanState struct {
+	Addr    netip.Prefix
+	Gateway netip.Addr
+	DNS     []netip.Addr
+	Source  string // "static" or "dhcp"
+	Since   time.Time
+}
+
+const maxEvents = 64
+
+func (r *Router) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	r.events = append(r.events, time.Now().UTC().Format(time.RFC3339)+" "+line)
+	if len(r.events) > maxEvents {
+		r.events = r.events[len(r.events)-maxEvents:]
+	}
+	r.mu.Unlock()
+	if r.cfg.Log != nil {
+		r.cfg.Log("%s", line)
+	}
+}
+
+// iface maps a site port name to its kernel interface.
+func (r *Router) iface(port string) string {
+	for _, p := range r.cfg.Ports {
+		if p.Name == port {
+			return p.Interface
+		}
+	}
+	return ""
+}
+
+// Start brings the network up and starts the services; it returns once
+// the links, addresses, forwarding and firewall are in place (a DHCP WAN
+// keeps trying in the background), so the boot goes on while the router
+// already routes. Problems that leave part of the router down are logged
+// and returned together; the router runs what it can.
+func Start(ctx context.Context, cfg Config) (*Router, error) {
+	if cfg.Site == nil {
+		return nil, fmt.Errorf("router: no site config")
+	}
+	if cfg.LinkWait == 0 {
+		cfg.LinkWait = 10 * time.Second
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = "/bbin/gosh"
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r := &Router{cfg: cfg, cancel: cancel, started: time.Now()}
+	var problems []error
+	fail := func(err error) {
+		if err != nil {
+			problems = append(problems, err)
+			r.logf("network: %v", err)
+		}
+	}
+	s := cfg.Site
+	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
+		fail(fmt.Errorf("hostname %s: %w", s.Hostname, err))
+	}
+	l, err := newLinks()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	r.links = l
+	fail(l.up("lo", 0))
+
+	r.wanIf = r.iface(s.WAN.Port)
+	var lanPorts []string
+	for _, p := range s.LAN.Ports {
+		lanPorts = append(lanPorts, r.iface(p))
+	}
+	want := append([]string{r.wanIf}, lanPorts...)
+	if err := l.wait(want, cfg.LinkWait); err != nil {
+		fail(err)
+	}
+
+	// LAN first: the clients' side is up before the WAN is.
+	if s.LAN.HasLAN() {
+		r.lanIf = lanPorts[0]
+		if len(lanPorts) > 1 {
+			r.lanIf = LANBridge
+			fail(l.bridge(LANBridge, lanPorts, s.LAN.MTU))
+		} else {
+			fail(l.up(r.lanIf, s.LAN.MTU))
+		}
+		lan, _ := netip.ParsePrefix(s.LAN.Address)
+		if err := l.setAddr(r.lanIf, lan); err != nil {
+			fail(err)
+		} else {
+			r.logf("network: LAN %s on %s (ports %v)", lan, r.lanIf, s.LAN.Ports)
+		}
+	}
+	fail(l.up(r.wanIf, s.WAN.MTU))
+	if s.WAN.Address != "dhcp" {
+		p, _ := netip.ParsePrefix(s.WAN.Address)
+		gw, _ := netip.ParseAddr(s.WAN.Gateway)
+		var dns []netip.Addr
+		for _, d := range s.WAN.DNS {
+			a, _ := netip.ParseAddr(d)
+			dns = append(dns, a)
+		}
+		fail(r.setWAN(p, gw, dns, "static"))
+	}
+	fail(enableForwarding(cfg.Root))
+	for _, err := range r.startServices(ctx) {
+		fail(err)
+	}
+	if len(problems) > 0 {
+		return r, fmt.Errorf("router: %d problem(s), the first: %w", len(problems), problems[0])
+	}
+	return r, nil
+}
+
+// setWAN applies a WAN address, gateway and resolvers (static, or from a
+// DHCP lease).
+func (r *Router) setWAN(p netip.Prefix, gw netip.Addr, dns []netip.Addr, source string) error {
+	if err := r.links.setAddr(r.wanIf, p); err != nil {
+		return err
+	}
+	if gw.IsValid() {
+		if err := r.links.defaultRoute(r.wanIf, gw); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	r.wan = wanState{Addr: p, Gateway: gw, DNS: dns, Source: source, Since: time.Now()}
+	r.mu.Unlock()
+	r.logf("network: WAN %s on %s, gateway %s, DNS %v (%s)", p, r.wanIf, gw, dns, source)
+	r.wanChanged()
+	return nil
+}
+
+// Close stops the services.
+func (r *Router) Close() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// go runs fn until the router stops, logging a failure.
+func (r *Router) goService(name string, fn func(ctx context.Context) error, ctx context.Context) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			r.logf("%s stopped: %v", name, err)
+		}
+	}()
+}
+
+// Status is what `ocf net` shows.
+type Status struct {
+	Hostname string      `json:"hostname"`
+	Uptime   string      `json:"uptime"`
+	Links    []LinkState `json:"links"`
+	WAN      struct {
+		Interface string   `json:"interface"`
+		Address   string   `json:"address,omitempty"`
+		Gateway   string   `json:"gateway,omitempty"`
+		DNS       []string `json:"dns,omitempty"`
+		Source    string   `json:"source,omitempty"`
+	} `json:"wan"`
+	LAN      string            `json:"lan_interface,omitempty"`
+	Services map[string]string `json:"services"`
+	Leases   []string          `json:"leases,omitempty"`
+	Counters map[string]uint64 `json:"counters,omitempty"`
+	SSH      string            `json:"ssh_host_key,omitempty"`
+	Events   []string          `json:"events,omitempty"`
+}
+
+// Status reports the router's state now.
+func (r *Router) Status() Status {
+	var st Status
+	st.Hostname = r.cfg.Site.Hostname
+	st.Uptime = time.Since(r.started).Round(time.Second).String()
+	names := []string{r.wanIf}
+	if r.lanIf != "" {
+		names = append(names, r.lanIf)
+		if r.lanIf == LANBridge {
+			for _, p := range r.cfg.Site.LAN.Ports {
+				names = append(names, r.iface(p))
+			}
+		}
+	}
+	for _, n := range names {
+		ls, _ := r.links.state(n)
+		st.Links = append(st.Links, ls)
+	}
+	r.mu.Lock()
+	st.WAN.Interface = r.wanIf
+	if r.wan.Addr.IsValid() {
+		st.WAN.Address = r.wan.Addr.String()
+		if r.wan.Gateway.IsValid() {
+			st.WAN.Gateway = r.wan.Gateway.String()
+		}
+		for _, d := range r.wan.DNS {
+			st.WAN.DNS = append(st.WAN.DNS, d.String())
+		}
+		st.WAN.Source = r.wan.Source
+	}
+	st.LAN = r.lanIf
+	st.Events = append([]string(nil), r.events...)
+	r.mu.Unlock()
+	st.Services = map[string]string{}
+	r.serviceStatus(&st)
+	sort.Strings(st.Leases)
+	return st
+}

@@ -1,0 +1,15 @@
+package router
+
+import "context"
+
+// services holds the running services; filled in as they land.
+type services struct{}
+
+// startServices starts the firewall and the services the site asks for.
+func (r *Router) startServices(ctx context.Context) []error { return nil }
+
+// wanChanged tells the services the WAN's address or resolvers changed.
+func (r *Router) wanChanged() {}
+
+// serviceStatus adds the services' state to st.
+func (r *Router) serviceStatus(st *Status) {}

@@ -1,0 +1,118 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// StatusSocket is where the router answers `ocf net`.
+const StatusSocket = "/run/ocfw/router.sock"
+
+// ServeStatus answers every connection on a unix socket at path with the
+// status as JSON, until ctx is done.
+func (r *Router) ServeStatus(ctx context.Context, path string) error {
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		json.NewEncoder(c).Encode(r.Status())
+		c.Close()
+	}
+}
+
+// ReadStatus asks the running router for its status.
+func ReadStatus(path string) (*Status, error) {
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("the router is not running (no %s): the firmware has no site config, or it failed at boot (see the console)", path)
+		}
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var st Status
+	if err := json.NewDecoder(io.LimitReader(c, 1<<20)).Decode(&st); err != nil {
+		return nil, fmt.Errorf("reading the router's status: %w", err)
+	}
+	return &st, nil
+}
+
+// WriteText prints the status for people.
+func (st *Status) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "%s, up %s\n", st.Hostname, st.Uptime)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "interface\tstate\tmac\tmtu\taddresses\trx/tx bytes")
+	for _, l := range st.Links {
+		state := "down"
+		switch {
+		case l.Up && l.Carrier:
+			state = "up"
+		case l.Up:
+			state = "no carrier"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d/%d\n", l.Name, state, l.MAC, l.MTU, strings.Join(l.Addrs, " "), l.RxBytes, l.TxBytes)
+	}
+	tw.Flush()
+	if st.WAN.Address != "" {
+		fmt.Fprintf(w, "WAN %s: %s via %s, DNS %s (%s)\n", st.WAN.Interface, st.WAN.Address, st.WAN.Gateway, strings.Join(st.WAN.DNS, " "), st.WAN.Source)
+	} else {
+		fmt.Fprintf(w, "WAN %s: no address yet\n", st.WAN.Interface)
+	}
+	if st.LAN != "" {
+		fmt.Fprintf(w, "LAN %s\n", st.LAN)
+	}
+	for _, k := range sortedKeys(st.Services) {
+		fmt.Fprintf(w, "service %s: %s\n", k, st.Services[k])
+	}
+	if st.SSH != "" {
+		fmt.Fprintf(w, "SSH host key %s\n", st.SSH)
+	}
+	for _, l := range st.Leases {
+		fmt.Fprintf(w, "lease %s\n", l)
+	}
+	for _, k := range sortedKeys(st.Counters) {
+		fmt.Fprintf(w, "counter %s: %d\n", k, st.Counters[k])
+	}
+	if len(st.Events) > 0 {
+		fmt.Fprintln(w, "recent events:")
+		for _, e := range st.Events {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
