@@ -86,3 +86,20 @@ func SitePortRoles(s *plan.Site, b *Board) []string {
 	}
 	return out
 }
+
+// FileKind reads the kind of a profile or site file ("board", "card",
+// "site"), or "" when the file does not say (or cannot be read: the full
+// parse reports why).
+func FileKind(data []byte) string {
+	var head struct {
+		Kind string `yaml:"kind"`
+	}
+	if yaml.Unmarshal(data, &head) != nil {
+		return ""
+	}
+	return head.Kind
+}
+
+// Add puts profiles into the catalog (over built-in ones of the same
+// name), e.g. user boards given alongside a site config.
+func (c *Catalog) Add(profiles []Profile) { c.add(profiles) }

@@ -39,6 +39,9 @@ type Options struct {
 	// $SOURCE_DATE_EPOCH, else 0 (1970).
 	SourceDateEpoch int64
 	Boot            plan.Options // written into the initramfs as plan.OptionsFile
+	// Site, when set, is the router's site config, written into the
+	// initramfs as plan.SiteFile (JSON).
+	Site *plan.Site
 	// SourceDir is a directory inside the ocfw module (cmd/ocf is built
 	// from source); "" means the current directory or a parent of it.
 	SourceDir string
@@ -94,6 +97,12 @@ var Commands = []string{
 	"github.com/u-root/u-root/cmds/core/dmesg",
 	"github.com/u-root/u-root/cmds/core/poweroff",
 	"github.com/u-root/u-root/cmds/core/shutdown",
+	// For a router's console and SSH sessions: links and routes, the
+	// processes, the clock, reachability.
+	"github.com/u-root/u-root/cmds/core/ip",
+	"github.com/u-root/u-root/cmds/core/ps",
+	"github.com/u-root/u-root/cmds/core/date",
+	"github.com/u-root/u-root/cmds/core/ping",
 	"github.com/ocfw/ocfw/cmd/ocf",
 }
 
@@ -172,9 +181,18 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	bootJSON = append(bootJSON, '\n')
+	var siteJSON []byte
 	extra := []cpio.Record{
 		cpio.StaticFile("etc/ocfw/plan.json", string(planJSON), 0o644),
 		cpio.StaticFile("etc/ocfw/boot.json", string(bootJSON), 0o644),
+	}
+	if opts.Site != nil {
+		sj, err := opts.Site.JSON()
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, cpio.StaticFile(strings.TrimPrefix(plan.SiteFile, "/"), string(sj), 0o644))
+		siteJSON = sj
 	}
 	mods, modRecs, storage, err := moduleRecords(pl, k)
 	if err != nil {
@@ -228,6 +246,9 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		"kernel":    k.SHA256,
 		"plan.json": sum(planJSON),
 		"boot.json": sum(bootJSON),
+	}
+	if siteJSON != nil {
+		inputs["site.json"] = sum(siteJSON)
 	}
 	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: pi.Size(), Modules: mods, Kernel: k, Inputs: inputs,
 		Parts: parts, Took: time.Since(start)}, nil

@@ -24,6 +24,8 @@ type buildFlags struct {
 	cardMB    int
 	budget    string
 	inject    []string
+	site      string
+	siteCfg   *plan.Site
 	json      bool
 }
 
@@ -63,6 +65,9 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 			if len(f.inject) > 0 && f.initramfs != "" {
 				return fmt.Errorf("--test-inject goes into the initramfs ocfw builds: it cannot change a given --initramfs")
 			}
+			if err := f.loadSite(g, pl); err != nil {
+				return err
+			}
 			return runBuild(cmd, pl, f)
 		},
 	}
@@ -74,6 +79,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	fl.StringVar(&f.size, "size", "", "image size in MiB, e.g. 120 or 240M or 1G (default: the board's, which fits its card)")
 	fl.IntVar(&f.cardMB, "card-mb", 0, "the card's size in MB as sold (default: the board's, e.g. 128)")
 	fl.StringVar(&f.budget, "speed-budget", "", "time the firmware's boot-time speed run may take, e.g. 20s (default: the firmware's)")
+	fl.StringVar(&f.site, "site", "", "the router's site config (YAML, kind: site): ports, addresses, DHCP, firewall, SSH keys (ocfw validate checks it)")
 	fl.StringArrayVar(&f.inject, "test-inject", nil, "TEST IMAGES ONLY: the firmware adds a faulty engine, corrupt:SIZE, fail:SIZE or hang:SIZE, to prove its self-test catches it")
 	fl.BoolVar(&f.json, "json", false, "print the manifest as JSON")
 	return cmd
@@ -129,7 +135,7 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	res, err := pipeline.Build(cmd.Context(), pl, pipeline.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
-		Boot: plan.Options{SpeedBudget: f.budget, Inject: f.inject}, SizeMiB: size, CardMB: f.cardMB,
+		Boot: plan.Options{SpeedBudget: f.budget, Inject: f.inject}, Site: f.siteCfg, SizeMiB: size, CardMB: f.cardMB,
 		SourceDateEpoch: sde, Log: log})
 	if err != nil {
 		return err
@@ -149,5 +155,32 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 		fmt.Fprintf(w, "%s  %s (%d bytes)\n", o.SHA256, filepath.Join(filepath.Dir(out), o.Name), o.Size)
 	}
 	fmt.Fprintf(w, "manifest: %s\nsums:     %s\n", firmware.ManifestPath(out), firmware.SumsPath(out))
+	return nil
+}
+
+// loadSite reads and checks --site for the plan's board.
+func (f *buildFlags) loadSite(g *globalFlags, pl *plan.Plan) error {
+	if f.site == "" {
+		return nil
+	}
+	if f.initramfs != "" {
+		return fmt.Errorf("--site goes into the initramfs ocfw builds: it cannot change a given --initramfs")
+	}
+	data, err := readProfileFile(f.site)
+	if err != nil {
+		return fmt.Errorf("--site: %w", err)
+	}
+	cat, err := g.catalog()
+	if err != nil {
+		return err
+	}
+	s, b, err := cat.ParseSite(f.site, data)
+	if err != nil {
+		return fmt.Errorf("--site %s:\n%w", f.site, err)
+	}
+	if b.Name != pl.Board {
+		return fmt.Errorf("--site %s is for board %s, but --board is %s: build for %s, or give a site for %s", f.site, b.Name, pl.Board, b.Name, pl.Board)
+	}
+	f.siteCfg = s
 	return nil
 }

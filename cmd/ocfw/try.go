@@ -37,6 +37,9 @@ The image stays in out/ for 'ocfw flash' or another 'ocfw run'.`,
 			if err != nil {
 				return err
 			}
+			if err := f.build.loadSite(g, pl); err != nil {
+				return err
+			}
 			if pl.Boot != plan.BootBIOSCF {
 				return fmt.Errorf("--board %s: QEMU has no IXP4xx machine, so only the x86 CF boards can be tried; 'ocfw build' makes its image", pl.Board)
 			}
@@ -62,6 +65,7 @@ The image stays in out/ for 'ocfw flash' or another 'ocfw run'.`,
 	f.build.register(cmd, false)
 	fl.StringVarP(&f.build.output, "output", "o", "", "image file (default out/ocfw-BOARD.img)")
 	fl.StringVar(&f.build.budget, "speed-budget", "", "time the firmware's boot-time speed run may take (default: the firmware's)")
+	fl.StringVar(&f.build.site, "site", "", "the router's site config (YAML, kind: site)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog for the QEMU boot")
 	return cmd
 }

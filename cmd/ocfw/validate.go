@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -12,14 +14,31 @@ import (
 func newValidateCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate FILE...",
-		Short: "Check user-written board and card profiles",
-		Long: `validate parses each profile file strictly (unknown fields, wrong types, unknown
-engines, impossible slot or boot combinations) and reports every problem as
-FILE:LINE:COLUMN with what would be valid. Names must be unique among the files
-given. Exit status 1 when anything is wrong.`,
+		Short: "Check user-written board and card profiles and site configs",
+		Long: `validate parses each profile or site config file strictly (unknown fields, wrong
+types, unknown engines, impossible slot or boot combinations; for a site config
+(kind: site) its ports, addresses, DHCP range, port forwards and keys against its
+board) and reports every problem as FILE:LINE:COLUMN with what would be valid,
+all in one run. Names must be unique among the profiles given; a site config may
+name a board given alongside. Exit status 1 when anything is wrong.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			profiles, err := boards.LoadFiles(args)
+			var sites, files []string
+			for _, a := range args {
+				if data, err := readProfileFile(a); err == nil && boards.FileKind(data) == boards.KindSite {
+					sites = append(sites, a)
+				} else {
+					files = append(files, a)
+				}
+			}
+			var profiles []boards.Profile
+			var err error
+			if len(files) > 0 {
+				profiles, err = boards.LoadFiles(files)
+			}
+			if err == nil && len(sites) > 0 {
+				err = validateSites(cmd, g, sites, profiles)
+			}
 			if err != nil {
 				var l boards.ErrorList
 				if errors.As(err, &l) {
@@ -43,4 +62,57 @@ given. Exit status 1 when anything is wrong.`,
 			return nil
 		},
 	}
+}
+
+// maxSiteFile bounds a site config or profile read here.
+const maxSiteFile = 256 << 10
+
+// readProfileFile reads a regular file of at most maxSiteFile bytes.
+func readProfileFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxSiteFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSiteFile {
+		return nil, fmt.Errorf("%s: larger than %d KiB: not a site config", name, maxSiteFile>>10)
+	}
+	return data, nil
+}
+
+// validateSites checks site configs against the catalog plus the
+// profiles given in the same run.
+func validateSites(cmd *cobra.Command, g *globalFlags, sites []string, profiles []boards.Profile) error {
+	cat, err := g.catalog()
+	if err != nil {
+		return err
+	}
+	cat.Add(profiles)
+	var all boards.ErrorList
+	for _, f := range sites {
+		data, err := readProfileFile(f)
+		if err != nil {
+			return err
+		}
+		s, _, err := cat.ParseSite(f, data)
+		var l boards.ErrorList
+		if errors.As(err, &l) {
+			all = append(all, l...)
+			continue
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (site %s for %s)\n", f, s.Hostname, s.Board)
+	}
+	if len(all) > 0 {
+		return all
+	}
+	return nil
 }

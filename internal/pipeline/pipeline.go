@@ -31,6 +31,9 @@ type Options struct {
 	Initramfs string
 	// Boot are the boot options written into the initramfs.
 	Boot plan.Options
+	// Site is the router's site config baked into the image; nil: the
+	// firmware does not route.
+	Site *plan.Site
 	// SizeMiB and CardMB override the board's image and card sizes.
 	SizeMiB, CardMB int
 	SourceDateEpoch int64
@@ -73,6 +76,9 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if err := firmware.CheckTools(pl.Boot); err != nil {
 		return nil, err
 	}
+	if opts.Initramfs != "" && opts.Site != nil {
+		return nil, errors.New("--site goes into the initramfs ocfw builds: it cannot change a given --initramfs")
+	}
 	res := &Result{Output: out}
 	step := func(name string, t0 time.Time) { res.Steps = append(res.Steps, Step{Name: name, Took: time.Since(t0)}) }
 
@@ -96,7 +102,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 			defer os.RemoveAll(work)
 		}
 		r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: opts.SourceDateEpoch,
-			Boot: opts.Boot, Log: opts.Log})
+			Boot: opts.Boot, Site: opts.Site, Log: opts.Log})
 		if err != nil {
 			return nil, err
 		}
