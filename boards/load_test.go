@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // goodBoard is a valid user board profile the bad-input cases mutate.
@@ -257,4 +259,116 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted a profile without a name: %q", data)
 		}
 	})
+}
+
+// A user board may not take a built-in board's name or alias as an
+// alias (or as its name, when that is a built-in alias): it would hide
+// the built-in board. Replacing the built-in by name is fine.
+func TestOverlayShadowing(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       string // "" = accepted
+	}{
+		{"alias of a built-in alias", strings.Replace(goodBoard, "name: myalix\n", "name: myalix\naliases: [mine, alix2d3]\n", 1),
+			`mine.yaml:3:17: alias "alix2d3" is an alias of the built-in board alix2d13 (boards/profiles/alix2d13.yaml): it would hide it`},
+		{"alias of a built-in name", strings.Replace(goodBoard, "name: myalix\n", "name: myalix\naliases: [net5501]\n", 1),
+			`mine.yaml:3:11: alias "net5501" is the name of the built-in board net5501`},
+		{"name of a built-in alias", strings.Replace(goodBoard, "name: myalix\n", "name: gw2348-4\n", 1),
+			`mine.yaml:2:7: name "gw2348-4" is an alias of the built-in board avila-gw2348`},
+		{"replacing the built-in keeps its alias", strings.Replace(goodBoard, "name: myalix\n", "name: alix2d13\naliases: [alix2d3]\n", 1), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "mine.yaml"), tc.yaml)
+			c, err := Embedded()
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Overlay(dir)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b, err := c.Board("alix2d3"); err != nil || b.File() != filepath.Join(dir, "mine.yaml") {
+					t.Errorf("alix2d3 = %v, %v; want the user's replacement", b, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, tc.want)) {
+				t.Fatalf("err = %v\nwant %s", err, filepath.Join(dir, tc.want))
+			}
+			// Nothing of a refused overlay is used.
+			if b, _ := c.Board("alix2d3"); b == nil || b.Name != "alix2d13" {
+				t.Errorf("after the refused overlay alix2d3 = %v", b)
+			}
+		})
+	}
+}
+
+// Bad input must neither hang nor fill memory, and is refused with the
+// file's name and what is wrong.
+func TestProfileFileRefusals(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.yaml")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(1 << 30) // sparse: no disk used, and none of it may be read
+	f.Close()
+	for _, tc := range []struct{ file, want string }{
+		{fifo, fifo + ": not a regular file but a named pipe (FIFO)"},
+		{"/dev/zero", "/dev/zero: not a regular file but a character device"},
+		{huge, huge + ": the file is 1 GiB (1073741824 bytes), over the limit of 256 KiB for a profile"},
+	} {
+		var err error
+		within(t, 10*time.Second, func() { _, err = LoadFiles([]string{tc.file}) })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.file, err, tc.want)
+		}
+	}
+	// A 200 KiB value is cut in messages.
+	long := strings.Repeat("x", 200<<10)
+	_, err = Parse("my.yaml", []byte(strings.Replace(goodBoard, "name: myalix", "name: "+long, 1)))
+	if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), `..." (204800 bytes)`) {
+		t.Errorf("long name: %d-byte message: %.300s", len(err.Error()), err)
+	}
+}
+
+// The same in a --profiles directory: a FIFO or a directory named like a
+// profile is an error naming it.
+func TestOverlayRefusesNonFiles(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ok.yaml"), goodBoard)
+	if err := syscall.Mkfifo(filepath.Join(dir, "a.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "sub.yaml", "README"), "a directory named like a profile")
+	c, _ := Embedded()
+	var err error
+	within(t, 10*time.Second, func() { err = c.Overlay(dir) })
+	for _, want := range []string{
+		filepath.Join(dir, "a.yaml") + ": not a regular file but a named pipe (FIFO)",
+		filepath.Join(dir, "sub.yaml") + ": a directory named like a profile file",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("overlay: %v\nwant %q", err, want)
+		}
+	}
+}
+
+// within fails the test if f has not returned after d.
+func within(t *testing.T, d time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("still running after %v: blocked on input", d)
+	}
 }

@@ -75,7 +75,7 @@ func nodeKind(n *yaml.Node) string {
 	if n.Tag == "!!null" {
 		return "nothing (null)"
 	}
-	return fmt.Sprintf("%q", n.Value)
+	return quote(n.Value)
 }
 
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
@@ -97,7 +97,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			key := k.Value
 			fi, ok := index[key]
 			if !ok {
-				d.errorf(k, "unknown field %q in %s%s; valid fields: %s", key, d.where(path), suggest(key, names), strings.Join(names, ", "))
+				d.errorf(k, "unknown field %s in %s%s; valid fields: %s", quote(key), d.where(path), suggest(key, names), strings.Join(names, ", "))
 				continue
 			}
 			if seen[key] {
@@ -130,7 +130,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
 		if err != nil || i < 0 || i > 1<<40 {
-			d.errorf(n, "%s: %q is not a usable integer (want 0 to 2^40, decimal or 0x hex)", displayPath(path), n.Value)
+			d.errorf(n, "%s: %s is not a usable integer (want 0 to 2^40, decimal or 0x hex)", displayPath(path), quote(n.Value))
 			return
 		}
 		v.SetInt(i)

@@ -48,7 +48,7 @@ func (c *checker) oneOf(path, got string, valid []string) {
 		c.errorf(path, "missing field %q: want one of %s", path, quoteList(valid))
 		return
 	}
-	c.errorf(path, "%s %q: want one of %s%s", path, got, quoteList(valid), suggest(got, valid))
+	c.errorf(path, "%s %s: want one of %s%s", path, quote(got), quoteList(valid), suggest(got, valid))
 }
 
 func (c *checker) required(path, got, what string) {
@@ -63,7 +63,7 @@ func (c *checker) name(got string) {
 		return
 	}
 	if !nameRE.MatchString(got) {
-		c.errorf("name", "name %q: want lower-case letters, digits and dashes, at most 40 characters", got)
+		c.errorf("name", "name %s: want lower-case letters, digits and dashes, at most 40 characters", quote(got))
 	}
 }
 
@@ -82,7 +82,7 @@ func (b *Board) validate() ErrorList {
 	c.name(b.Name)
 	for i, a := range b.Aliases {
 		if !nameRE.MatchString(a) {
-			c.errorf(fmt.Sprintf("aliases[%d]", i), "alias %q: want lower-case letters, digits and dashes", a)
+			c.errorf(fmt.Sprintf("aliases[%d]", i), "alias %s: want lower-case letters, digits and dashes, at most 40 characters", quote(a))
 		}
 	}
 	c.required("description", b.Description, "a one-line description of the board")
@@ -100,7 +100,7 @@ func (b *Board) validate() ErrorList {
 		c.errorf("ram_mb", "ram_mb %d: want the board's RAM in MiB, at least 16 (the firmware runs from RAM)", b.RAMMB)
 	}
 	if !ttyRE.MatchString(b.Console.Device) {
-		c.errorf("console.device", "console.device %q: want a serial device such as \"ttyS0\"", b.Console.Device)
+		c.errorf("console.device", "console.device %s: want a serial device such as \"ttyS0\"", quote(b.Console.Device))
 	}
 	if !containsInt(bauds, b.Console.Baud) {
 		c.errorf("console.baud", "console.baud %d: want one of %s", b.Console.Baud, intList(bauds))
@@ -110,7 +110,7 @@ func (b *Board) validate() ErrorList {
 	switch b.Boot {
 	case plan.BootBIOSCF:
 		if b.CPU.Arch != "" && b.CPU.Arch != ArchI586 {
-			c.errorf("boot", "boot bios-cf needs an x86 board (cpu.arch i586), not %q", b.CPU.Arch)
+			c.errorf("boot", "boot bios-cf needs an x86 board (cpu.arch i586), not %s", quote(b.CPU.Arch))
 		}
 		if b.Storage.Kind != "cf" {
 			c.errorf("storage.kind", "boot bios-cf boots a CompactFlash card: set storage.kind: cf")
@@ -126,14 +126,14 @@ func (b *Board) validate() ErrorList {
 			c.errorf("image.boot_mb", "image.boot_mb %d: want a FAT16 boot partition of 16 MiB or more that leaves at least 8 MiB of the %d MiB image for data", b.Image.BootMB, b.Image.SizeMB)
 		}
 		if b.Image.DataLabel != "" && !labelRE.MatchString(b.Image.DataLabel) {
-			c.errorf("image.data_label", "image.data_label %q: want a FAT volume label, 1-11 of A-Z, 0-9, _ (or leave it out for %s)", b.Image.DataLabel, plan.DataLabel)
+			c.errorf("image.data_label", "image.data_label %s: want a FAT volume label, 1-11 of A-Z, 0-9, _ (or leave it out for %s)", quote(b.Image.DataLabel), plan.DataLabel)
 		}
 		if len(b.Image.Flash) > 0 {
 			c.errorf("image.flash", "image.flash is for redboot boards; a bios-cf board has no flash layout")
 		}
 	case plan.BootRedBoot:
 		if b.CPU.Arch != "" && b.CPU.Arch != ArchARMv5TE {
-			c.errorf("boot", "boot redboot is for the ARM IXP4xx boards (cpu.arch armv5te), not %q", b.CPU.Arch)
+			c.errorf("boot", "boot redboot is for the ARM IXP4xx boards (cpu.arch armv5te), not %s", quote(b.CPU.Arch))
 		}
 		if b.Storage.Kind != "flash" {
 			c.errorf("storage.kind", "boot redboot loads from on-board flash: set storage.kind: flash")
@@ -143,7 +143,7 @@ func (b *Board) validate() ErrorList {
 		}
 		b.validateFlash(c)
 		if b.Storage.CF && b.Image.DataLabel != "" && !labelRE.MatchString(b.Image.DataLabel) {
-			c.errorf("image.data_label", "image.data_label %q: a board with a CF slot keeps reports on a FAT partition: want a label of 1-11 of A-Z, 0-9, _ (or leave it out for %s)", b.Image.DataLabel, plan.DataLabel)
+			c.errorf("image.data_label", "image.data_label %s: a board with a CF slot keeps reports on a FAT partition: want a label of 1-11 of A-Z, 0-9, _ (or leave it out for %s)", quote(b.Image.DataLabel), plan.DataLabel)
 		}
 	}
 	c.oneOf("image.compression", b.Image.Compression, []string{"xz", "gzip", "none"})
@@ -152,7 +152,7 @@ func (b *Board) validate() ErrorList {
 		p := fmt.Sprintf("slots[%d]", i)
 		c.oneOf(p+".form", s.Form, []string{FormPCI, FormMiniPCI})
 		if forms[s.Form] {
-			c.errorf(p+".form", "slot form %q listed twice: give one entry with its count", s.Form)
+			c.errorf(p+".form", "slot form %s listed twice: give one entry with its count", quote(s.Form))
 		}
 		forms[s.Form] = true
 		if s.Count < 1 || s.Count > 8 {
@@ -169,7 +169,7 @@ func (b *Board) validate() ErrorList {
 	}
 	wantImage := map[string]string{ArchI586: "bzImage", ArchARMv5TE: "zImage"}[b.CPU.Arch]
 	if wantImage != "" && b.Kernel.Image != wantImage {
-		c.errorf("kernel.image", "kernel.image %q: a %s board boots a %s", b.Kernel.Image, b.CPU.Arch, wantImage)
+		c.errorf("kernel.image", "kernel.image %s: a %s board boots a %s", quote(b.Kernel.Image), b.CPU.Arch, wantImage)
 	}
 	return c.errs
 }
@@ -188,17 +188,17 @@ func (b *Board) validateFlash(c *checker) {
 			c.errorf(path+".name", "flash partition %d has no name", i)
 		}
 		if names[p.Name] {
-			c.errorf(path+".name", "flash partition %q listed twice", p.Name)
+			c.errorf(path+".name", "flash partition %s listed twice", quote(p.Name))
 		}
 		names[p.Name] = true
 		if p.Size <= 0 {
-			c.errorf(path+".size", "flash partition %q: size must be positive", p.Name)
+			c.errorf(path+".size", "flash partition %s: size must be positive", quote(p.Name))
 		}
 		if p.Offset < end {
-			c.errorf(path+".offset", "flash partition %q at 0x%x overlaps the previous one (ends at 0x%x); list partitions in flash order", p.Name, p.Offset, end)
+			c.errorf(path+".offset", "flash partition %s at 0x%x overlaps the previous one (ends at 0x%x); list partitions in flash order", quote(p.Name), p.Offset, end)
 		}
 		if p.Offset+p.Size > size {
-			c.errorf(path+".size", "flash partition %q (0x%x+0x%x) runs past the end of the %d MiB flash", p.Name, p.Offset, p.Size, b.Storage.FlashMB)
+			c.errorf(path+".size", "flash partition %s (0x%x+0x%x) runs past the end of the %d MiB flash", quote(p.Name), p.Offset, p.Size, b.Storage.FlashMB)
 		}
 		end = p.Offset + p.Size
 	}
@@ -217,7 +217,7 @@ func (k *Card) validate() ErrorList {
 	c.oneOf("engine", k.Engine, hardwareEngineIDs())
 	m := pciRE.FindStringSubmatch(k.PCI)
 	if m == nil {
-		c.errorf("pci", "pci %q: want the card's vendor:device id in hex as lspci -n prints it, e.g. \"13a3:0020\"", k.PCI)
+		c.errorf("pci", "pci %s: want the card's vendor:device id in hex as lspci -n prints it, e.g. \"13a3:0020\"", quote(k.PCI))
 		return c.errs
 	}
 	if e, ok := drivers.LookupEngine(k.Engine); ok {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/internal/regfile"
 )
 
 // Device is what Flash needs to know about a target.
@@ -235,7 +237,7 @@ func checkRangesProgress(r io.ReaderAt, bm *BlockMap, prog *progress) []string {
 }
 
 func loadManifest(image string) (*Manifest, error) {
-	b, err := os.ReadFile(ManifestPath(image))
+	b, err := regfile.ReadFile(ManifestPath(image), maxManifest)
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest beside the image (it holds the block map and checksums flashing needs): %w", err)
 	}

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"sort"
 	"strings"
 
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/firmware/mbr"
 	"github.com/ocfw/ocfw/internal/fat"
+	"github.com/ocfw/ocfw/internal/regfile"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/store"
 )
@@ -92,6 +93,9 @@ type ReportInfo struct {
 // Limits that keep Inspect bounded on hostile input.
 const (
 	maxSmallFile = 4 << 20 // manifests, configs, reports
+	// maxManifest bounds the manifest beside an image: its block map
+	// grows with the image, about 100 bytes per range.
+	maxManifest  = 16 << 20
 	maxTreeFiles = 4096
 	maxTreeDepth = 8
 )
@@ -100,24 +104,19 @@ const (
 // systems, boot files and configuration, manifest and reports. Input that
 // is not an ocfw image (truncated, corrupted, anything else) is an error.
 func Inspect(path string) (*Info, error) {
-	f, err := os.Open(path)
+	f, fi, err := regfile.Open(path) // a FIFO or device is refused, not waited on
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
 	info, err := inspect(f, fi.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	info.Path = path
-	if b, err := os.ReadFile(ManifestPath(path)); err == nil {
+	if b, err := regfile.ReadFile(ManifestPath(path), maxManifest); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		info.Problems = append(info.Problems, err.Error())
+	} else if err == nil {
 		m, err := ReadManifest(b)
 		if err != nil {
 			info.Problems = append(info.Problems, fmt.Sprintf("%s: %v", ManifestPath(path), err))
