@@ -89,21 +89,19 @@ func Parse(file string, data []byte) (Profile, error) {
 	switch kindNode.Value {
 	case KindBoard:
 		b := &Board{}
-		d := &decoder{file: file, what: "board profile", pos: positions{}}
+		d := &decoder{file: file, what: "board profile", pos: positions{}, bad: map[string]bool{}}
 		d.decode(root, reflect.ValueOf(b).Elem(), "")
 		b.src = source{file: file, pos: d.pos}
-		if len(d.errs) == 0 {
-			d.errs = append(d.errs, b.validate()...)
-		}
+		// Every mistake in one run: the checks run even after decoding
+		// errors, skipping the fields those already reported.
+		d.errs = append(d.errs, b.validate(d.bad)...)
 		return Profile{Board: b}, d.errs.err()
 	case KindCard:
 		c := &Card{}
-		d := &decoder{file: file, what: "card profile", pos: positions{}}
+		d := &decoder{file: file, what: "card profile", pos: positions{}, bad: map[string]bool{}}
 		d.decode(root, reflect.ValueOf(c).Elem(), "")
 		c.src = source{file: file, pos: d.pos}
-		if len(d.errs) == 0 {
-			d.errs = append(d.errs, c.validate()...)
-		}
+		d.errs = append(d.errs, c.validate(d.bad)...)
 		return Profile{Card: c}, d.errs.err()
 	}
 	return Profile{}, ErrorList{{File: file, Line: kindNode.Line, Col: kindNode.Column,

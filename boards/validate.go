@@ -22,9 +22,26 @@ var (
 type checker struct {
 	src  source
 	errs ErrorList
+	skip map[string]bool // paths (and everything below them) already reported
+}
+
+func (c *checker) skipped(path string) bool {
+	for p := path; ; {
+		if c.skip[p] {
+			return true
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
 }
 
 func (c *checker) errorf(path string, format string, args ...any) {
+	if c.skipped(path) {
+		return
+	}
 	p, ok := c.src.pos[path]
 	for !ok && path != "" {
 		// A missing field: point at its parent.
@@ -77,8 +94,9 @@ func hardwareEngineIDs() []string {
 	return ids
 }
 
-func (b *Board) validate() ErrorList {
-	c := &checker{src: b.src}
+// validate checks the decoded board; skip names paths already reported.
+func (b *Board) validate(skip map[string]bool) ErrorList {
+	c := &checker{src: b.src, skip: skip}
 	c.name(b.Name)
 	for i, a := range b.Aliases {
 		if !nameRE.MatchString(a) {
@@ -209,8 +227,8 @@ func (b *Board) validateFlash(c *checker) {
 	}
 }
 
-func (k *Card) validate() ErrorList {
-	c := &checker{src: k.src}
+func (k *Card) validate(skip map[string]bool) ErrorList {
+	c := &checker{src: k.src, skip: skip}
 	c.name(k.Name)
 	c.required("description", k.Description, "a one-line description of the card")
 	c.oneOf("form", k.Form, []string{FormPCI, FormMiniPCI})

@@ -5,12 +5,21 @@ import (
 	"strings"
 )
 
-// Suggest returns ` (did you mean "x"?)` for the candidate nearest to
-// got, or "" when nothing is close enough to be a likely typo. A name that
-// got begins (got is a shortening of it: "ram" for "ram_mb", "aes128" for
-// "aes-128-cbc") comes first, the shortest such; then the candidate
-// fewest edits away.
+// Suggest returns ` (did you mean "x"?)` for Nearest(got, candidates),
+// or "" when nothing is close enough to be a likely typo.
 func Suggest(got string, candidates []string) string {
+	if n := Nearest(got, candidates); n != "" {
+		return fmt.Sprintf(" (did you mean %q?)", n)
+	}
+	return ""
+}
+
+// Nearest returns the candidate got is most likely a typo of, or "". A
+// name that got begins (got is a shortening of it: "ram" for "ram_mb",
+// "aes128" for "aes-128-cbc") comes first, the shortest such; then the
+// candidate fewest edits away, allowing about one edit per three
+// characters.
+func Nearest(got string, candidates []string) string {
 	if len(got) > 2*MaxShown {
 		return "" // not a typo of a name
 	}
@@ -22,7 +31,7 @@ func Suggest(got string, candidates []string) string {
 			}
 		}
 		if best != "" {
-			return fmt.Sprintf(" (did you mean %q?)", best)
+			return best
 		}
 	}
 	best, bestD := "", -1
@@ -32,10 +41,8 @@ func Suggest(got string, candidates []string) string {
 			best, bestD = c, d
 		}
 	}
-	// Allow about one edit per three characters: catches typos, not
-	// unrelated names.
 	if best != "" && bestD <= len(got)/3+1 {
-		return fmt.Sprintf(" (did you mean %q?)", best)
+		return best
 	}
 	return ""
 }

@@ -101,3 +101,41 @@ func TestProfilesAliasShadowing(t *testing.T) {
 		t.Errorf("replacement by name: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// Four different mistakes in one profile come out in one run, each at
+// FILE:LINE:COL, and nothing else: the typo "ram" is not also reported
+// as a missing ram_mb, the bad baud not also as an impossible one.
+func TestValidateReportsEveryMistake(t *testing.T) {
+	b, err := os.ReadFile("../../boards/profiles/alix2d13.yaml")
+	must(t, err)
+	y := string(b)
+	for _, r := range [][2]string{
+		{"ram_mb: 256", "ram: 256"},      // unknown field
+		{"baud: 38400", "baud: fast"},    // wrong type
+		{"boot: bios-cf", "boot: uboot"}, // impossible value
+		{"description: PC Engines ALIX 2d13/2d3, AMD Geode LX800, 3 LAN, CF boot\n", ""}, // missing field
+	} {
+		if !strings.Contains(y, r[0]) {
+			t.Fatalf("test bug: %q not in the profile", r[0])
+		}
+		y = strings.Replace(y, r[0], r[1], 1)
+	}
+	file := filepath.Join(t.TempDir(), "four.yaml")
+	must(t, os.WriteFile(file, []byte(y), 0o644))
+	_, errs, code := ocfw(t, "validate", file)
+	want := []string{
+		file + `:2:1: missing field "description"`, // where the mapping begins,
+		file + `:11:1: unknown field "ram" in board profile (did you mean "ram_mb"?)`,
+		file + `:17:9: field "console.baud": want an integer, got "fast"`,
+		file + `:18:7: boot "uboot": want one of "bios-cf", "redboot"`,
+	}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	if code == 0 || len(lines) != len(want)+1 || !strings.Contains(lines[len(lines)-1], "4 problem(s)") {
+		t.Fatalf("exit %d, want the 4 mistakes and a count:\n%s", code, errs)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d:\n%s\nwant a line beginning\n%s", i+1, lines[i], w)
+		}
+	}
+}
