@@ -92,6 +92,7 @@ func Parse(file string, data []byte) (Profile, error) {
 		d := &decoder{file: file, what: "board profile", pos: positions{}, bad: map[string]bool{}}
 		d.decode(root, reflect.ValueOf(b).Elem(), "")
 		b.src = source{file: file, pos: d.pos}
+		b.emptyLists()
 		// Every mistake in one run: the checks run even after decoding
 		// errors, skipping the fields those already reported.
 		d.errs = append(d.errs, b.validate(d.bad)...)

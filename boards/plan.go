@@ -36,6 +36,7 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 		return nil, &FlagError{Flag: "--board " + req.Board, Msg: err.Error()}
 	}
 	p := &plan.Plan{
+		Version:     plan.Version,
 		Board:       b.Name,
 		Description: b.Description,
 		Cards:       []plan.Card{},

@@ -30,7 +30,7 @@ type Board struct {
 	Name        string       `yaml:"name" json:"name"`
 	Description string       `yaml:"description" json:"description"`
 	Vendor      string       `yaml:"vendor" json:"vendor"`
-	Aliases     []string     `yaml:"aliases" json:"aliases,omitempty"`
+	Aliases     []string     `yaml:"aliases" json:"aliases"`
 	CPU         CPU          `yaml:"cpu" json:"cpu"`
 	RAMMB       int          `yaml:"ram_mb" json:"ram_mb"`
 	Storage     plan.Storage `yaml:"storage" json:"storage"`
@@ -92,3 +92,14 @@ func (b *Board) File() string { return b.src.file }
 
 // File is the path (or embedded name) the profile was read from.
 func (c *Card) File() string { return c.src.file }
+
+// emptyLists makes lists the profile left out empty rather than nil, so
+// that JSON shows them as [] like every other list.
+func (b *Board) emptyLists() {
+	if b.Aliases == nil {
+		b.Aliases = []string{}
+	}
+	if b.Slots == nil {
+		b.Slots = []Slot{}
+	}
+}

@@ -85,6 +85,12 @@ func Read(name string) (*Plan, error) {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, fmt.Errorf("%s: not a plan written by ocfw: %w", name, err)
 	}
+	switch {
+	case p.Version == 0:
+		p.Version = 1 // written before plans had a version
+	case p.Version > Version:
+		return nil, fmt.Errorf("%s: plan version %d is newer than this ocfw reads (up to %d): use the ocfw that wrote it", name, p.Version, Version)
+	}
 	return &p, nil
 }
 

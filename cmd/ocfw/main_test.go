@@ -22,14 +22,23 @@ func TestBoardsJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var lines []boardLine
-	if err := json.Unmarshal([]byte(out), &lines); err != nil {
+	var list boardsJSON
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatal(err)
 	}
+	if list.Version != 1 {
+		t.Errorf("version %d, want 1", list.Version)
+	}
 	kinds := map[string]string{}
-	for _, l := range lines {
+	for _, l := range list.Boards {
 		if l.Description == "" {
 			t.Errorf("%s has no description", l.Name)
+		}
+		kinds[l.Name] = l.Kind
+	}
+	for _, l := range list.Cards {
+		if l.Description == "" || l.PCI == "" {
+			t.Errorf("%s has no description or PCI id", l.Name)
 		}
 		kinds[l.Name] = l.Kind
 	}
