@@ -25,7 +25,8 @@ func newBoardCmd(g *globalFlags) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show one board (or card) profile in full, with its engine and Go target resolved",
-		Args:  cobra.ExactArgs(1),
+		Args: needArgs(1, 1, "one board or card name (see 'ocfw boards')",
+			"ocfw board show alix2d13"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cat, err := g.catalog()
 			if err != nil {

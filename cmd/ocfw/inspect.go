@@ -26,7 +26,7 @@ manifest beside it): everything is still printed, problems last (with --json, in
 ignored are notes, not problems: a power cut leaves them by design.`,
 		Example: `  ocfw inspect alix.img
   ocfw inspect --json nslu2.bin`,
-		Args: cobra.ExactArgs(1),
+		Args: needArgs(1, 1, "one image file", "ocfw inspect alix.img"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := firmware.Inspect(args[0])
 			if err != nil {

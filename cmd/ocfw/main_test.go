@@ -119,7 +119,12 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"plan", "--board", "alix2d13", "--require-hw", "aes-256-cbc"}, "--require-hw aes-256-cbc: no selected engine"},
 		{[]string{"plan", "--bord", "alix2d13"}, "unknown flag: --bord"},
 		{[]string{"board", "show", "alix3"}, `unknown board "alix3"`},
-		{[]string{"validate"}, "requires at least 1 arg"},
+		{[]string{"validate"}, "validate needs one or more profile files, got nothing; for example: ocfw validate myboard.yaml"},
+		{[]string{"board", "show"}, "board show needs one board or card name (see 'ocfw boards'), got nothing; for example: ocfw board show alix2d13"},
+		{[]string{"board", "show", "a", "b"}, "board show needs one board or card name (see 'ocfw boards'), got 2 arguments"},
+		{[]string{"flash"}, "flash needs the image and the target card (find the card with lsblk"},
+		{[]string{"flash", "alix.img"}, "got 1 argument; for example: ocfw flash alix.img /dev/sdc"},
+		{[]string{"inspect"}, "inspect needs one image file, got nothing; for example: ocfw inspect alix.img"},
 		{[]string{"boards", "--profiles", "/nonexistent"}, "--profiles /nonexistent"},
 	}
 	for _, tc := range cases {

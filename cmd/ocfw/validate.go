@@ -17,7 +17,7 @@ func newValidateCmd(g *globalFlags) *cobra.Command {
 engines, impossible slot or boot combinations) and reports every problem as
 FILE:LINE:COLUMN with what would be valid. Names must be unique among the files
 given. Exit status 1 when anything is wrong.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needArgs(1, -1, "one or more profile files", "ocfw validate myboard.yaml mycard.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profiles, err := boards.LoadFiles(args)
 			if err != nil {
