@@ -3,6 +3,7 @@ package boards
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -114,6 +115,7 @@ func (b *Board) validate(skip map[string]bool) ErrorList {
 	if b.CPU.Endian == "big" && b.CPU.Arch == ArchI586 {
 		c.errorf("cpu.endian", "x86 is little-endian: set endian: little")
 	}
+	b.validateFeatures(c)
 	if b.RAMMB < 16 {
 		c.errorf("ram_mb", "ram_mb %d: want the board's RAM in MiB, at least 16 (the firmware runs from RAM)", b.RAMMB)
 	}
@@ -190,6 +192,50 @@ func (b *Board) validate(skip map[string]bool) ErrorList {
 		c.errorf("kernel.image", "kernel.image %s: a %s board boots a %s", quote(b.Kernel.Image), b.CPU.Arch, wantImage)
 	}
 	return c.errs
+}
+
+// validateFeatures checks cpu.features against the architecture and the
+// kernel: a Debian kernel that needs a feature the CPU lacks would stop
+// at boot, so the profile is refused with what would work.
+func (b *Board) validateFeatures(c *checker) {
+	known := map[string][]string{ArchI586: FeaturesX86, ArchARMv5TE: FeaturesARM}[b.CPU.Arch]
+	if known == nil {
+		return // cpu.arch is reported
+	}
+	if len(b.CPU.Features) == 0 {
+		example := map[string]string{ArchI586: "[fpu, tsc, cx8, mmx, cmov] for a Geode LX, [fpu, tsc, cx8, mmx] for a Geode GX1", ArchARMv5TE: "[armv5te] for an XScale"}[b.CPU.Arch]
+		c.errorf("cpu.features", "missing field \"cpu.features\": list the CPU's features as /proc/cpuinfo names them, e.g. %s; known for %s: %s",
+			example, b.CPU.Arch, strings.Join(known, ", "))
+		return
+	}
+	has := map[string]bool{}
+	meant := map[string]bool{} // what unknown names were probably typos of
+	for i, f := range b.CPU.Features {
+		path := fmt.Sprintf("cpu.features[%d]", i)
+		switch {
+		case has[f]:
+			c.errorf(path, "cpu.features: %s listed twice", quote(f))
+		case !slices.Contains(known, f):
+			c.errorf(path, "cpu.features: %s is not a feature ocfw knows for %s; known: %s%s", quote(f), b.CPU.Arch, strings.Join(known, ", "), suggest(f, known))
+			meant[drivers.Nearest(f, known)] = true
+		}
+		has[f] = true
+	}
+	if b.Kernel.Source != plan.KernelDebian {
+		return
+	}
+	var missing []string
+	for _, f := range kernelNeeds[b.Kernel.Package] {
+		if !has[f] && !meant[f] { // a typo of it is reported already
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		c.errorf("cpu.features", "kernel.package %s needs a CPU with %s, which cpu.features does not list: that kernel stops at boot "+
+			"(\"requires the following features not present on the CPU: %s\"); set kernel.source: user and build a kernel for this CPU "+
+			"(e.g. CONFIG_MGEODEGX1 or CONFIG_M586TSC), or, if the CPU does have %s, add it to cpu.features",
+			b.Kernel.Package, strings.Join(missing, " and "), strings.Join(missing, " "), strings.Join(missing, " and "))
+	}
 }
 
 func (b *Board) validateFlash(c *checker) {

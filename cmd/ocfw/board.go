@@ -95,6 +95,7 @@ func showProfile(w io.Writer, cat *boards.Catalog, name string, f *boardShowFlag
 		p("description", b.Description)
 		p("vendor", b.Vendor)
 		p("cpu", fmt.Sprintf("%s, %d MHz, %s, %s-endian", b.CPU.Model, b.CPU.MHz, b.CPU.Arch, b.CPU.Endian))
+		p("cpu features", strings.Join(b.CPU.Features, " "))
 		p("go target", strings.Join(v.Go.Env(), " "))
 		p("ram", fmt.Sprintf("%d MB", b.RAMMB))
 		switch b.Storage.Kind {

@@ -125,9 +125,9 @@ func TestValidateReportsEveryMistake(t *testing.T) {
 	_, errs, code := ocfw(t, "validate", file)
 	want := []string{
 		file + `:2:1: missing field "description"`, // where the mapping begins,
-		file + `:11:1: unknown field "ram" in board profile (did you mean "ram_mb"?)`,
-		file + `:17:9: field "console.baud": want an integer, got "fast"`,
-		file + `:18:7: boot "uboot": want one of "bios-cf", "redboot"`,
+		file + `:12:1: unknown field "ram" in board profile (did you mean "ram_mb"?)`,
+		file + `:18:9: field "console.baud": want an integer, got "fast"`,
+		file + `:19:7: boot "uboot": want one of "bios-cf", "redboot"`,
 	}
 	lines := strings.Split(strings.TrimSpace(errs), "\n")
 	if code == 0 || len(lines) != len(want)+1 || !strings.Contains(lines[len(lines)-1], "4 problem(s)") {
@@ -137,5 +137,29 @@ func TestValidateReportsEveryMistake(t *testing.T) {
 		if !strings.HasPrefix(lines[i], w) {
 			t.Errorf("line %d:\n%s\nwant a line beginning\n%s", i+1, lines[i], w)
 		}
+	}
+}
+
+// A Soekris net4801 (Geode GX1, no cmov) with Debian's 686 kernel would
+// not boot: validate refuses it and says what would work.
+func TestValidateRefusesKernelTheCPUCannotRun(t *testing.T) {
+	b, err := os.ReadFile("../../boards/profiles/net5501.yaml")
+	must(t, err)
+	y := string(b)
+	for _, r := range [][2]string{
+		{"name: net5501", "name: net4801"},
+		{"model: AMD Geode LX", "model: National Semiconductor Geode GX1"},
+		{"features: [fpu, tsc, cx8, mmx, mmxext, cmov, 3dnow, 3dnowext]", "features: [fpu, tsc, cx8, mmx]"},
+	} {
+		if !strings.Contains(y, r[0]) {
+			t.Fatalf("test bug: %q not in the profile", r[0])
+		}
+		y = strings.Replace(y, r[0], r[1], 1)
+	}
+	file := filepath.Join(t.TempDir(), "net4801.yaml")
+	must(t, os.WriteFile(file, []byte(y), 0o644))
+	_, errs, code := ocfw(t, "validate", file)
+	if code == 0 || !strings.Contains(errs, file+":12:13: kernel.package linux-image-686 needs a CPU with cmov") || !strings.Contains(errs, "kernel.source: user") {
+		t.Errorf("exit %d: %s", code, errs)
 	}
 }

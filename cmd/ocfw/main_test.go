@@ -146,6 +146,9 @@ func TestBoardShow(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "board:         alix2d13") || !strings.Contains(out, "GO386=softfloat") || !strings.Contains(out, "cbc-aes-geode") {
 		t.Errorf("board show alix2d3 (alias):\n%s", out)
 	}
+	if !strings.Contains(out, "cpu features:  fpu tsc cx8 mmx mmxext cmov 3dnow 3dnowext\n") {
+		t.Errorf("board show alix2d3 lacks the CPU features:\n%s", out)
+	}
 	if !strings.Contains(out, "kernel:        debian: Debian package linux-image-686 (i386), bzImage\n") {
 		t.Errorf("board show alix2d3 lacks the kernel source and package:\n%s", out)
 	}
