@@ -232,3 +232,29 @@ func TestInspectExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// The flash findings through the CLI: an absent /dev target and a changed
+// image are refused before anything is asked or written, and no message
+// carries "(<nil>)".
+func TestFlashCLIRefusals(t *testing.T) {
+	img, m := smallImage(t)
+	absent := "/dev/ocfw-test-absent-cli"
+	t.Cleanup(func() { os.Remove(absent) })
+	_, errs, code := ocfw(t, "flash", img, absent)
+	if code == 0 || !strings.Contains(errs, "refusing "+absent+": there is no such device") || !strings.Contains(errs, "lsblk") || strings.Contains(errs, "<nil>") {
+		t.Errorf("flash to an absent /dev target: exit %d: %s", code, errs)
+	}
+	if _, err := os.Lstat(absent); !os.IsNotExist(err) {
+		t.Errorf("flash created %s", absent)
+	}
+	patch(t, img, m.Store[0].Offset, []byte("booted"))
+	target := filepath.Join(t.TempDir(), "card.bin")
+	_, errs, code = ocfw(t, "flash", "--yes", img, target)
+	if code == 0 || !strings.Contains(errs, "the image changed since it was built") || !strings.Contains(errs, "nothing was written") ||
+		strings.Contains(errs, "verify failed") || strings.Contains(errs, "<nil>") {
+		t.Errorf("flash of a changed image: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("the refused flash created %s", target)
+	}
+}
