@@ -60,6 +60,10 @@ func (l ErrorList) err() error {
 // got, or "".
 func suggest(got string, candidates []string) string { return drivers.Suggest(got, candidates) }
 
+// quote quotes a user's value for a message, cut to drivers.MaxShown
+// characters.
+func quote(s string) string { return drivers.Quote(s) }
+
 // Suggest is suggest for other packages' flag errors.
 func Suggest(got string, candidates []string) string { return drivers.Suggest(got, candidates) }
 

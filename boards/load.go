@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ocfw/ocfw/internal/regfile"
 )
 
 //go:embed profiles/*.yaml
@@ -87,34 +89,54 @@ func Parse(file string, data []byte) (Profile, error) {
 	switch kindNode.Value {
 	case KindBoard:
 		b := &Board{}
-		d := &decoder{file: file, what: "board profile", pos: positions{}}
+		d := &decoder{file: file, what: "board profile", pos: positions{}, bad: map[string]bool{}}
 		d.decode(root, reflect.ValueOf(b).Elem(), "")
 		b.src = source{file: file, pos: d.pos}
-		if len(d.errs) == 0 {
-			d.errs = append(d.errs, b.validate()...)
-		}
+		b.emptyLists()
+		// Every mistake in one run: the checks run even after decoding
+		// errors, skipping the fields those already reported.
+		d.errs = append(d.errs, b.validate(d.bad)...)
 		return Profile{Board: b}, d.errs.err()
 	case KindCard:
 		c := &Card{}
-		d := &decoder{file: file, what: "card profile", pos: positions{}}
+		d := &decoder{file: file, what: "card profile", pos: positions{}, bad: map[string]bool{}}
 		d.decode(root, reflect.ValueOf(c).Elem(), "")
 		c.src = source{file: file, pos: d.pos}
-		if len(d.errs) == 0 {
-			d.errs = append(d.errs, c.validate()...)
-		}
+		d.errs = append(d.errs, c.validate(d.bad)...)
 		return Profile{Card: c}, d.errs.err()
 	}
 	return Profile{}, ErrorList{{File: file, Line: kindNode.Line, Col: kindNode.Column,
-		Msg: fmt.Sprintf("kind %q: want \"board\" or \"card\"%s", kindNode.Value, suggest(kindNode.Value, []string{KindBoard, KindCard}))}}
+		Msg: fmt.Sprintf("kind %s: want \"board\" or \"card\"%s", quote(kindNode.Value), suggest(kindNode.Value, []string{KindBoard, KindCard}))}}
 }
 
-// ParseFile reads and parses one profile file.
+// MaxProfileSize bounds a profile file: the built-in ones are about
+// 1 KiB, so anything near this is not a profile, and reading stops here.
+const MaxProfileSize = 256 << 10
+
+// ParseFile reads and parses one profile file. It refuses anything but a
+// regular file of at most MaxProfileSize bytes, without blocking on a
+// FIFO or reading an endless device.
 func ParseFile(file string) (Profile, error) {
-	data, err := os.ReadFile(file)
+	data, err := regfile.ReadFile(file, MaxProfileSize)
 	if err != nil {
-		return Profile{}, err
+		return Profile{}, ErrorList{readError(file, err)}
 	}
 	return Parse(file, data)
+}
+
+// readError locates a failure to read a profile file.
+func readError(file string, err error) *Error {
+	var re *regfile.Error
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &re) && errors.Is(err, regfile.ErrTooLarge):
+		return &Error{File: file, Msg: re.Msg + " for a profile (a profile is a few KiB)"}
+	case errors.As(err, &re):
+		return &Error{File: file, Msg: re.Msg + "; give a profile (.yaml) file"}
+	case errors.As(err, &pe):
+		return &Error{File: file, Msg: pe.Err.Error()}
+	}
+	return &Error{File: file, Msg: err.Error()}
 }
 
 // Catalog is the set of boards and cards a command works with: the
@@ -150,8 +172,63 @@ func (c *Catalog) Overlay(dir string) error {
 	if err != nil {
 		return err
 	}
+	if errs := c.shadowed(profiles); len(errs) > 0 {
+		return errs.err()
+	}
 	c.add(profiles)
 	return nil
+}
+
+// shadowed finds user boards whose name or alias is already the name or
+// alias of a board in the catalog that they do not replace: such a name
+// would silently reach the user's board instead of the built-in one.
+// Replacing a board by giving its name is what --profiles is for, and
+// drops the replaced board's aliases.
+func (c *Catalog) shadowed(profiles []Profile) ErrorList {
+	replaced := map[string]bool{}
+	for _, p := range profiles {
+		if p.Board != nil {
+			replaced[p.Board.Name] = true
+		}
+	}
+	owner := map[string]*Board{} // names and aliases of the boards that stay
+	for name, b := range c.boards {
+		if replaced[name] {
+			continue
+		}
+		owner[name] = b
+		for _, a := range b.Aliases {
+			owner[a] = b
+		}
+	}
+	var errs ErrorList
+	for _, p := range profiles {
+		b := p.Board
+		if b == nil {
+			continue
+		}
+		if o, ok := owner[b.Name]; ok {
+			at := b.src.pos["name"]
+			errs = append(errs, &Error{File: b.src.file, Line: at.line, Col: at.col,
+				Msg: fmt.Sprintf("name %q is an alias of the built-in board %s (%s): it would hide it; choose another name, or replace %s by naming this profile %q",
+					b.Name, o.Name, o.File(), o.Name, o.Name)})
+		}
+		for i, a := range b.Aliases {
+			o, ok := owner[a]
+			if !ok {
+				continue
+			}
+			what := "the name"
+			if o.Name != a {
+				what = "an alias"
+			}
+			at := b.src.pos[fmt.Sprintf("aliases[%d]", i)]
+			errs = append(errs, &Error{File: b.src.file, Line: at.line, Col: at.col,
+				Msg: fmt.Sprintf("alias %q is %s of the built-in board %s (%s): it would hide it; choose another alias, or replace %s by naming this profile %q",
+					a, what, o.Name, o.File(), o.Name, o.Name)})
+		}
+	}
+	return errs
 }
 
 func (c *Catalog) add(profiles []Profile) {
@@ -173,42 +250,54 @@ func (c *Catalog) add(profiles []Profile) {
 }
 
 // parseFS parses every profile below root in fsys. prefix turns fs paths
-// into the names users see in errors.
+// into the names users see in errors. A *.yaml or *.yml name that is not
+// a regular file (a directory, a FIFO, a device) is an error rather than
+// skipped or read: the name says it is meant to be a profile.
 func parseFS(fsys fs.FS, root, prefix string) ([]Profile, error) {
+	shown := func(p string) string {
+		if root == "." {
+			return path.Clean(prefix + p)
+		}
+		return path.Clean(prefix + strings.TrimPrefix(p, root+"/"))
+	}
 	var files []string
+	var errs ErrorList
 	err := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
-			files = append(files, p)
+		if !strings.HasSuffix(p, ".yaml") && !strings.HasSuffix(p, ".yml") {
+			return nil
 		}
+		fi, err := fs.Stat(fsys, p) // follows a symbolic link to a profile
+		if err != nil {
+			errs = append(errs, readError(shown(p), err))
+			return nil
+		}
+		if !fi.Mode().IsRegular() {
+			msg := "not a regular file but " + regfile.Kind(fi.Mode()) + ": a profile must be a file"
+			if fi.IsDir() {
+				msg = "a directory named like a profile file: rename it if it holds profiles, or remove it " +
+					"(a directory whose name ends in .yaml is usually a mistake, such as a bind mount of a file that did not exist)"
+			}
+			errs = append(errs, &Error{File: shown(p), Msg: msg})
+			return nil
+		}
+		files = append(files, p)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(files)
-	type named struct {
-		name string
-		data []byte
-	}
-	var in []named
-	for _, f := range files {
-		data, err := fs.ReadFile(fsys, f)
-		if err != nil {
-			return nil, err
-		}
-		shown := prefix + strings.TrimPrefix(f, root+"/")
-		if root == "." {
-			shown = prefix + f
-		}
-		in = append(in, named{path.Clean(shown), data})
-	}
 	var profiles []Profile
-	var errs ErrorList
-	for _, f := range in {
-		p, err := Parse(f.name, f.data)
+	for _, f := range files {
+		data, err := readFS(fsys, f, shown(f))
+		if err != nil {
+			errs = append(errs, readError(shown(f), err))
+			continue
+		}
+		p, err := Parse(shown(f), data)
 		if err != nil {
 			errs = append(errs, asList(err)...)
 			continue
@@ -219,6 +308,23 @@ func parseFS(fsys fs.FS, root, prefix string) ([]Profile, error) {
 	return profiles, errs.err()
 }
 
+// readFS reads a profile from fsys, at most MaxProfileSize bytes.
+func readFS(fsys fs.FS, name, shown string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := regfile.CheckRegular(shown, fi.Mode()); err != nil {
+		return nil, err
+	}
+	return regfile.ReadAll(shown, f, MaxProfileSize)
+}
+
 // LoadFiles parses the named files as one set, as `ocfw validate` does:
 // every file's problems and any duplicate names among them.
 func LoadFiles(files []string) ([]Profile, error) {
@@ -227,12 +333,7 @@ func LoadFiles(files []string) ([]Profile, error) {
 	for _, f := range files {
 		p, err := ParseFile(f)
 		if err != nil {
-			var l ErrorList
-			if errors.As(err, &l) {
-				errs = append(errs, l...)
-			} else {
-				errs = append(errs, &Error{File: f, Msg: err.Error()})
-			}
+			errs = append(errs, asList(err)...)
 			continue
 		}
 		profiles = append(profiles, p)
@@ -329,7 +430,7 @@ func (c *Catalog) Board(name string) (*Board, error) {
 	if n, ok := c.aliases[name]; ok {
 		return c.boards[n], nil
 	}
-	return nil, fmt.Errorf("unknown board %q%s; known boards: %s", name, suggest(name, c.BoardNames()), strings.Join(c.BoardNames(), ", "))
+	return nil, fmt.Errorf("unknown board %s%s; known boards: %s", quote(name), suggest(name, c.BoardNames()), strings.Join(c.BoardNames(), ", "))
 }
 
 // Card finds a card by name.
@@ -337,5 +438,5 @@ func (c *Catalog) Card(name string) (*Card, error) {
 	if k, ok := c.cards[name]; ok {
 		return k, nil
 	}
-	return nil, fmt.Errorf("unknown card %q%s; known cards: %s", name, suggest(name, c.CardNames()), strings.Join(c.CardNames(), ", "))
+	return nil, fmt.Errorf("unknown card %s%s; known cards: %s", quote(name), suggest(name, c.CardNames()), strings.Join(c.CardNames(), ", "))
 }

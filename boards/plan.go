@@ -26,7 +26,7 @@ type FlagError struct {
 	Msg  string
 }
 
-func (e *FlagError) Error() string { return e.Flag + ": " + e.Msg }
+func (e *FlagError) Error() string { return drivers.Clip(e.Flag) + ": " + e.Msg }
 
 // Resolve turns a request into a Plan, or explains why the combination
 // cannot work.
@@ -36,6 +36,7 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 		return nil, &FlagError{Flag: "--board " + req.Board, Msg: err.Error()}
 	}
 	p := &plan.Plan{
+		Version:     plan.Version,
 		Board:       b.Name,
 		Description: b.Description,
 		Cards:       []plan.Card{},
@@ -104,7 +105,7 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 			if !contains(names, n) {
 				flag = "--require-hw " + n
 			}
-			return nil, &FlagError{Flag: flag, Msg: fmt.Sprintf("unknown cipher %q%s; known ciphers: %s", n, suggest(n, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))}
+			return nil, &FlagError{Flag: flag, Msg: fmt.Sprintf("unknown cipher %s%s; known ciphers: %s", quote(n), suggest(n, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))}
 		}
 		if !seen[n] {
 			seen[n] = true

@@ -30,7 +30,7 @@ type Board struct {
 	Name        string       `yaml:"name" json:"name"`
 	Description string       `yaml:"description" json:"description"`
 	Vendor      string       `yaml:"vendor" json:"vendor"`
-	Aliases     []string     `yaml:"aliases" json:"aliases,omitempty"`
+	Aliases     []string     `yaml:"aliases" json:"aliases"`
 	CPU         CPU          `yaml:"cpu" json:"cpu"`
 	RAMMB       int          `yaml:"ram_mb" json:"ram_mb"`
 	Storage     plan.Storage `yaml:"storage" json:"storage"`
@@ -55,6 +55,26 @@ type CPU struct {
 	MHz    int    `yaml:"mhz" json:"mhz"`
 	Arch   string `yaml:"arch" json:"arch"`
 	Endian string `yaml:"endian" json:"endian"`
+	// Features are the CPU's instruction-set features that decide which
+	// kernels run on it (FeaturesX86, FeaturesARM): a Debian 686 kernel
+	// stops at boot on a CPU without cmov.
+	Features []string `yaml:"features" json:"features"`
+}
+
+// CPU features a profile may list, by architecture, with the names
+// /proc/cpuinfo uses.
+var (
+	FeaturesX86 = []string{"fpu", "tsc", "cx8", "mmx", "mmxext", "cmov", "3dnow", "3dnowext", "sse", "sse2", "pae", "nopl"}
+	FeaturesARM = []string{"armv5te", "edsp", "xscale", "iwmmxt"}
+)
+
+// kernelNeeds lists, for Debian kernel packages, the CPU features the
+// kernel refuses to boot without ("requires the following features not
+// present on the CPU"); the i586 boards' packages need cmov, the PAE
+// flavour pae too.
+var kernelNeeds = map[string][]string{
+	"linux-image-686":     {"cmov"},
+	"linux-image-686-pae": {"cmov", "pae"},
 }
 
 // Console is the serial console the boot loader and kernel use.
@@ -95,3 +115,17 @@ func (b *Board) File() string { return b.src.file }
 
 // File is the path (or embedded name) the profile was read from.
 func (c *Card) File() string { return c.src.file }
+
+// emptyLists makes lists the profile left out empty rather than nil, so
+// that JSON shows them as [] like every other list.
+func (b *Board) emptyLists() {
+	if b.Aliases == nil {
+		b.Aliases = []string{}
+	}
+	if b.Slots == nil {
+		b.Slots = []Slot{}
+	}
+	if b.CPU.Features == nil {
+		b.CPU.Features = []string{}
+	}
+}

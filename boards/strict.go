@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ocfw/ocfw/drivers"
 )
 
 // pos is a 1-based line and column in a profile file.
@@ -26,6 +28,17 @@ type decoder struct {
 	what string // "board profile" / "card profile", for messages
 	pos  positions
 	errs ErrorList
+	// bad holds the paths already reported: values that did not decode,
+	// and fields an unknown key was probably meant to be ("ram" for
+	// "ram_mb"), so that their zero values are not reported again.
+	bad map[string]bool
+}
+
+// fail reports a value that could not be decoded at path, and marks the
+// path so that the checks made after decoding do not report it again.
+func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	d.bad[path] = true
+	d.errorf(n, format, args...)
 }
 
 func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
@@ -75,19 +88,19 @@ func nodeKind(n *yaml.Node) string {
 	if n.Tag == "!!null" {
 		return "nothing (null)"
 	}
-	return fmt.Sprintf("%q", n.Value)
+	return quote(n.Value)
 }
 
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
-		d.errorf(n, "%s: YAML aliases are not supported in profiles; write the value out", displayPath(path))
+		d.fail(n, path, "%s: YAML aliases are not supported in profiles; write the value out", displayPath(path))
 		return
 	}
 	d.pos[path] = pos{n.Line, n.Column}
 	switch v.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			d.errorf(n, "%s: want %s, got %s", displayPath(path), kindName(v.Type()), nodeKind(n))
+			d.fail(n, path, "%s: want %s, got %s", displayPath(path), kindName(v.Type()), nodeKind(n))
 			return
 		}
 		names, index := yamlFields(v.Type())
@@ -97,7 +110,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			key := k.Value
 			fi, ok := index[key]
 			if !ok {
-				d.errorf(k, "unknown field %q in %s%s; valid fields: %s", key, d.where(path), suggest(key, names), strings.Join(names, ", "))
+				d.errorf(k, "unknown field %s in %s%s; valid fields: %s", quote(key), d.where(path), suggest(key, names), strings.Join(names, ", "))
+				if meant := drivers.Nearest(key, names); meant != "" {
+					d.bad[joinPath(path, meant)] = true
+				}
 				continue
 			}
 			if seen[key] {
@@ -109,7 +125,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			d.errorf(n, "%s: want a list, got %s", displayPath(path), nodeKind(n))
+			d.fail(n, path, "%s: want a list, got %s", displayPath(path), nodeKind(n))
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -119,24 +135,24 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v.Set(s)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-			d.errorf(n, "%s: want a string, got %s", displayPath(path), nodeKind(n))
+			d.fail(n, path, "%s: want a string, got %s", displayPath(path), nodeKind(n))
 			return
 		}
 		v.SetString(n.Value)
 	case reflect.Int:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-			d.errorf(n, "%s: want an integer, got %s", displayPath(path), nodeKind(n))
+			d.fail(n, path, "%s: want an integer, got %s", displayPath(path), nodeKind(n))
 			return
 		}
 		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
 		if err != nil || i < 0 || i > 1<<40 {
-			d.errorf(n, "%s: %q is not a usable integer (want 0 to 2^40, decimal or 0x hex)", displayPath(path), n.Value)
+			d.fail(n, path, "%s: %s is not a usable integer (want 0 to 2^40, decimal or 0x hex)", displayPath(path), quote(n.Value))
 			return
 		}
 		v.SetInt(i)
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-			d.errorf(n, "%s: want true or false, got %s", displayPath(path), nodeKind(n))
+			d.fail(n, path, "%s: want true or false, got %s", displayPath(path), nodeKind(n))
 			return
 		}
 		v.SetBool(n.Value == "true" || n.Value == "True" || n.Value == "TRUE")
@@ -149,7 +165,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.decode(n, e.Elem(), path)
 		v.Set(e)
 	default:
-		d.errorf(n, "%s: internal: cannot decode into %s", displayPath(path), v.Type())
+		d.fail(n, path, "%s: internal: cannot decode into %s", displayPath(path), v.Type())
 	}
 }
 

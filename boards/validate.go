@@ -3,6 +3,7 @@ package boards
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,9 +23,26 @@ var (
 type checker struct {
 	src  source
 	errs ErrorList
+	skip map[string]bool // paths (and everything below them) already reported
+}
+
+func (c *checker) skipped(path string) bool {
+	for p := path; ; {
+		if c.skip[p] {
+			return true
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
 }
 
 func (c *checker) errorf(path string, format string, args ...any) {
+	if c.skipped(path) {
+		return
+	}
 	p, ok := c.src.pos[path]
 	for !ok && path != "" {
 		// A missing field: point at its parent.
@@ -48,7 +66,7 @@ func (c *checker) oneOf(path, got string, valid []string) {
 		c.errorf(path, "missing field %q: want one of %s", path, quoteList(valid))
 		return
 	}
-	c.errorf(path, "%s %q: want one of %s%s", path, got, quoteList(valid), suggest(got, valid))
+	c.errorf(path, "%s %s: want one of %s%s", path, quote(got), quoteList(valid), suggest(got, valid))
 }
 
 func (c *checker) required(path, got, what string) {
@@ -63,7 +81,7 @@ func (c *checker) name(got string) {
 		return
 	}
 	if !nameRE.MatchString(got) {
-		c.errorf("name", "name %q: want lower-case letters, digits and dashes, at most 40 characters", got)
+		c.errorf("name", "name %s: want lower-case letters, digits and dashes, at most 40 characters", quote(got))
 	}
 }
 
@@ -77,12 +95,13 @@ func hardwareEngineIDs() []string {
 	return ids
 }
 
-func (b *Board) validate() ErrorList {
-	c := &checker{src: b.src}
+// validate checks the decoded board; skip names paths already reported.
+func (b *Board) validate(skip map[string]bool) ErrorList {
+	c := &checker{src: b.src, skip: skip}
 	c.name(b.Name)
 	for i, a := range b.Aliases {
 		if !nameRE.MatchString(a) {
-			c.errorf(fmt.Sprintf("aliases[%d]", i), "alias %q: want lower-case letters, digits and dashes", a)
+			c.errorf(fmt.Sprintf("aliases[%d]", i), "alias %s: want lower-case letters, digits and dashes, at most 40 characters", quote(a))
 		}
 	}
 	c.required("description", b.Description, "a one-line description of the board")
@@ -96,11 +115,12 @@ func (b *Board) validate() ErrorList {
 	if b.CPU.Endian == "big" && b.CPU.Arch == ArchI586 {
 		c.errorf("cpu.endian", "x86 is little-endian: set endian: little")
 	}
+	b.validateFeatures(c)
 	if b.RAMMB < 16 {
 		c.errorf("ram_mb", "ram_mb %d: want the board's RAM in MiB, at least 16 (the firmware runs from RAM)", b.RAMMB)
 	}
 	if !ttyRE.MatchString(b.Console.Device) {
-		c.errorf("console.device", "console.device %q: want a serial device such as \"ttyS0\"", b.Console.Device)
+		c.errorf("console.device", "console.device %s: want a serial device such as \"ttyS0\"", quote(b.Console.Device))
 	}
 	if !containsInt(bauds, b.Console.Baud) {
 		c.errorf("console.baud", "console.baud %d: want one of %s", b.Console.Baud, intList(bauds))
@@ -110,7 +130,7 @@ func (b *Board) validate() ErrorList {
 	switch b.Boot {
 	case plan.BootBIOSCF:
 		if b.CPU.Arch != "" && b.CPU.Arch != ArchI586 {
-			c.errorf("boot", "boot bios-cf needs an x86 board (cpu.arch i586), not %q", b.CPU.Arch)
+			c.errorf("boot", "boot bios-cf needs an x86 board (cpu.arch i586), not %s", quote(b.CPU.Arch))
 		}
 		if b.Storage.Kind != "cf" {
 			c.errorf("storage.kind", "boot bios-cf boots a CompactFlash card: set storage.kind: cf")
@@ -126,14 +146,14 @@ func (b *Board) validate() ErrorList {
 			c.errorf("image.boot_mb", "image.boot_mb %d: want a FAT16 boot partition of 16 MiB or more that leaves at least 8 MiB of the %d MiB image for data", b.Image.BootMB, b.Image.SizeMB)
 		}
 		if b.Image.DataLabel != "" && !labelRE.MatchString(b.Image.DataLabel) {
-			c.errorf("image.data_label", "image.data_label %q: want a FAT volume label, 1-11 of A-Z, 0-9, _ (or leave it out for %s)", b.Image.DataLabel, plan.DataLabel)
+			c.errorf("image.data_label", "image.data_label %s: want a FAT volume label, 1-11 of A-Z, 0-9, _ (or leave it out for %s)", quote(b.Image.DataLabel), plan.DataLabel)
 		}
 		if len(b.Image.Flash) > 0 {
 			c.errorf("image.flash", "image.flash is for redboot boards; a bios-cf board has no flash layout")
 		}
 	case plan.BootRedBoot:
 		if b.CPU.Arch != "" && b.CPU.Arch != ArchARMv5TE {
-			c.errorf("boot", "boot redboot is for the ARM IXP4xx boards (cpu.arch armv5te), not %q", b.CPU.Arch)
+			c.errorf("boot", "boot redboot is for the ARM IXP4xx boards (cpu.arch armv5te), not %s", quote(b.CPU.Arch))
 		}
 		if b.Storage.Kind != "flash" {
 			c.errorf("storage.kind", "boot redboot loads from on-board flash: set storage.kind: flash")
@@ -143,7 +163,7 @@ func (b *Board) validate() ErrorList {
 		}
 		b.validateFlash(c)
 		if b.Storage.CF && b.Image.DataLabel != "" && !labelRE.MatchString(b.Image.DataLabel) {
-			c.errorf("image.data_label", "image.data_label %q: a board with a CF slot keeps reports on a FAT partition: want a label of 1-11 of A-Z, 0-9, _ (or leave it out for %s)", b.Image.DataLabel, plan.DataLabel)
+			c.errorf("image.data_label", "image.data_label %s: a board with a CF slot keeps reports on a FAT partition: want a label of 1-11 of A-Z, 0-9, _ (or leave it out for %s)", quote(b.Image.DataLabel), plan.DataLabel)
 		}
 	}
 	c.oneOf("image.compression", b.Image.Compression, []string{"xz", "gzip", "none"})
@@ -152,7 +172,7 @@ func (b *Board) validate() ErrorList {
 		p := fmt.Sprintf("slots[%d]", i)
 		c.oneOf(p+".form", s.Form, []string{FormPCI, FormMiniPCI})
 		if forms[s.Form] {
-			c.errorf(p+".form", "slot form %q listed twice: give one entry with its count", s.Form)
+			c.errorf(p+".form", "slot form %s listed twice: give one entry with its count", quote(s.Form))
 		}
 		forms[s.Form] = true
 		if s.Count < 1 || s.Count > 8 {
@@ -169,10 +189,54 @@ func (b *Board) validate() ErrorList {
 	}
 	wantImage := map[string]string{ArchI586: "bzImage", ArchARMv5TE: "zImage"}[b.CPU.Arch]
 	if wantImage != "" && b.Kernel.Image != wantImage {
-		c.errorf("kernel.image", "kernel.image %q: a %s board boots a %s", b.Kernel.Image, b.CPU.Arch, wantImage)
+		c.errorf("kernel.image", "kernel.image %s: a %s board boots a %s", quote(b.Kernel.Image), b.CPU.Arch, wantImage)
 	}
 	b.validatePorts(c)
 	return c.errs
+}
+
+// validateFeatures checks cpu.features against the architecture and the
+// kernel: a Debian kernel that needs a feature the CPU lacks would stop
+// at boot, so the profile is refused with what would work.
+func (b *Board) validateFeatures(c *checker) {
+	known := map[string][]string{ArchI586: FeaturesX86, ArchARMv5TE: FeaturesARM}[b.CPU.Arch]
+	if known == nil {
+		return // cpu.arch is reported
+	}
+	if len(b.CPU.Features) == 0 {
+		example := map[string]string{ArchI586: "[fpu, tsc, cx8, mmx, cmov] for a Geode LX, [fpu, tsc, cx8, mmx] for a Geode GX1", ArchARMv5TE: "[armv5te] for an XScale"}[b.CPU.Arch]
+		c.errorf("cpu.features", "missing field \"cpu.features\": list the CPU's features as /proc/cpuinfo names them, e.g. %s; known for %s: %s",
+			example, b.CPU.Arch, strings.Join(known, ", "))
+		return
+	}
+	has := map[string]bool{}
+	meant := map[string]bool{} // what unknown names were probably typos of
+	for i, f := range b.CPU.Features {
+		path := fmt.Sprintf("cpu.features[%d]", i)
+		switch {
+		case has[f]:
+			c.errorf(path, "cpu.features: %s listed twice", quote(f))
+		case !slices.Contains(known, f):
+			c.errorf(path, "cpu.features: %s is not a feature ocfw knows for %s; known: %s%s", quote(f), b.CPU.Arch, strings.Join(known, ", "), suggest(f, known))
+			meant[drivers.Nearest(f, known)] = true
+		}
+		has[f] = true
+	}
+	if b.Kernel.Source != plan.KernelDebian {
+		return
+	}
+	var missing []string
+	for _, f := range kernelNeeds[b.Kernel.Package] {
+		if !has[f] && !meant[f] { // a typo of it is reported already
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		c.errorf("cpu.features", "kernel.package %s needs a CPU with %s, which cpu.features does not list: that kernel stops at boot "+
+			"(\"requires the following features not present on the CPU: %s\"); set kernel.source: user and build a kernel for this CPU "+
+			"(e.g. CONFIG_MGEODEGX1 or CONFIG_M586TSC), or, if the CPU does have %s, add it to cpu.features",
+			b.Kernel.Package, strings.Join(missing, " and "), strings.Join(missing, " "), strings.Join(missing, " and "))
+	}
 }
 
 func (b *Board) validateFlash(c *checker) {
@@ -189,17 +253,17 @@ func (b *Board) validateFlash(c *checker) {
 			c.errorf(path+".name", "flash partition %d has no name", i)
 		}
 		if names[p.Name] {
-			c.errorf(path+".name", "flash partition %q listed twice", p.Name)
+			c.errorf(path+".name", "flash partition %s listed twice", quote(p.Name))
 		}
 		names[p.Name] = true
 		if p.Size <= 0 {
-			c.errorf(path+".size", "flash partition %q: size must be positive", p.Name)
+			c.errorf(path+".size", "flash partition %s: size must be positive", quote(p.Name))
 		}
 		if p.Offset < end {
-			c.errorf(path+".offset", "flash partition %q at 0x%x overlaps the previous one (ends at 0x%x); list partitions in flash order", p.Name, p.Offset, end)
+			c.errorf(path+".offset", "flash partition %s at 0x%x overlaps the previous one (ends at 0x%x); list partitions in flash order", quote(p.Name), p.Offset, end)
 		}
 		if p.Offset+p.Size > size {
-			c.errorf(path+".size", "flash partition %q (0x%x+0x%x) runs past the end of the %d MiB flash", p.Name, p.Offset, p.Size, b.Storage.FlashMB)
+			c.errorf(path+".size", "flash partition %s (0x%x+0x%x) runs past the end of the %d MiB flash", quote(p.Name), p.Offset, p.Size, b.Storage.FlashMB)
 		}
 		end = p.Offset + p.Size
 	}
@@ -210,15 +274,15 @@ func (b *Board) validateFlash(c *checker) {
 	}
 }
 
-func (k *Card) validate() ErrorList {
-	c := &checker{src: k.src}
+func (k *Card) validate(skip map[string]bool) ErrorList {
+	c := &checker{src: k.src, skip: skip}
 	c.name(k.Name)
 	c.required("description", k.Description, "a one-line description of the card")
 	c.oneOf("form", k.Form, []string{FormPCI, FormMiniPCI})
 	c.oneOf("engine", k.Engine, hardwareEngineIDs())
 	m := pciRE.FindStringSubmatch(k.PCI)
 	if m == nil {
-		c.errorf("pci", "pci %q: want the card's vendor:device id in hex as lspci -n prints it, e.g. \"13a3:0020\"", k.PCI)
+		c.errorf("pci", "pci %s: want the card's vendor:device id in hex as lspci -n prints it, e.g. \"13a3:0020\"", quote(k.PCI))
 		return c.errs
 	}
 	if e, ok := drivers.LookupEngine(k.Engine); ok {

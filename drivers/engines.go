@@ -6,6 +6,11 @@
 // system, and the boot sequence's DetectPCI lists the PCI ones.
 package drivers
 
+import (
+	"encoding/json"
+	"fmt"
+)
+
 // API is how the firmware reaches an engine.
 type API string
 
@@ -24,17 +29,45 @@ const (
 	BusNone     Bus = "none" // software
 )
 
-// PCIID is a PCI vendor:device pair as lspci prints it.
+// PCIID is a PCI vendor:device pair as lspci prints it. In JSON it is
+// {"pci": "13a3:0020", "chip": ...}, the form profiles and plans use.
 type PCIID struct {
-	Vendor uint16 `json:"vendor"`
-	Device uint16 `json:"device"`
+	Vendor uint16 `json:"-"`
+	Device uint16 `json:"-"`
 	Chip   string `json:"chip"`
+}
+
+// String is the id as lspci -n prints it: "13a3:0020".
+func (id PCIID) String() string { return fmt.Sprintf("%04x:%04x", id.Vendor, id.Device) }
+
+type pciJSON struct {
+	PCI  string `json:"pci"`
+	Chip string `json:"chip"`
+}
+
+// MarshalJSON writes the id as "vvvv:dddd".
+func (id PCIID) MarshalJSON() ([]byte, error) {
+	return json.Marshal(pciJSON{PCI: id.String(), Chip: id.Chip})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (id *PCIID) UnmarshalJSON(b []byte) error {
+	var j pciJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	var v, d uint16
+	if n, err := fmt.Sscanf(j.PCI, "%04x:%04x", &v, &d); n != 2 || err != nil || len(j.PCI) != 9 {
+		return fmt.Errorf("pci %s: want vendor:device in hex, e.g. \"13a3:0020\"", Quote(j.PCI))
+	}
+	*id = PCIID{Vendor: v, Device: d, Chip: j.Chip}
+	return nil
 }
 
 // Match is how an engine is detected on a running system.
 type Match struct {
 	Bus      Bus     `json:"bus"`
-	PCI      []PCIID `json:"pci,omitempty"`
+	PCI      []PCIID `json:"pci"`
 	Platform string  `json:"platform,omitempty"` // platform device or SoC family
 }
 
@@ -66,7 +99,7 @@ type Engine struct {
 	Mainline    bool            `json:"mainline"` // driver in mainline Linux
 	Requires    string          `json:"requires,omitempty"`
 	Ciphers     []CipherSupport `json:"ciphers"`
-	Quirks      []string        `json:"quirks,omitempty"`
+	Quirks      []string        `json:"quirks"`
 }
 
 // Serves returns the engine's support entry for a cipher.

@@ -5,9 +5,35 @@ import (
 	"strings"
 )
 
-// Suggest returns ` (did you mean "x"?)` for the candidate nearest to
-// got, or "" when nothing is close enough to be a likely typo.
+// Suggest returns ` (did you mean "x"?)` for Nearest(got, candidates),
+// or "" when nothing is close enough to be a likely typo.
 func Suggest(got string, candidates []string) string {
+	if n := Nearest(got, candidates); n != "" {
+		return fmt.Sprintf(" (did you mean %q?)", n)
+	}
+	return ""
+}
+
+// Nearest returns the candidate got is most likely a typo of, or "". A
+// name that got begins (got is a shortening of it: "ram" for "ram_mb",
+// "aes128" for "aes-128-cbc") comes first, the shortest such; then the
+// candidate fewest edits away, allowing about one edit per three
+// characters.
+func Nearest(got string, candidates []string) string {
+	if len(got) > 2*MaxShown {
+		return "" // not a typo of a name
+	}
+	if g := alnum(got); len(g) >= 3 {
+		best := ""
+		for _, c := range candidates {
+			if a := alnum(c); strings.HasPrefix(a, g) && a != g && (best == "" || len(a) < len(alnum(best))) {
+				best = c
+			}
+		}
+		if best != "" {
+			return best
+		}
+	}
 	best, bestD := "", -1
 	for _, c := range candidates {
 		d := editDistance(strings.ToLower(got), strings.ToLower(c))
@@ -15,19 +41,8 @@ func Suggest(got string, candidates []string) string {
 			best, bestD = c, d
 		}
 	}
-	// Allow about one edit per three characters: catches typos, not
-	// unrelated names.
 	if best != "" && bestD <= len(got)/3+1 {
-		return fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	// "aes128" for "aes-128-cbc": the same letters and digits, shortened.
-	g := alnum(got)
-	if len(g) >= 3 {
-		for _, c := range candidates {
-			if strings.HasPrefix(alnum(c), g) {
-				return fmt.Sprintf(" (did you mean %q?)", c)
-			}
-		}
+		return best
 	}
 	return ""
 }
@@ -61,4 +76,37 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// MaxShown is how many characters of a value a message repeats.
+const MaxShown = 60
+
+// Quote quotes a value for a message as %q does, cut to MaxShown
+// characters with "..." and its full length when longer, so that a
+// mistaken 20 MB value is not echoed back in full.
+func Quote(s string) string {
+	if c, n, cut := clip(s); cut {
+		return fmt.Sprintf("%q (%d bytes)", c+"...", n)
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// Clip is Quote without the quotes: s, or its first MaxShown characters
+// with "..." and its length.
+func Clip(s string) string {
+	if c, n, cut := clip(s); cut {
+		return fmt.Sprintf("%s... (%d bytes)", c, n)
+	}
+	return s
+}
+
+func clip(s string) (string, int, bool) {
+	n := 0
+	for i := range s {
+		if n == MaxShown {
+			return s[:i], len(s), true
+		}
+		n++
+	}
+	return s, len(s), false
 }

@@ -61,7 +61,7 @@ func ToolVersion() string {
 // Build lays out the image for plan's boot method and writes it, with
 // its manifest and a sha256sums file, atomically to opts.Output. Every
 // size check happens before anything is written.
-func Build(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions) (*Manifest, error) {
+func Build(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions) (_ *Manifest, err error) {
 	if pl == nil {
 		return nil, errors.New("firmware: no plan")
 	}
@@ -71,9 +71,15 @@ func Build(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions) (*Ma
 	if fi, err := os.Stat(opts.Output); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("firmware: output %s is a directory", opts.Output)
 	}
-	if _, err := os.Stat(filepath.Dir(opts.Output)); err != nil {
-		return nil, fmt.Errorf("firmware: output directory: %w", err)
+	undo, err := MakeOutputDir(opts.Output)
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			undo() // a failed build leaves no directory it made
+		}
+	}()
 	if opts.Tool == "" {
 		opts.Tool = ToolVersion()
 	}
@@ -106,6 +112,28 @@ func Build(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions) (*Ma
 		return buildRedBoot(ctx, pl, in, opts, m)
 	}
 	return nil, fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", pl.Board, pl.Boot, plan.BootBIOSCF, plan.BootRedBoot)
+}
+
+// MakeOutputDir creates the directory an output file goes in, with its
+// missing parents, as -o newdir/x.img asks. undo removes the directories
+// it made again if they are still empty: call it when the build fails.
+func MakeOutputDir(output string) (undo func(), err error) {
+	dir := filepath.Dir(output)
+	var made []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("firmware: -o %s: cannot create its directory: %w", output, err)
+	}
+	return func() {
+		for _, d := range made { // deepest first
+			os.Remove(d)
+		}
+	}, nil
 }
 
 // Kernel image formats.

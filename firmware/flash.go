@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/internal/regfile"
 )
 
 // Device is what Flash needs to know about a target.
@@ -23,6 +25,7 @@ type Device struct {
 	Path      string   // as given
 	Name      string   // kernel name, e.g. sdb
 	Block     bool     // a block device (else a regular file)
+	Missing   bool     // nothing at Path yet (a new regular file)
 	Partition bool     // a partition, not a whole disk
 	Size      int64    // bytes
 	Removable bool     // the kernel's removable flag
@@ -58,10 +61,14 @@ type FlashOptions struct {
 // ErrVerify marks a target whose contents differ from the manifest.
 var ErrVerify = errors.New("verify failed")
 
+// ErrImageChanged marks an image that no longer matches the manifest
+// written with it: Flash refuses it before writing anything.
+var ErrImageChanged = errors.New("the image changed since it was built")
+
 // Flash writes image to target: only the block map's ranges, then sync,
 // then a read-back of those ranges checked against the manifest's sha256.
 // It refuses targets that are probably the wrong disk before writing.
-func Flash(ctx context.Context, image, target string, opts FlashOptions) error {
+func Flash(ctx context.Context, image, target string, opts FlashOptions) (err error) {
 	m, err := loadManifest(image)
 	if err != nil {
 		return err
@@ -76,10 +83,22 @@ func Flash(ctx context.Context, image, target string, opts FlashOptions) error {
 	if err := checkTarget(image, dev, m.BlockMap.ImageSize, opts.Force); err != nil {
 		return err
 	}
+	src, err := os.Open(image)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	// The image itself must still match its manifest before it goes out,
+	// and before the user is asked.
+	if bad := checkRanges(src, m.BlockMap); len(bad) > 0 {
+		return imageChanged(image, bad, len(m.BlockMap.Ranges))
+	}
 	if !opts.Yes {
 		what := fmt.Sprintf("file %s", target)
 		if dev.Block {
 			what = fmt.Sprintf("%s (%s, %.1f GB%s)", target, orUnknown(dev.Model), float64(dev.Size)/1e9, map[bool]string{true: ", removable", false: ""}[dev.Removable])
+		} else if dev.Missing {
+			what = fmt.Sprintf("new file %s", target)
 		}
 		prompt := fmt.Sprintf("write %s (%s, %d MiB mapped of %d MiB) to %s, destroying what is there?",
 			filepath.Base(image), m.Board, m.BlockMap.Mapped/MiB, m.BlockMap.ImageSize/MiB, what)
@@ -87,22 +106,22 @@ func Flash(ctx context.Context, image, target string, opts FlashOptions) error {
 			return errors.New("not confirmed: nothing written (use --yes to skip the question)")
 		}
 	}
-	src, err := os.Open(image)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	// The image itself must still match its manifest before it goes out.
-	if bad := checkRanges(src, m.BlockMap); len(bad) > 0 {
-		return fmt.Errorf("%w: the image %s no longer matches its manifest (%s): rebuild it", ErrVerify, image, strings.Join(bad, "; "))
-	}
 	flags := os.O_WRONLY
-	if !dev.Block {
-		flags |= os.O_CREATE
+	if dev.Missing {
+		// A new file: created here, and removed again if anything fails,
+		// so a failed flash leaves no half-written copy behind.
+		flags |= os.O_CREATE | os.O_EXCL
 	}
 	dst, err := os.OpenFile(target, flags, 0o644)
 	if err != nil {
 		return err
+	}
+	if dev.Missing {
+		defer func() {
+			if err != nil {
+				os.Remove(target)
+			}
+		}()
 	}
 	if !dev.Block {
 		if err := dst.Truncate(m.BlockMap.ImageSize); err != nil {
@@ -110,9 +129,20 @@ func Flash(ctx context.Context, image, target string, opts FlashOptions) error {
 			return err
 		}
 	}
-	prog := newProgress(opts.Progress, opts.Terminal, m.BlockMap.Mapped)
+	if err := writeRanges(ctx, src, dst, target, m.BlockMap, newProgress(opts.Progress, opts.Terminal, m.BlockMap.Mapped)); err != nil {
+		return err
+	}
+	if opts.afterWrite != nil {
+		opts.afterWrite(target)
+	}
+	return verifyTarget(target, m, opts)
+}
+
+// writeRanges copies the block map's ranges from src to dst, syncs and
+// closes dst.
+func writeRanges(ctx context.Context, src *os.File, dst *os.File, target string, bm *BlockMap, prog *progress) error {
 	buf := make([]byte, 1<<20)
-	for _, r := range m.BlockMap.Ranges {
+	for _, r := range bm.Ranges {
 		for off := r.Offset; off < r.Offset+r.Length; {
 			if err := ctx.Err(); err != nil {
 				dst.Close()
@@ -138,13 +168,14 @@ func Flash(ctx context.Context, image, target string, opts FlashOptions) error {
 	}
 	// Drop the cached pages so the read-back comes from the device.
 	unix.Fadvise(int(dst.Fd()), 0, 0, unix.FADV_DONTNEED)
-	if err := dst.Close(); err != nil {
-		return err
-	}
-	if opts.afterWrite != nil {
-		opts.afterWrite(target)
-	}
-	return verifyTarget(target, m, opts)
+	return dst.Close()
+}
+
+// imageChanged explains an image that no longer matches its manifest.
+func imageChanged(image string, bad []string, ranges int) error {
+	return fmt.Errorf("%w: %s differs from %s in %d of its %d mapped ranges (%s), so nothing was written; "+
+		"rebuild it with 'ocfw build' (booting it with 'ocfw run --persist', or writing to it, changes it; plain 'ocfw run' boots a copy)",
+		ErrImageChanged, image, filepath.Base(ManifestPath(image)), len(bad), ranges, strings.Join(first(bad, 3), "; "))
 }
 
 // Verify reads back the block map's ranges from target and checks them
@@ -190,8 +221,12 @@ func checkRangesProgress(r io.ReaderAt, bm *BlockMap, prog *progress) []string {
 		if prog != nil {
 			prog.add(n)
 		}
-		if err != nil || n != rg.Length {
-			bad = append(bad, fmt.Sprintf("bytes %d-%d: read %d of %d (%v)", rg.Offset, rg.Offset+rg.Length-1, n, rg.Length, err))
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("bytes %d-%d: read %d of %d: %v", rg.Offset, rg.Offset+rg.Length-1, n, rg.Length, err))
+			continue
+		}
+		if n != rg.Length {
+			bad = append(bad, fmt.Sprintf("bytes %d-%d: read %d of %d: it ends at byte %d", rg.Offset, rg.Offset+rg.Length-1, n, rg.Length, rg.Offset+n))
 			continue
 		}
 		if hex.EncodeToString(h.Sum(nil)) != rg.SHA256 {
@@ -202,7 +237,7 @@ func checkRangesProgress(r io.ReaderAt, bm *BlockMap, prog *progress) []string {
 }
 
 func loadManifest(image string) (*Manifest, error) {
-	b, err := os.ReadFile(ManifestPath(image))
+	b, err := regfile.ReadFile(ManifestPath(image), maxManifest)
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest beside the image (it holds the block map and checksums flashing needs): %w", err)
 	}
@@ -231,6 +266,14 @@ func checkTarget(image string, d *Device, size int64, force bool) error {
 		}
 	}
 	if !d.Block {
+		if underDev(d.Path) {
+			what := "it is a regular file"
+			if d.Missing {
+				what = "there is no such device"
+			}
+			return fmt.Errorf("refusing %s: %s; a target under /dev must be an existing block device, the card's whole disk "+
+				"(find it with: lsblk -d -o NAME,SIZE,MODEL,TRAN,RM); to write a file instead, give a path outside /dev", d.Path, what)
+		}
 		return nil
 	}
 	switch {
@@ -250,6 +293,16 @@ func checkTarget(image string, d *Device, size int64, force bool) error {
 	return nil
 }
 
+// underDev reports whether path names something in /dev, where a new
+// regular file is never what a user means (a mistyped or absent card).
+func underDev(path string) bool {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	return abs == "/dev" || strings.HasPrefix(abs, "/dev/")
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "unknown model"
@@ -266,7 +319,8 @@ func (s SysDevices) Describe(path string) (*Device, error) {
 	d := &Device{Path: path}
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return d, nil // a new regular file
+		d.Missing = true // a new regular file
+		return d, nil
 	}
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,96 @@ func TestFlashDetectsCorruptionAfterWrite(t *testing.T) {
 	}}
 	if err := Flash(context.Background(), img, target, opts); !errors.Is(err, ErrVerify) {
 		t.Fatalf("Flash returned %v, want ErrVerify", err)
+	}
+	// The target was a new file: a failed flash does not leave it behind.
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("a failed flash left the new target file %s behind (stat: %v)", target, err)
+	}
+}
+
+// A target under /dev must be an existing block device: a mistyped or
+// absent card must not become a regular file in /dev.
+func TestFlashRefusesNonDeviceUnderDev(t *testing.T) {
+	dir := t.TempDir()
+	_, img := buildALIX(t, dir, ImageOptions{})
+	missing := fmt.Sprintf("/dev/ocfw-test-absent-%d", os.Getpid())
+	t.Cleanup(func() { os.Remove(missing) })
+	devs := fakeDevices{"/dev/sdq": {Path: "/dev/sdq"}} // a regular file someone left in /dev
+	for _, tc := range []struct {
+		target string
+		want   string
+	}{
+		{missing, "there is no such device"},
+		{"/dev/sdq", "it is a regular file"},
+	} {
+		asked := false
+		err := Flash(context.Background(), img, tc.target, FlashOptions{Yes: true, Devices: devs, Confirm: func(string) bool { asked = true; return true }})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "lsblk") || !strings.Contains(err.Error(), "block device") {
+			t.Errorf("%s: got %v, want a refusal saying %q and suggesting lsblk", tc.target, err, tc.want)
+		}
+		if asked {
+			t.Errorf("%s: asked for confirmation before refusing", tc.target)
+		}
+	}
+	if _, err := os.Lstat(missing); !os.IsNotExist(err) {
+		t.Errorf("flash created %s (stat: %v)", missing, err)
+	}
+	// Outside /dev a new regular file is a fine target (TestFlashFileTargetAndVerify).
+}
+
+// A target shorter than the image is reported with where it ends, never
+// with a "(<nil>)" for the missing read error.
+func TestVerifyShortTarget(t *testing.T) {
+	dir := t.TempDir()
+	m, img := buildALIX(t, dir, ImageOptions{})
+	target := filepath.Join(dir, "short.bin")
+	last := m.BlockMap.Ranges[len(m.BlockMap.Ranges)-1]
+	if err := os.WriteFile(target, make([]byte, last.Offset+last.Length/2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Verify(img, target, FlashOptions{})
+	if !errors.Is(err, ErrVerify) {
+		t.Fatalf("verify of a short target: %v, want ErrVerify", err)
+	}
+	if strings.Contains(err.Error(), "<nil>") || !strings.Contains(err.Error(), fmt.Sprintf("it ends at byte %d", last.Offset+last.Length/2)) {
+		t.Errorf("message %q: want where the target ends and no <nil>", err)
+	}
+}
+
+// An image changed after its build (booted, written to) is refused before
+// anything is written or asked, and the message says so rather than
+// "verify failed".
+func TestFlashRefusesChangedImage(t *testing.T) {
+	dir := t.TempDir()
+	m, img := buildALIX(t, dir, ImageOptions{})
+	r := m.BlockMap.Ranges[len(m.BlockMap.Ranges)-1]
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	f.ReadAt(b, r.Offset)
+	f.WriteAt([]byte{b[0] ^ 0x01}, r.Offset)
+	f.Close()
+	target := filepath.Join(dir, "card.bin")
+	asked := false
+	err = Flash(context.Background(), img, target, FlashOptions{Confirm: func(string) bool { asked = true; return true }})
+	if !errors.Is(err, ErrImageChanged) || errors.Is(err, ErrVerify) {
+		t.Fatalf("flash of a changed image: %v, want ErrImageChanged", err)
+	}
+	for _, want := range []string{"changed since it was built", "nothing was written", "rebuild"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "verify failed") {
+		t.Errorf("message %q says verify failed, but nothing was written", err)
+	}
+	if asked {
+		t.Error("asked for confirmation for an image it then refused")
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("the refused flash created %s", target)
 	}
 }
 

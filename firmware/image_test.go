@@ -54,7 +54,8 @@ func TestBIOSCFSizeErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			tc.opts.Output = filepath.Join(dir, "x.img")
+			// In directories the build makes: it removes them again.
+			tc.opts.Output = filepath.Join(dir, "new", "sub", "x.img")
 			_, err := Build(context.Background(), testPlan(t, "alix2d13"), tc.in, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
@@ -69,6 +70,9 @@ func TestBIOSCFSizeErrors(t *testing.T) {
 func TestInspectBIOSCF(t *testing.T) {
 	dir := t.TempDir()
 	m, img := buildALIX(t, dir, ImageOptions{})
+	if info, err := Inspect(img); err != nil || len(info.Problems) > 0 {
+		t.Fatalf("a fresh image: %v, problems %q", err, info.Problems)
+	}
 	// Two boots' reports on the data partition, as the firmware writes
 	// them (package store, through the "block device").
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
@@ -99,8 +103,10 @@ func TestInspectBIOSCF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(info.Problems) > 0 {
-		t.Errorf("problems: %v", info.Problems)
+	// Booting changed the image: the manifest beside it says so, and
+	// nothing else is wrong.
+	if len(info.Problems) != 1 || !strings.Contains(info.Problems[0], "the image no longer matches its manifest") || !strings.HasSuffix(info.Problems[0], " in data") {
+		t.Errorf("problems: %q", info.Problems)
 	}
 	if len(info.Partitions) != 2 || !info.Partitions[0].Bootable || info.Partitions[1].Bootable {
 		t.Fatalf("partitions: %+v", info.Partitions)
@@ -146,6 +152,25 @@ func TestInspectBIOSCF(t *testing.T) {
 	}
 	if info.Manifest == nil || !strings.HasPrefix(info.ManifestFrom, "partition 1") || info.Manifest.Board != "alix2d13" {
 		t.Errorf("in-image manifest: from %q", info.ManifestFrom)
+	}
+}
+
+// -o newdir/x.img makes the directory, as ocfw try does.
+func TestBuildMakesOutputDir(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "new", "sub", "alix.img")
+	_, img := buildALIX(t, dir, ImageOptions{Output: out})
+	for _, p := range []string{img, ManifestPath(img), SumsPath(img)} {
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	// A path through a regular file cannot be made: the error says which.
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	_, err := Build(context.Background(), testPlan(t, "alix2d13"), Input{}, ImageOptions{Output: filepath.Join(file, "x.img")})
+	if err == nil || !strings.Contains(err.Error(), "cannot create its directory") {
+		t.Errorf("output under a file: %v", err)
 	}
 }
 

@@ -2,16 +2,24 @@ package firmware
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/ocfw/ocfw/drivers"
 
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/firmware/mbr"
 	"github.com/ocfw/ocfw/internal/fat"
+	"github.com/ocfw/ocfw/internal/regfile"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/store"
 )
@@ -34,6 +42,8 @@ type Info struct {
 	Store        *StoreInfo   `json:"store,omitempty"`
 	Reports      []ReportInfo `json:"reports,omitempty"`
 	Problems     []string     `json:"problems,omitempty"`
+
+	inner *Manifest // the copy inside the image, when there is one
 }
 
 // StoreInfo is the state the board keeps on its data partition.
@@ -92,6 +102,9 @@ type ReportInfo struct {
 // Limits that keep Inspect bounded on hostile input.
 const (
 	maxSmallFile = 4 << 20 // manifests, configs, reports
+	// maxManifest bounds the manifest beside an image: its block map
+	// grows with the image, about 100 bytes per range.
+	maxManifest  = 16 << 20
 	maxTreeFiles = 4096
 	maxTreeDepth = 8
 )
@@ -100,35 +113,144 @@ const (
 // systems, boot files and configuration, manifest and reports. Input that
 // is not an ocfw image (truncated, corrupted, anything else) is an error.
 func Inspect(path string) (*Info, error) {
-	f, err := os.Open(path)
+	f, fi, err := regfile.Open(path) // a FIFO or device is refused, not waited on
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
 	info, err := inspect(f, fi.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	info.Path = path
-	if b, err := os.ReadFile(ManifestPath(path)); err == nil {
-		m, err := ReadManifest(b)
-		if err != nil {
-			info.Problems = append(info.Problems, fmt.Sprintf("%s: %v", ManifestPath(path), err))
-		} else {
-			info.Manifest, info.ManifestFrom = m, ManifestPath(path)
-			if m.Image != nil && m.Image.Size != info.Size {
-				info.Problems = append(info.Problems, fmt.Sprintf("the manifest describes a %d-byte image; this one is %d bytes", m.Image.Size, info.Size))
+	if b, err := regfile.ReadFile(ManifestPath(path), maxManifest); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		info.Problems = append(info.Problems, err.Error())
+	} else if err == nil {
+		info.Problems = append(info.Problems, checkSidecar(f, path, b, info)...)
+	}
+	return info, nil
+}
+
+// changedAfterBuild ends the problems that say an image and its manifest
+// no longer belong together.
+const changedAfterBuild = "it was changed after the build (booted with --persist, or written to)"
+
+// checkSidecar reads the manifest beside an image (data) and checks it
+// against the image: a damaged or edited manifest, one for another board
+// or another image, and an image changed since its build are problems.
+func checkSidecar(img io.ReaderAt, path string, data []byte, info *Info) []string {
+	name := ManifestPath(path)
+	if len(data) == 0 {
+		return []string{fmt.Sprintf("%s is empty: not a manifest (rebuild the image, or remove it to use the copy inside the image)", name)}
+	}
+	m, err := ReadManifest(data)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", name, err)}
+	}
+	info.Manifest, info.ManifestFrom = m, name
+	var problems []string
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(new(Manifest)); err != nil {
+		problems = append(problems, fmt.Sprintf("%s: %v: it is not as ocfw wrote it", name, err))
+	}
+	if sum, ok := listedSum(SumsPath(path), filepath.Base(name)); ok && sum != bytesSHA256(data) {
+		problems = append(problems, fmt.Sprintf("%s does not match its sha256 in %s: the manifest was changed after the build", name, SumsPath(path)))
+	}
+	if in := info.inner; in != nil {
+		if in.Board != m.Board {
+			problems = append(problems, fmt.Sprintf("%s is for board %s, but the image's own manifest (%s) says %s: they do not belong together",
+				name, drivers.Quote(m.Board), BootManifest, drivers.Quote(in.Board)))
+		} else if diff := manifestDiff(in, m); len(diff) > 0 {
+			problems = append(problems, fmt.Sprintf("%s differs from the copy inside the image in %s", name, strings.Join(diff, ", ")))
+		}
+	}
+	switch {
+	case m.Image == nil:
+		problems = append(problems, fmt.Sprintf("%s has no image size or sha256: it is not the manifest written beside an image", name))
+	case m.Image.Size != info.Size:
+		problems = append(problems, fmt.Sprintf("the manifest describes a %d-byte image; this one is %d bytes: %s", m.Image.Size, info.Size, changedAfterBuild))
+	default:
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(img, 0, info.Size)); err != nil {
+			problems = append(problems, fmt.Sprintf("reading the image to check it against its manifest: %v", err))
+		} else if hex.EncodeToString(h.Sum(nil)) != m.Image.SHA256 {
+			problems = append(problems, "the image no longer matches its manifest (sha256): "+changedAfterBuild+whereChanged(img, m))
+		}
+	}
+	return problems
+}
+
+// whereChanged says which of the image's regions differ from the block
+// map's checksums.
+func whereChanged(img io.ReaderAt, m *Manifest) string {
+	if m.BlockMap == nil {
+		return ""
+	}
+	var regions []string
+	n := 0
+	for _, r := range m.BlockMap.Ranges {
+		if checkRanges(img, &BlockMap{Ranges: []Range{r}}) == nil {
+			continue
+		}
+		n++
+		for _, reg := range m.Layout {
+			if r.Offset < reg.Offset+reg.Size && reg.Offset < r.Offset+r.Length && !slices.Contains(regions, reg.Name) {
+				regions = append(regions, reg.Name)
 			}
 		}
 	}
-	return info, nil
+	if n == 0 {
+		return "; only free space outside the block map differs, which flashing does not write"
+	}
+	where := ""
+	if len(regions) > 0 {
+		where = " in " + strings.Join(regions, ", ")
+	}
+	return fmt.Sprintf("; %d of %d mapped ranges differ%s", n, len(m.BlockMap.Ranges), where)
+}
+
+// listedSum finds name's sha256 in a sha256sums file.
+func listedSum(sums, name string) (string, bool) {
+	b, err := regfile.ReadFile(sums, maxSmallFile)
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if sum, n, ok := strings.Cut(line, "  "); ok && n == name {
+			return sum, true
+		}
+	}
+	return "", false
+}
+
+// manifestDiff names the top-level fields in which the manifest beside
+// the image differs from the copy inside it, leaving out those only the
+// one beside it has.
+func manifestDiff(inner, side *Manifest) []string {
+	s := *side
+	s.Image, s.BlockMap, s.Store = nil, nil, nil
+	fields := func(m *Manifest) map[string]json.RawMessage {
+		out := map[string]json.RawMessage{}
+		if b, err := json.Marshal(m); err == nil {
+			json.Unmarshal(b, &out)
+		}
+		return out
+	}
+	a, b := fields(inner), fields(&s)
+	var diff []string
+	for k, v := range b {
+		if !bytes.Equal(a[k], v) {
+			diff = append(diff, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			diff = append(diff, k)
+		}
+	}
+	sort.Strings(diff)
+	return diff
 }
 
 // ErrNotImage marks input that is neither a CF image nor a flash image.
@@ -179,21 +301,30 @@ func inspectCF(r io.ReaderAt, size int64, rec *mbr.MBR, info *Info) error {
 		if fs.HiddenSectors != p.Start {
 			info.Problems = append(info.Problems, fmt.Sprintf("partition %d: hidden sectors %d, but it starts at sector %d (real BIOSes may not boot it)", i+1, fs.HiddenSectors, p.Start))
 		}
-		n := 0
-		if err := walk(fs, "/", 0, &n, &pi.Files); err != nil {
+		w := &walker{fs: fs, seen: map[uint32]string{}}
+		if err := w.walk("/", 0); err != nil {
 			info.Problems = append(info.Problems, fmt.Sprintf("partition %d: %v", i+1, err))
+		}
+		pi.Files = w.out
+		for _, p := range w.problems {
+			info.Problems = append(info.Problems, fmt.Sprintf("partition %d: %s", i+1, p))
 		}
 		if p.Bootable {
 			if b, err := fs.ReadFile(syslinuxCfg, maxSmallFile); err == nil {
 				info.BootConfig = string(b)
+			} else if !errors.Is(err, fat.ErrNotExist) {
+				info.Problems = append(info.Problems, fmt.Sprintf("partition %d: %v", i+1, err))
 			}
 		}
 		if b, err := fs.ReadFile(BootManifest, maxSmallFile); err == nil {
 			if m, err := ReadManifest(b); err == nil {
 				info.Manifest, info.ManifestFrom = m, fmt.Sprintf("partition %d: %s", i+1, BootManifest)
+				info.inner = m
 			} else {
 				info.Problems = append(info.Problems, fmt.Sprintf("partition %d: %s: %v", i+1, BootManifest, err))
 			}
+		} else if !errors.Is(err, fat.ErrNotExist) {
+			info.Problems = append(info.Problems, fmt.Sprintf("partition %d: %v", i+1, err))
 		}
 		if si, reps := readStore(fs); si != nil {
 			info.Store = si
@@ -208,26 +339,48 @@ func inspectCF(r io.ReaderAt, size int64, rec *mbr.MBR, info *Info) error {
 	return nil
 }
 
-func walk(fs *fat.FS, dir string, depth int, n *int, out *[]fat.Entry) error {
+// walker lists a FAT tree, checking each file's cluster chain and
+// refusing to follow a directory that is already on the list (a cycle).
+type walker struct {
+	fs       *fat.FS
+	n        int
+	seen     map[uint32]string // directory cluster -> path
+	out      []fat.Entry
+	problems []string // damage that does not stop the listing
+}
+
+// walk lists dir; an error is damage that stops the listing.
+func (w *walker) walk(dir string, depth int) error {
 	if depth > maxTreeDepth {
 		return fmt.Errorf("directories nested deeper than %d at %s", maxTreeDepth, dir)
 	}
-	es, err := fs.ReadDir(dir)
+	es, err := w.fs.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range es {
-		*n++
-		if *n > maxTreeFiles {
+		w.n++
+		if w.n > maxTreeFiles {
 			return fmt.Errorf("more than %d files; listing stopped", maxTreeFiles)
 		}
 		p := strings.TrimSuffix(dir, "/") + "/" + e.Name
+		if err := w.fs.CheckFile(e); err != nil {
+			w.problems = append(w.problems, fmt.Sprintf("%s: %v", p, err))
+		}
 		e.Name = p
-		*out = append(*out, e)
-		if e.Dir {
-			if err := walk(fs, p, depth+1, n, out); err != nil {
-				return err
+		w.out = append(w.out, e)
+		if !e.Dir {
+			continue
+		}
+		if c := e.Cluster(); c != 0 {
+			if prev, ok := w.seen[c]; ok {
+				w.problems = append(w.problems, fmt.Sprintf("directory cycle: %s is %s again (cluster %d); not followed", p, prev, c))
+				continue
 			}
+			w.seen[c] = p
+		}
+		if err := w.walk(p, depth+1); err != nil {
+			return err
 		}
 	}
 	return nil

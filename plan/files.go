@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -85,6 +86,12 @@ func Read(name string) (*Plan, error) {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, fmt.Errorf("%s: not a plan written by ocfw: %w", name, err)
 	}
+	switch {
+	case p.Version == 0:
+		p.Version = 1 // written before plans had a version
+	case p.Version > Version:
+		return nil, fmt.Errorf("%s: plan version %d is newer than this ocfw reads (up to %d): use the ocfw that wrote it", name, p.Version, Version)
+	}
 	return &p, nil
 }
 
@@ -107,9 +114,10 @@ func ReadOptions(name string) (Options, error) {
 	return o, nil
 }
 
-// readBounded reads a regular file of at most MaxFileSize bytes.
+// readBounded reads a regular file of at most MaxFileSize bytes. It opens
+// without blocking, so a FIFO in its place is refused, not waited on.
 func readBounded(name string) ([]byte, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -24,10 +24,15 @@ const (
 	KernelUser   = "user"   // the user supplies the kernel with --kernel
 )
 
+// Version is the version of the Plan's JSON layout. A plan written
+// before the field existed has none and reads as version 1.
+const Version = 1
+
 // Plan is everything a firmware for one board and its cards contains and
 // how it boots. The host resolves it from profiles (package boards) and
 // writes it into the initramfs as File; the board reads it with Read.
 type Plan struct {
+	Version     int         `json:"version"`
 	Board       string      `json:"board"`
 	Description string      `json:"description"`
 	Cards       []Card      `json:"cards"`

@@ -25,7 +25,8 @@ func newBoardCmd(g *globalFlags) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show one board (or card) profile in full, with its engine and Go target resolved",
-		Args:  cobra.ExactArgs(1),
+		Args: needArgs(1, 1, "one board or card name (see 'ocfw boards')",
+			"ocfw board show alix2d13"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cat, err := g.catalog()
 			if err != nil {
@@ -39,14 +40,19 @@ func newBoardCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// JSONVersion is the version of the layout of the JSON that boards,
+// board show and plan print (plan's is plan.Version).
+const JSONVersion = 1
+
 // boardView is a board with what it implies filled in.
 type boardView struct {
-	Kind   string          `json:"kind"`
-	File   string          `json:"file"`
-	Board  *boards.Board   `json:"board,omitempty"`
-	Card   *boards.Card    `json:"card,omitempty"`
-	Go     *plan.GoTarget  `json:"go,omitempty"`
-	Engine *drivers.Engine `json:"engine_detail,omitempty"`
+	Version int             `json:"version"`
+	Kind    string          `json:"kind"`
+	File    string          `json:"file"`
+	Board   *boards.Board   `json:"board,omitempty"`
+	Card    *boards.Card    `json:"card,omitempty"`
+	Go      *plan.GoTarget  `json:"go,omitempty"`
+	Engine  *drivers.Engine `json:"engine_detail,omitempty"`
 }
 
 func showProfile(w io.Writer, cat *boards.Catalog, name string, f *boardShowFlags) error {
@@ -67,6 +73,17 @@ func showProfile(w io.Writer, cat *boards.Catalog, name string, f *boardShowFlag
 		return fmt.Errorf("%v (cards: %s)", err, strings.Join(cat.CardNames(), ", "))
 	}
 	if f.json {
+		v.Version = JSONVersion
+		if v.Engine != nil {
+			e := *v.Engine // the catalog's own is shared: fill in a copy
+			if e.Quirks == nil {
+				e.Quirks = []string{}
+			}
+			if e.Match.PCI == nil {
+				e.Match.PCI = []drivers.PCIID{}
+			}
+			v.Engine = &e
+		}
 		return writeJSON(w, v)
 	}
 	p := func(k string, val any) { fmt.Fprintf(w, "%-14s %v\n", k+":", val) }
@@ -78,6 +95,7 @@ func showProfile(w io.Writer, cat *boards.Catalog, name string, f *boardShowFlag
 		p("description", b.Description)
 		p("vendor", b.Vendor)
 		p("cpu", fmt.Sprintf("%s, %d MHz, %s, %s-endian", b.CPU.Model, b.CPU.MHz, b.CPU.Arch, b.CPU.Endian))
+		p("cpu features", strings.Join(b.CPU.Features, " "))
 		p("go target", strings.Join(v.Go.Env(), " "))
 		p("ram", fmt.Sprintf("%d MB", b.RAMMB))
 		switch b.Storage.Kind {

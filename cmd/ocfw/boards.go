@@ -34,33 +34,46 @@ func newBoardsCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// boardsJSON is what boards --json prints.
+type boardsJSON struct {
+	Version int         `json:"version"`
+	Boards  []boardLine `json:"boards"`
+	Cards   []cardLine  `json:"cards"`
+}
+
 type boardLine struct {
 	Name        string   `json:"name"`
 	Kind        string   `json:"kind"`
 	Description string   `json:"description"`
-	Aliases     []string `json:"aliases,omitempty"`
-	Form        string   `json:"form,omitempty"`
-	Engine      string   `json:"engine,omitempty"`
+	Aliases     []string `json:"aliases"`
+	Engine      string   `json:"engine"` // "" when the board has no on-chip engine
 	File        string   `json:"file"`
 }
 
+type cardLine struct {
+	Name        string `json:"name"`
+	Kind        string `json:"kind"`
+	Description string `json:"description"`
+	Form        string `json:"form"`
+	PCI         string `json:"pci"`
+	Engine      string `json:"engine"`
+	File        string `json:"file"`
+}
+
 func listBoards(w io.Writer, cat *boards.Catalog, f *boardsFlags) error {
-	var lines []boardLine
+	out := boardsJSON{Version: JSONVersion, Boards: []boardLine{}, Cards: []cardLine{}}
 	for _, b := range cat.Boards() {
-		lines = append(lines, boardLine{Name: b.Name, Kind: boards.KindBoard, Description: b.Description, Aliases: b.Aliases, Engine: b.Engine, File: b.File()})
+		out.Boards = append(out.Boards, boardLine{Name: b.Name, Kind: boards.KindBoard, Description: b.Description, Aliases: b.Aliases, Engine: b.Engine, File: b.File()})
 	}
 	for _, c := range cat.Cards() {
-		lines = append(lines, boardLine{Name: c.Name, Kind: boards.KindCard, Description: c.Description, Form: c.Form, Engine: c.Engine, File: c.File()})
+		out.Cards = append(out.Cards, cardLine{Name: c.Name, Kind: boards.KindCard, Description: c.Description, Form: c.Form, PCI: c.PCI, Engine: c.Engine, File: c.File()})
 	}
 	if f.json {
-		return writeJSON(w, lines)
+		return writeJSON(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BOARD\tDESCRIPTION")
-	for _, l := range lines {
-		if l.Kind != boards.KindBoard {
-			continue
-		}
+	for _, l := range out.Boards {
 		desc := l.Description
 		if len(l.Aliases) > 0 {
 			desc += " (also: " + strings.Join(l.Aliases, ", ") + ")"
@@ -72,10 +85,8 @@ func listBoards(w io.Writer, cat *boards.Catalog, f *boardsFlags) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(tw, "CARD\tDESCRIPTION")
-	for _, l := range lines {
-		if l.Kind == boards.KindCard {
-			fmt.Fprintf(tw, "%s\t%s\n", l.Name, l.Description)
-		}
+	for _, l := range out.Cards {
+		fmt.Fprintf(tw, "%s\t%s\n", l.Name, l.Description)
 	}
 	return tw.Flush()
 }

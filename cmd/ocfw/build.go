@@ -73,7 +73,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	}
 	fl := cmd.Flags()
 	f.register(cmd, true)
-	fl.StringVar(&f.kernel, "kernel", "", "kernel: a linux-image .deb, a directory, or IMAGE:MODULESDIR (default: the board's Debian package)")
+	fl.StringVar(&f.kernel, "kernel", "", kernelFlagHelp)
 	fl.StringVar(&f.initramfs, "initramfs", "", "use this compressed initramfs instead of building one (the kernel still comes from --kernel)")
 	fl.StringVarP(&f.output, "output", "o", "", "image file (default ocfw-BOARD.img)")
 	fl.StringVar(&f.size, "size", "", "image size in MiB, e.g. 120 or 240M or 1G (default: the board's, which fits its card)")

@@ -228,7 +228,11 @@ func TestEndToEndBadEngine(t *testing.T) {
 	if !strings.Contains(summary, "test-corrupt") {
 		t.Errorf("exit message does not name the engine: %q", summary)
 	}
-	r, err := report.Read(bytes.NewReader(dataFile(t, img, "/ocfw/report-0001.json")))
+	c := dataStore(t, img)
+	if len(c.Reports) != 1 {
+		t.Fatalf("%d reports on the card, want 1", len(c.Reports))
+	}
+	r, err := report.Read(bytes.NewReader(c.Reports[0].JSON))
 	if err != nil {
 		t.Fatal(err)
 	}

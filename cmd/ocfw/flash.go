@@ -28,7 +28,8 @@ before writing unless --yes. TARGET may be a regular file.`,
 		Example: `  ocfw flash alix.img /dev/sdc
   ocfw flash --yes alix.img card-copy.img
   ocfw flash --verify-only alix.img /dev/sdc`,
-		Args: cobra.ExactArgs(2),
+		Args: needArgs(2, 2, "the image and the target card (find the card with lsblk -d -o NAME,SIZE,MODEL,TRAN,RM)",
+			"ocfw flash alix.img /dev/sdc"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Progress = cmd.ErrOrStderr()
 			opts.Terminal = isTerminal(cmd.ErrOrStderr())

@@ -11,6 +11,13 @@ import (
 	"github.com/ocfw/ocfw/rootfs"
 )
 
+// kernelFlagHelp is the --kernel flag's text for build and kernel check:
+// the forms rootfs.LoadKernel accepts.
+const kernelFlagHelp = "the kernel: a linux-image .deb; a directory with vmlinuz, bzImage or zImage (or boot/vmlinuz-VERSION), " +
+	"lib/modules/VERSION and optionally config, .config or config.gz; IMAGE:MODULESDIR[:CONFIG]; or IMAGE::CONFIG for a kernel " +
+	"whose CONFIG has every planned module =y (an IMAGE alone is refused: nothing shows the modules are built in). " +
+	"Default: the board's Debian package from the cache"
+
 func newKernelCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kernel",
@@ -74,10 +81,17 @@ for the wrong architecture (x86 bzImage against ARM zImage), a big-endian ARM ke
 skcipher and hash, the engine drivers, the initramfs compression), planned modules
 that are neither a .ko nor built in.
 
---kernel is a Debian linux-image .deb, a directory with vmlinuz (or bzImage,
-zImage, boot/vmlinuz-VERSION) and lib/modules/VERSION and an optional config or
-config.gz, or IMAGE:MODULESDIR[:CONFIG]. Without it, the board's Debian package
-from the cache (fetched if missing).`,
+--kernel is one of:
+  a Debian linux-image .deb;
+  a directory with vmlinuz, bzImage or zImage (or boot/vmlinuz-VERSION),
+    lib/modules/VERSION, and optionally config, .config or config.gz;
+  IMAGE:MODULESDIR or IMAGE:MODULESDIR:CONFIG, a kernel image file and its
+    modules (lib/modules/VERSION itself, or a directory holding it);
+  IMAGE::CONFIG, a kernel with every module the plan loads built in: CONFIG
+    must show each of their options =y.
+A kernel image alone is refused: nothing then shows that the plan's modules are
+built in. Without --kernel, the board's Debian package from the cache (fetched if
+missing).`,
 		Example: `  ocfw kernel check --board alix2d13
   ocfw kernel check --board nslu2 --kernel zImage-ixp4xx:modules/lib/modules/6.6.0:config`,
 		Args: cobra.NoArgs,
@@ -111,7 +125,7 @@ from the cache (fetched if missing).`,
 	}
 	cmd.Flags().StringVar(&board, "board", "", "board name or alias (required)")
 	cmd.Flags().StringArrayVar(&cards, "card", nil, "a card in the board's slots (repeat)")
-	cmd.Flags().StringVar(&kernel, "kernel", "", "the kernel: a .deb, a directory, or IMAGE:MODULESDIR[:CONFIG] (default: the board's Debian package)")
+	cmd.Flags().StringVar(&kernel, "kernel", "", kernelFlagHelp)
 	cmd.Flags().StringVar(&cache, "cache", "", "cache directory (default $OCFW_CACHE, else ~/.cache/ocfw)")
 	return cmd
 }

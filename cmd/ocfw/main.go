@@ -84,5 +84,6 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newInspectCmd(),
 		newFlashCmd(),
 	)
+	registerCompletions(root, g)
 	return root
 }

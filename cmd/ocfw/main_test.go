@@ -22,14 +22,23 @@ func TestBoardsJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var lines []boardLine
-	if err := json.Unmarshal([]byte(out), &lines); err != nil {
+	var list boardsJSON
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatal(err)
 	}
+	if list.Version != 1 {
+		t.Errorf("version %d, want 1", list.Version)
+	}
 	kinds := map[string]string{}
-	for _, l := range lines {
+	for _, l := range list.Boards {
 		if l.Description == "" {
 			t.Errorf("%s has no description", l.Name)
+		}
+		kinds[l.Name] = l.Kind
+	}
+	for _, l := range list.Cards {
+		if l.Description == "" || l.PCI == "" {
+			t.Errorf("%s has no description or PCI id", l.Name)
 		}
 		kinds[l.Name] = l.Kind
 	}
@@ -113,7 +122,12 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"plan", "--board", "alix2d13", "--require-hw", "aes-256-cbc"}, "--require-hw aes-256-cbc: no selected engine"},
 		{[]string{"plan", "--bord", "alix2d13"}, "unknown flag: --bord"},
 		{[]string{"board", "show", "alix3"}, `unknown board "alix3"`},
-		{[]string{"validate"}, "requires at least 1 arg"},
+		{[]string{"validate"}, "validate needs one or more profile files, got nothing; for example: ocfw validate myboard.yaml"},
+		{[]string{"board", "show"}, "board show needs one board or card name (see 'ocfw boards'), got nothing; for example: ocfw board show alix2d13"},
+		{[]string{"board", "show", "a", "b"}, "board show needs one board or card name (see 'ocfw boards'), got 2 arguments"},
+		{[]string{"flash"}, "flash needs the image and the target card (find the card with lsblk"},
+		{[]string{"flash", "alix.img"}, "got 1 argument; for example: ocfw flash alix.img /dev/sdc"},
+		{[]string{"inspect"}, "inspect needs one image file, got nothing; for example: ocfw inspect alix.img"},
 		{[]string{"boards", "--profiles", "/nonexistent"}, "--profiles /nonexistent"},
 	}
 	for _, tc := range cases {
@@ -134,6 +148,9 @@ func TestBoardShow(t *testing.T) {
 	out, _, code := ocfw(t, "board", "show", "alix2d3")
 	if code != 0 || !strings.Contains(out, "board:         alix2d13") || !strings.Contains(out, "GO386=softfloat") || !strings.Contains(out, "cbc-aes-geode") {
 		t.Errorf("board show alix2d3 (alias):\n%s", out)
+	}
+	if !strings.Contains(out, "cpu features:  fpu tsc cx8 mmx mmxext cmov 3dnow 3dnowext\n") {
+		t.Errorf("board show alix2d3 lacks the CPU features:\n%s", out)
 	}
 	if !strings.Contains(out, "kernel:        debian: Debian package linux-image-686 (i386), bzImage\n") {
 		t.Errorf("board show alix2d3 lacks the kernel source and package:\n%s", out)

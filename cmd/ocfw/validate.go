@@ -3,12 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/regfile"
 )
 
 func newValidateCmd(g *globalFlags) *cobra.Command {
@@ -21,7 +20,7 @@ types, unknown engines, impossible slot or boot combinations; for a site config
 board) and reports every problem as FILE:LINE:COLUMN with what would be valid,
 all in one run. Names must be unique among the profiles given; a site config may
 name a board given alongside. Exit status 1 when anything is wrong.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needArgs(1, -1, "one or more profile or site config files", "ocfw validate myboard.yaml site.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var sites, files []string
 			for _, a := range args {
@@ -64,27 +63,10 @@ name a board given alongside. Exit status 1 when anything is wrong.`,
 	}
 }
 
-// maxSiteFile bounds a site config or profile read here.
-const maxSiteFile = 256 << 10
-
-// readProfileFile reads a regular file of at most maxSiteFile bytes.
+// readProfileFile reads a site config or profile: a regular file (a FIFO
+// or device is refused without blocking) of at most boards.MaxProfileSize.
 func readProfileFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxSiteFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxSiteFile {
-		return nil, fmt.Errorf("%s: larger than %d KiB: not a site config", name, maxSiteFile>>10)
-	}
-	return data, nil
+	return regfile.ReadFile(name, boards.MaxProfileSize)
 }
 
 // validateSites checks site configs against the catalog plus the

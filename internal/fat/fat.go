@@ -465,3 +465,25 @@ func (fs *FS) ReadFile(path string, max int64) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Cluster is the entry's first cluster (0 for an empty file, and for the
+// root directory on FAT12/16).
+func (e Entry) Cluster() uint32 { return e.cluster }
+
+// CheckFile follows a file's cluster chain and checks that it holds the
+// file's size: no loop, no cluster out of range, not too short or longer
+// than the size needs.
+func (fs *FS) CheckFile(e Entry) error {
+	if e.Dir || e.Size == 0 {
+		return nil
+	}
+	cs, err := fs.chain(e.cluster)
+	if err != nil {
+		return err
+	}
+	cb := fs.ClusterBytes()
+	if want := (e.Size + cb - 1) / cb; int64(len(cs)) != want {
+		return fmt.Errorf("fat: %d bytes in a chain of %d clusters (want %d)", e.Size, len(cs), want)
+	}
+	return nil
+}

@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/internal/atomicfile"
+	"github.com/ocfw/ocfw/internal/regfile"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/probe"
@@ -177,9 +177,12 @@ size, which engines are excluded and why. FILE is a policy or a report in JSON
 	return cmd
 }
 
+// maxPolicyFile bounds a policy or report file: a report is tens of KiB.
+const maxPolicyFile = 4 << 20
+
 // LoadPolicy reads a policy file, or the policy of a report file.
 func LoadPolicy(file string) (ocf.Policy, error) {
-	data, err := os.ReadFile(file)
+	data, err := regfile.ReadFile(file, maxPolicyFile)
 	if err != nil {
 		return ocf.Policy{}, err
 	}

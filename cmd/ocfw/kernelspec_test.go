@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The --kernel forms the help and README document, as accepted or
+// refused by kernel check (rootfs.LoadKernel).
+func TestKernelSpecForms(t *testing.T) {
+	dir := fakeKernelDir(t, false, "af_alg", "algif_skcipher", "algif_hash", "des_generic", "geode_aes")
+	img := filepath.Join(dir, "bzImage")
+	allY := filepath.Join(t.TempDir(), "config")
+	var cfg strings.Builder
+	for _, o := range []string{"BLK_DEV_INITRD", "DEVTMPFS", "RD_XZ", "CRYPTO_USER_API", "CRYPTO_USER_API_SKCIPHER", "CRYPTO_USER_API_HASH", "CRYPTO_DES", "CRYPTO_DEV_GEODE"} {
+		cfg.WriteString("CONFIG_" + o + "=y\n")
+	}
+	must(t, os.WriteFile(allY, []byte(cfg.String()), 0o644))
+	for _, tc := range []struct {
+		name, spec string
+		ok         bool
+		want       string
+	}{
+		{"directory", dir, true, "modules  " + filepath.Join(dir, "lib/modules/6.1.0-t")},
+		{"IMAGE:MODULESDIR", img + ":" + filepath.Join(dir, "lib/modules/6.1.0-t"), true, "kernel 6.1.0-t"},
+		{"IMAGE:MODULESDIR above lib/modules", img + ":" + dir, true, "kernel 6.1.0-t"},
+		{"IMAGE:MODULESDIR:CONFIG", img + ":" + dir + ":" + allY, true, "config   " + allY},
+		{"IMAGE::CONFIG, everything built in", img + "::" + allY, true, "built in af_alg algif_skcipher algif_hash des_generic geode_aes"},
+		{"IMAGE alone", img, false, "no modules directory given"},
+	} {
+		out, errs, code := ocfw(t, "kernel", "check", "--board", "alix2d13", "--kernel", tc.spec)
+		if (code == 0) != tc.ok || !strings.Contains(out+errs, tc.want) {
+			t.Errorf("%s (--kernel %s): exit %d, want ok=%v and %q\n%s%s", tc.name, tc.spec, code, tc.ok, tc.want, out, errs)
+		}
+	}
+	// build --help documents the same forms.
+	out, _, _ := ocfw(t, "build", "--help")
+	if !strings.Contains(out, "IMAGE::CONFIG") || !strings.Contains(out, "an IMAGE alone is refused") {
+		t.Errorf("build --help does not document the --kernel forms:\n%s", out)
+	}
+}

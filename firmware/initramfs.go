@@ -1,0 +1,153 @@
+package firmware
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/ulikunitz/xz"
+
+	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/internal/regfile"
+	"github.com/ocfw/ocfw/plan"
+)
+
+// ErrNoPlan marks an initramfs that holds no etc/ocfw/plan.json: not one
+// ocfw built.
+var ErrNoPlan = errors.New("no " + strings.TrimPrefix(plan.File, "/") + " in it")
+
+// maxInitramfs bounds how much of a decompressed initramfs is read
+// looking for the plan: the boards' are a few MiB.
+const maxInitramfs = 512 << 20
+
+// CheckInitramfsBoard reads the plan inside a ready initramfs (a newc
+// cpio archive, plain or compressed with xz or gzip, as ocfw build
+// writes it) and refuses one built for a board other than board. An
+// archive without a plan is an error that wraps ErrNoPlan; one that is
+// not an initramfs at all is an error too.
+func CheckInitramfsBoard(path, board string) error {
+	pl, err := InitramfsPlan(path)
+	if err != nil {
+		return err
+	}
+	if pl.Board != board {
+		return fmt.Errorf("--initramfs %s was built for board %s (its %s), not %s: build the image for %s without --initramfs, "+
+			"or give an initramfs built for %s", path, drivers.Quote(pl.Board), plan.File, board, board, board)
+	}
+	return nil
+}
+
+// InitramfsPlan returns the plan inside an initramfs.
+func InitramfsPlan(path string) (*plan.Plan, error) {
+	f, _, err := regfile.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--initramfs: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	magic, _ := br.Peek(6)
+	var r io.Reader
+	switch {
+	case bytes.HasPrefix(magic, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		xr, err := xz.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("--initramfs %s: xz: %w", path, err)
+		}
+		r = xr
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("--initramfs %s: gzip: %w", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	case bytes.Equal(magic, []byte("070701")):
+		r = br
+	default:
+		return nil, fmt.Errorf("--initramfs %s is not an initramfs: neither xz, gzip nor a newc cpio archive", path)
+	}
+	data, err := findInCpio(io.LimitReader(r, maxInitramfs), strings.TrimPrefix(plan.File, "/"), plan.MaxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("--initramfs %s: %w", path, err)
+	}
+	var pl plan.Plan
+	if err := json.Unmarshal(data, &pl); err != nil {
+		return nil, fmt.Errorf("--initramfs %s: %s is not a plan: %w", path, plan.File, err)
+	}
+	return &pl, nil
+}
+
+// findInCpio reads newc cpio archives (several may follow each other,
+// NUL-padded, as the kernel accepts) from r and returns the contents of
+// the file called name (leading "/" or "./" ignored), at most max bytes.
+func findInCpio(r io.Reader, name string, max int64) ([]byte, error) {
+	br := bufio.NewReader(r)
+	var hdr [110]byte
+	for {
+		// NUL padding between archives.
+		for {
+			b, err := br.Peek(1)
+			if err == io.EOF {
+				return nil, ErrNoPlan
+			}
+			if err != nil {
+				return nil, err
+			}
+			if b[0] != 0 {
+				break
+			}
+			br.ReadByte()
+		}
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return nil, fmt.Errorf("cpio: header cut off: %w", err)
+		}
+		if m := string(hdr[:6]); m != "070701" && m != "070702" {
+			return nil, fmt.Errorf("cpio: bad header magic %q: not a newc archive", m)
+		}
+		field := func(i int) (int64, error) {
+			return strconv.ParseInt(string(hdr[6+8*i:14+8*i]), 16, 64)
+		}
+		size, err1 := field(6)
+		nameSize, err2 := field(11)
+		if err1 != nil || err2 != nil || nameSize < 1 || nameSize > 4096 {
+			return nil, errors.New("cpio: damaged header")
+		}
+		nb := make([]byte, nameSize)
+		if _, err := io.ReadFull(br, nb); err != nil {
+			return nil, fmt.Errorf("cpio: name cut off: %w", err)
+		}
+		if err := skip(br, cpioPad(110+nameSize)); err != nil {
+			return nil, err
+		}
+		got := strings.TrimPrefix(strings.TrimPrefix(string(bytes.TrimRight(nb, "\x00")), "./"), "/")
+		if got == name {
+			if size > max {
+				return nil, fmt.Errorf("%s is %d bytes: not a plan", name, size)
+			}
+			data := make([]byte, size)
+			if _, err := io.ReadFull(br, data); err != nil {
+				return nil, fmt.Errorf("cpio: %s cut off: %w", name, err)
+			}
+			return data, nil
+		}
+		if err := skip(br, size+cpioPad(size)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// cpioPad is how many bytes pad n to a multiple of 4.
+func cpioPad(n int64) int64 { return pad4(n) - n }
+
+func skip(r io.Reader, n int64) error {
+	if got, err := io.CopyN(io.Discard, r, n); err != nil {
+		return fmt.Errorf("cpio: archive cut off after %d of %d bytes: %w", got, n, err)
+	}
+	return nil
+}
