@@ -35,7 +35,7 @@ func (c *Catalog) ParseSite(file string, data []byte) (*plan.Site, *Board, error
 		return nil, nil, ErrorList{{File: file, Line: doc.Line, Col: doc.Column, Msg: "want a mapping of fields (kind: site, board: ..., hostname: ...)"}}
 	}
 	s := &plan.Site{}
-	d := &decoder{file: file, what: "site config", pos: positions{}}
+	d := &decoder{file: file, what: "site config", pos: positions{}, bad: map[string]bool{}}
 	d.decode(doc.Content[0], reflect.ValueOf(s).Elem(), "")
 	var ports []plan.Port
 	var board *Board
@@ -47,6 +47,9 @@ func (c *Catalog) ParseSite(file string, data []byte) (*plan.Site, *Board, error
 		board, ports = b, b.Ports
 	}
 	for _, e := range s.Validate(ports) {
+		if d.bad[e.Path] {
+			continue // already reported as it was decoded
+		}
 		if board == nil && (strings.HasSuffix(e.Path, ".port") || strings.Contains(e.Path, ".ports")) {
 			continue // the board is unknown: its ports cannot be checked
 		}

@@ -327,6 +327,19 @@ var configSymbols = map[string]string{
 	"geode_aes":      "CONFIG_CRYPTO_DEV_GEODE",
 	"hifn_795x":      "CONFIG_CRYPTO_DEV_HIFN_795X",
 	"ixp4xx_crypto":  "CONFIG_CRYPTO_DEV_IXP4XX",
+	// The ports and the router.
+	"via_rhine":       "CONFIG_VIA_RHINE",
+	"e1000":           "CONFIG_E1000",
+	"ixp4xx_eth":      "CONFIG_IXP4XX_ETH",
+	"nfnetlink":       "CONFIG_NETFILTER_NETLINK",
+	"nf_tables":       "CONFIG_NF_TABLES",
+	"nft_ct":          "CONFIG_NFT_CT",
+	"nft_chain_nat":   "CONFIG_NFT_NAT",
+	"nft_nat":         "CONFIG_NFT_NAT",
+	"nft_masq":        "CONFIG_NFT_MASQ",
+	"nft_limit":       "CONFIG_NFT_LIMIT",
+	"nft_reject_inet": "CONFIG_NFT_REJECT_INET",
+	"bridge":          "CONFIG_BRIDGE",
 }
 
 // ReadConfig parses a kernel config (plain, or gzip like /proc/config.gz)

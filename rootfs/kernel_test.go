@@ -108,6 +108,20 @@ CONFIG_CRYPTO_USER_API_HASH=m
 CONFIG_CRYPTO_DES=m
 CONFIG_CRYPTO_DEV_GEODE=m
 CONFIG_CRYPTO_DEV_IXP4XX=y
+`+routerConfig
+
+// routerConfig has the options of the ports' NICs and the router's modules.
+const routerConfig = `CONFIG_VIA_RHINE=m
+CONFIG_E1000=m
+CONFIG_IXP4XX_ETH=y
+CONFIG_NETFILTER_NETLINK=m
+CONFIG_NF_TABLES=m
+CONFIG_NFT_CT=m
+CONFIG_NFT_NAT=m
+CONFIG_NFT_MASQ=m
+CONFIG_NFT_LIMIT=m
+CONFIG_NFT_REJECT_INET=m
+CONFIG_BRIDGE=m
 `
 
 // Each bad kernel input gives its own clear error; several problems come
@@ -146,7 +160,7 @@ func TestLoadKernelBadInputs(t *testing.T) {
 		{"config lacks AF_ALG options", alix, func(t *testing.T, d string) string {
 			write(t, filepath.Join(d, "vmlinuz"), bzImage())
 			modulesTree(t, d, "6.1.0-test", allModules(alix), nil)
-			write(t, filepath.Join(d, "config"), []byte("CONFIG_BLK_DEV_INITRD=y\nCONFIG_DEVTMPFS=y\nCONFIG_RD_XZ=y\nCONFIG_CRYPTO_USER_API=m\nCONFIG_CRYPTO_DES=m\nCONFIG_CRYPTO_DEV_GEODE=m\n"))
+			write(t, filepath.Join(d, "config"), []byte("CONFIG_BLK_DEV_INITRD=y\nCONFIG_DEVTMPFS=y\nCONFIG_RD_XZ=y\nCONFIG_CRYPTO_USER_API=m\nCONFIG_CRYPTO_DES=m\nCONFIG_CRYPTO_DEV_GEODE=m\n"+routerConfig))
 			return d
 		}, []string{"CONFIG_CRYPTO_USER_API_SKCIPHER is not set", "CONFIG_CRYPTO_USER_API_HASH is not set"}, 2},
 		{"everything wrong at once", alix, func(t *testing.T, d string) string {

@@ -10,11 +10,13 @@ import (
 // The --kernel forms the help and README document, as accepted or
 // refused by kernel check (rootfs.LoadKernel).
 func TestKernelSpecForms(t *testing.T) {
-	dir := fakeKernelDir(t, false, "af_alg", "algif_skcipher", "algif_hash", "des_generic", "geode_aes")
+	dir := fakeKernelDir(t, false, "af_alg", "algif_skcipher", "algif_hash", "des_generic", "geode_aes",
+		"via_rhine", "e1000", "nfnetlink", "nf_tables", "nft_ct", "nft_chain_nat", "nft_nat", "nft_masq", "nft_limit", "nft_reject_inet", "bridge")
 	img := filepath.Join(dir, "bzImage")
 	allY := filepath.Join(t.TempDir(), "config")
 	var cfg strings.Builder
-	for _, o := range []string{"BLK_DEV_INITRD", "DEVTMPFS", "RD_XZ", "CRYPTO_USER_API", "CRYPTO_USER_API_SKCIPHER", "CRYPTO_USER_API_HASH", "CRYPTO_DES", "CRYPTO_DEV_GEODE"} {
+	for _, o := range []string{"BLK_DEV_INITRD", "DEVTMPFS", "RD_XZ", "CRYPTO_USER_API", "CRYPTO_USER_API_SKCIPHER", "CRYPTO_USER_API_HASH", "CRYPTO_DES", "CRYPTO_DEV_GEODE",
+		"VIA_RHINE", "E1000", "NETFILTER_NETLINK", "NF_TABLES", "NFT_CT", "NFT_NAT", "NFT_MASQ", "NFT_LIMIT", "NFT_REJECT_INET", "BRIDGE"} {
 		cfg.WriteString("CONFIG_" + o + "=y\n")
 	}
 	must(t, os.WriteFile(allY, []byte(cfg.String()), 0o644))

@@ -122,7 +122,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"plan", "--board", "alix2d13", "--require-hw", "aes-256-cbc"}, "--require-hw aes-256-cbc: no selected engine"},
 		{[]string{"plan", "--bord", "alix2d13"}, "unknown flag: --bord"},
 		{[]string{"board", "show", "alix3"}, `unknown board "alix3"`},
-		{[]string{"validate"}, "validate needs one or more profile files, got nothing; for example: ocfw validate myboard.yaml"},
+		{[]string{"validate"}, "validate needs one or more profile or site config files, got nothing; for example: ocfw validate myboard.yaml site.yaml"},
 		{[]string{"board", "show"}, "board show needs one board or card name (see 'ocfw boards'), got nothing; for example: ocfw board show alix2d13"},
 		{[]string{"board", "show", "a", "b"}, "board show needs one board or card name (see 'ocfw boards'), got 2 arguments"},
 		{[]string{"flash"}, "flash needs the image and the target card (find the card with lsblk"},
