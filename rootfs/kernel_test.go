@@ -108,7 +108,7 @@ CONFIG_CRYPTO_USER_API_HASH=m
 CONFIG_CRYPTO_DES=m
 CONFIG_CRYPTO_DEV_GEODE=m
 CONFIG_CRYPTO_DEV_IXP4XX=y
-`+routerConfig
+` + routerConfig
 
 // routerConfig has the options of the ports' NICs and the router's modules.
 const routerConfig = `CONFIG_VIA_RHINE=m
