@@ -128,24 +128,6 @@ func (l *links) setAddr(name string, p netip.Prefix) error {
 	return nil
 }
 
-// clearAddr removes every IPv4 address of name (a lost DHCP lease).
-func (l *links) clearAddr(name string) error {
-	ln, err := l.h.LinkByName(name)
-	if err != nil {
-		return err
-	}
-	old, err := l.h.AddrList(ln, netlink.FAMILY_V4)
-	if err != nil {
-		return err
-	}
-	for _, a := range old {
-		if err := l.h.AddrDel(ln, &a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // defaultRoute points the default route at gw through name.
 func (l *links) defaultRoute(name string, gw netip.Addr) error {
 	ln, err := l.h.LinkByName(name)

@@ -61,7 +61,6 @@ type Router struct {
 	wan     wanState
 	events  []string // recent log lines, newest last, bounded
 	started time.Time
-	svc     services
 }
 
 // wanState is what the WAN has now.
@@ -204,17 +203,6 @@ func (r *Router) setWAN(p netip.Prefix, gw netip.Addr, dns []netip.Addr, source 
 func (r *Router) Close() {
 	r.cancel()
 	r.wg.Wait()
-}
-
-// go runs fn until the router stops, logging a failure.
-func (r *Router) goService(name string, fn func(ctx context.Context) error, ctx context.Context) {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			r.logf("%s stopped: %v", name, err)
-		}
-	}()
 }
 
 // Status is what `ocf net` shows.

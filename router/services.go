@@ -2,9 +2,6 @@ package router
 
 import "context"
 
-// services holds the running services; filled in as they land.
-type services struct{}
-
 // startServices starts the firewall and the services the site asks for.
 func (r *Router) startServices(ctx context.Context) []error { return nil }
 
