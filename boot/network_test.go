@@ -1,0 +1,76 @@
+package boot
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
+)
+
+const builtinSite = `{"kind": "site", "board": "alix2d13", "hostname": "builtin",
+ "wan": {"port": "wan", "address": "dhcp"},
+ "lan": {"ports": ["lan1"], "address": "192.168.1.1/24"}}`
+
+// The card's copy of the site config wins when valid; a broken one is
+// reported and the built-in one used; without either the router is off.
+func TestLoadSite(t *testing.T) {
+	pl := testPlan(t)
+	if len(pl.Ports) == 0 {
+		t.Fatal("the test plan has no ports")
+	}
+	for _, tc := range []struct {
+		name    string
+		builtin string // "" : none in the image
+		card    string // "" : none on the card
+		host    string // hostname of the site used; "" : none
+		note    string
+	}{
+		{"built-in only", builtinSite, "", "builtin", "site config: the one built into the image"},
+		{"valid card copy wins", builtinSite, strings.Replace(builtinSite, `"builtin"`, `"fromcard"`, 1), "fromcard", "the copy on the data partition"},
+		{"broken card copy: built-in used", builtinSite, strings.Replace(builtinSite, `"lan1"`, `"lan9"`, 1), "builtin",
+			`site config on the data partition is invalid, the built-in one is used: data partition /ocfw/site.json: lan.ports[0]: "lan9" is not a port of this board`},
+		{"card copy with a JSON typo", builtinSite, strings.Replace(builtinSite, `"hostname":`, `"hostname"`, 1), "builtin", "JSON syntax"},
+		{"neither", "", "", "", "no site config in this image: the firmware does not route"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if tc.builtin != "" {
+				write(t, filepath.Join(root, plan.SiteFile), []byte(tc.builtin))
+			}
+			data := dataPartition(t)
+			if tc.card != "" {
+				src := filepath.Join(t.TempDir(), "site.json")
+				write(t, src, []byte(tc.card))
+				cmd := exec.Command("mcopy", "-i", data, src, "::/ocfw/site.json")
+				cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1", "MTOOLSRC=/dev/null")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					qemu.SkipOrFail(t, "mcopy: %v %s", err, out)
+				}
+			}
+			f, err := os.OpenFile(data, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			fi, _ := f.Stat()
+			st, err := store.Open(f, fi.Size(), store.Options{})
+			if err != nil {
+				t.Fatalf("a PC writing site.json must leave the store usable: %v", err)
+			}
+			cfg := &Config{Root: root}
+			site, notes := loadSite(cfg, pl, st)
+			host := ""
+			if site != nil {
+				host = site.Hostname
+			}
+			if host != tc.host || !strings.Contains(strings.Join(notes, "\n"), tc.note) {
+				t.Errorf("site %q, notes %q; want %q and a note with %q", host, notes, tc.host, tc.note)
+			}
+		})
+	}
+}
