@@ -65,7 +65,7 @@ func TestTwoWorlds(t *testing.T) {
 		match(t, do(t, b, "tcp lan 10.99.0.1:7777 "+Quote("hello, world")), `^from 10\.99\.0\.100:\d+\nhello, world$`)
 		match(t, do(t, a, "events wan"), `(?m)^echo 7777 from 10\.99\.0\.100:\d+ line "hello, world"$`)
 		fails(t, b, "tcp lan 10.99.0.1:7778 x", "refused")
-		fails(t, b, "timeout=5s tcp lan 10.99.0.9:7777 x", "unreachable") // nobody answers ARP
+		fails(t, b, "timeout=8s tcp lan 10.99.0.9:7777 x", "unreachable") // nobody answers ARP (3 s)
 	})
 	t.Run("dns", func(t *testing.T) {
 		match(t, do(t, b, "dns lan - example.test"), `^10\.99\.0\.7 10\.99\.0\.8$`)
