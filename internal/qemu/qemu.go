@@ -57,6 +57,11 @@ type Config struct {
 	Append string // kernel command line
 	Disk   string // raw disk image, attached as the first IDE disk
 
+	// NICs are the network cards, in PCI order (eth0, eth1, ... in a
+	// Linux guest); their netdevs are named net0, net1, ... None means
+	// no network at all.
+	NICs []NIC
+
 	Args []string // extra emulator arguments
 
 	// Timeout is the wall-clock watchdog: past it the emulator is killed
@@ -154,6 +159,13 @@ func (c Config) CommandLine() ([]string, error) {
 			return nil, fmt.Errorf("qemu: disk image path %q contains a comma", c.Disk)
 		}
 		args = append(args, "-drive", "file="+c.Disk+",format=raw,if=ide")
+	}
+	for i, n := range c.NICs {
+		a, err := n.Args("net" + strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, a...)
 	}
 	return append(args, c.Args...), nil
 }

@@ -1,0 +1,111 @@
+package qemu
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+)
+
+// NIC is an emulated network card and the back-end it is wired to. Only
+// back-ends that keep the guest off the host's network can be said here:
+// a stream socket to exactly one other VM over a unix socket, or QEMU's
+// user network with restrict=on (no path to the host or beyond). Taps,
+// bridges and unrestricted user networks are deliberately missing.
+//
+// Two VMs share a link when one has the NIC with Listen set and the
+// other its Peer. QEMU 7.2 (checked with 7.2.22): the listening side
+// creates the socket at startup and does not wait for the peer (its guest
+// boots with the link up and frames dropped until a peer connects); it
+// accepts a new peer after the old one went away, so the connecting VM
+// may be restarted. The connecting side must start after the socket
+// exists: it connects once, at startup, and never retries (7.2 has no
+// reconnect=), so a VM started before its listener, or whose listener
+// went away, stays cut off without any error until it is restarted.
+type NIC struct {
+	// Model is the QEMU device; "" means e1000. Every i386 model has a
+	// module in Debian's 686 kernel (e1000, ne2k_pci, pcnet, rtl8139,
+	// virtio-net-pci).
+	Model string
+	// MAC is the card's address. "" derives a fixed locally administered
+	// 52:54:00:xx:xx:xx from Socket and the side, so the two ends of a
+	// link differ (QEMU's own default is the same in every VM).
+	MAC string
+	// Socket is the unix socket path of a stream netdev (-netdev stream,
+	// QEMU 7.2 and later); no commas, at most 107 bytes.
+	Socket string
+	// Listen makes this VM the side that creates Socket (server=on).
+	Listen bool
+	// RestrictedUser wires the card to QEMU's user network with
+	// restrict=on instead of a socket: DHCP and the guest's own
+	// addresses only, no host and no outside.
+	RestrictedUser bool
+}
+
+// Peer returns the NIC for the other end of n's link: the same socket,
+// the other side, an e1000 with the given MAC ("" derives one).
+func (n NIC) Peer(mac string) NIC {
+	return NIC{MAC: mac, Socket: n.Socket, Listen: !n.Listen}
+}
+
+// maxSocketPath is sun_path's size less the terminating NUL.
+const maxSocketPath = 107
+
+// Args returns the -netdev and -device arguments of n, with id naming
+// the netdev.
+func (n NIC) Args(id string) ([]string, error) {
+	if id == "" || strings.ContainsAny(id, ", =") {
+		return nil, fmt.Errorf("qemu: NIC id %q: want a plain word", id)
+	}
+	model := n.Model
+	if model == "" {
+		model = "e1000"
+	}
+	if strings.ContainsAny(model, ", =") {
+		return nil, fmt.Errorf("qemu: NIC model %q", model)
+	}
+	var netdev string
+	switch {
+	case n.RestrictedUser && n.Socket != "":
+		return nil, errors.New("qemu: a NIC is either a socket or a restricted user network, not both")
+	case n.RestrictedUser:
+		netdev = "user,id=" + id + ",restrict=on"
+	case n.Socket == "":
+		return nil, fmt.Errorf("qemu: NIC %s has no back-end: set Socket (or RestrictedUser)", id)
+	case strings.Contains(n.Socket, ","):
+		return nil, fmt.Errorf("qemu: socket path %q contains a comma", n.Socket)
+	case len(n.Socket) > maxSocketPath:
+		return nil, fmt.Errorf("qemu: socket path %q is %d bytes, longer than a unix socket allows (%d)", n.Socket, len(n.Socket), maxSocketPath)
+	default:
+		server := "off"
+		if n.Listen {
+			server = "on"
+		}
+		netdev = "stream,id=" + id + ",server=" + server + ",addr.type=unix,addr.path=" + n.Socket
+	}
+	mac := n.MAC
+	if mac == "" && n.Socket != "" {
+		mac = n.defaultMAC()
+	}
+	// No option ROM (iPXE): nothing here boots from the network, and
+	// it costs boot time.
+	device := model + ",netdev=" + id + ",romfile="
+	if mac != "" {
+		if strings.ContainsAny(mac, ", =") {
+			return nil, fmt.Errorf("qemu: MAC %q", mac)
+		}
+		device += ",mac=" + mac
+	}
+	return []string{"-netdev", netdev, "-device", device}, nil
+}
+
+func (n NIC) defaultMAC() string {
+	h := fnv.New32a()
+	side := "connect"
+	if n.Listen {
+		side = "listen"
+	}
+	h.Write([]byte(side + "\x00" + n.Socket))
+	s := h.Sum32()
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", byte(s>>16), byte(s>>8), byte(s))
+}

@@ -1,0 +1,91 @@
+package qemu
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNICArgs(t *testing.T) {
+	listen := NIC{Socket: "/tmp/w/wan.sock", Listen: true, MAC: "52:54:00:00:00:01"}
+	tests := []struct {
+		name string
+		nic  NIC
+		want string
+		err  string
+	}{
+		{
+			name: "listening e1000",
+			nic:  listen,
+			want: "-netdev stream,id=n0,server=on,addr.type=unix,addr.path=/tmp/w/wan.sock -device e1000,netdev=n0,romfile=,mac=52:54:00:00:00:01",
+		},
+		{
+			name: "peer",
+			nic:  listen.Peer("52:54:00:00:00:02"),
+			want: "-netdev stream,id=n0,server=off,addr.type=unix,addr.path=/tmp/w/wan.sock -device e1000,netdev=n0,romfile=,mac=52:54:00:00:00:02",
+		},
+		{
+			name: "model",
+			nic:  NIC{Model: "rtl8139", Socket: "/s", MAC: "52:54:00:00:00:03"},
+			want: "-netdev stream,id=n0,server=off,addr.type=unix,addr.path=/s -device rtl8139,netdev=n0,romfile=,mac=52:54:00:00:00:03",
+		},
+		{
+			name: "restricted user",
+			nic:  NIC{RestrictedUser: true},
+			want: "-netdev user,id=n0,restrict=on -device e1000,netdev=n0,romfile=",
+		},
+		{name: "no back-end", nic: NIC{}, err: "no back-end"},
+		{name: "both", nic: NIC{Socket: "/s", RestrictedUser: true}, err: "not both"},
+		{name: "comma", nic: NIC{Socket: "/a,b"}, err: "comma"},
+		{name: "too long", nic: NIC{Socket: "/" + strings.Repeat("x", 107)}, err: "longer than a unix socket allows"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args, err := tt.nic.Args("n0")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(args, " "); got != tt.want {
+				t.Errorf("args:\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// The derived MACs of a link's two ends differ, stay the same from run
+// to run, and are locally administered unicast addresses.
+func TestNICDefaultMAC(t *testing.T) {
+	a := NIC{Socket: "/tmp/x/a.sock", Listen: true}
+	b := a.Peer("")
+	if a.defaultMAC() == b.defaultMAC() {
+		t.Errorf("both ends get %s", a.defaultMAC())
+	}
+	if a.defaultMAC() != (NIC{Socket: "/tmp/x/a.sock", Listen: true}).defaultMAC() {
+		t.Error("derived MAC changes")
+	}
+	if !strings.HasPrefix(a.defaultMAC(), "52:54:00:") {
+		t.Errorf("MAC %s", a.defaultMAC())
+	}
+}
+
+func TestConfigNICs(t *testing.T) {
+	c := Config{Kernel: "/k", NICs: []NIC{{Socket: "/a", Listen: true, MAC: "52:54:00:00:00:01"}, {RestrictedUser: true}}}
+	args, err := c.CommandLine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(args, " ")
+	for _, want := range []string{
+		"-netdev stream,id=net0,server=on,addr.type=unix,addr.path=/a -device e1000,netdev=net0,romfile=,mac=52:54:00:00:00:01",
+		"-netdev user,id=net1,restrict=on -device e1000,netdev=net1,romfile=",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("command line lacks %q:\n%s", want, got)
+		}
+	}
+}

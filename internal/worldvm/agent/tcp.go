@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func cmdEchoServer(_ context.Context, a *agent, args []string) (string, error) {
+	n, err := a.ns(args[0])
+	if err != nil {
+		return "", err
+	}
+	port, err := strconv.Atoi(args[1])
+	if err != nil || port <= 0 || port > 65535 {
+		return "", kinded("usage", fmt.Errorf("port %q", args[1]))
+	}
+	l, err := n.listenTCP(":" + args[1])
+	if err != nil {
+		return "", err
+	}
+	if err := n.addService("echo-server:"+args[1], l); err != nil {
+		return "", err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go echo(n, port, c)
+		}
+	}()
+	return "echo-server on tcp " + args[1], nil
+}
+
+// echo tells the peer the address it came from, then echoes one line.
+func echo(n *netNS, port int, c net.Conn) {
+	defer c.Close()
+	from := c.RemoteAddr().String()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "from %s\n", from)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	n.event("echo %d from %s line %q", port, from, strings.TrimSuffix(line, "\n"))
+	if err == nil {
+		c.Write([]byte(line))
+	}
+}
+
+// tcpIdle ends a tcp command's reading once the peer has said
+// something and then nothing for this long (servers that never close).
+const tcpIdle = 3 * time.Second
+
+func cmdTCP(ctx context.Context, a *agent, args []string) (string, error) {
+	n, err := a.ns(args[0])
+	if err != nil {
+		return "", err
+	}
+	c, err := n.dial(ctx, "tcp4", args[1])
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	dl, _ := ctx.Deadline()
+	c.SetDeadline(dl)
+	if _, err := c.Write([]byte(args[2] + "\n")); err != nil {
+		return "", kinded(netKind(err, "failed"), err)
+	}
+	var got []byte
+	buf := make([]byte, 4096)
+	for {
+		if len(got) > 0 {
+			idle := time.Now().Add(tcpIdle)
+			if idle.Before(dl) {
+				c.SetReadDeadline(idle)
+			}
+		}
+		k, err := c.Read(buf)
+		got = append(got, buf[:k]...)
+		if len(got) > 64<<10 {
+			return "", fmt.Errorf("more than 64 KiB from %s", args[1])
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) || len(got) > 0 {
+				// The peer closed, or went quiet (or reset) after answering.
+				return strings.TrimSuffix(string(got), "\n"), nil
+			}
+			return "", kinded(netKind(err, "failed"), fmt.Errorf("connected to %s, no reply: %w", args[1], err))
+		}
+	}
+}
