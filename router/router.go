@@ -13,7 +13,9 @@ package router
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"io"
 	"net/netip"
 	"sort"
 	"sync"
@@ -122,6 +124,14 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		}
 	}
 	s := cfg.Site
+	// One blocking read of the kernel's random pool: right after boot
+	// it may not be ready, and u-root's uio/rand, which the DHCP client
+	// takes its transaction ids from, polls it without blocking and can
+	// then stall. crypto/rand blocks until the pool is ready (about a
+	// second after power-on under QEMU).
+	if _, err := io.ReadFull(rand.Reader, make([]byte, 1)); err != nil {
+		fail(fmt.Errorf("random pool: %w", err))
+	}
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		fail(fmt.Errorf("hostname %s: %w", s.Hostname, err))
 	}
