@@ -58,6 +58,30 @@ func ToolVersion() string {
 	return "ocfw " + v
 }
 
+// CheckLayout checks what can be checked of the image's layout before
+// anything is built: for a CF image, the image and its data partition
+// against --size and the card (opts.SizeMiB, opts.CardMB); for an Avila,
+// its CF data image. Build checks the same again, with the kernel and
+// initramfs sizes. It lets a build fail on a bad size in a second rather
+// than after the minute-long userland build.
+func CheckLayout(pl *plan.Plan, opts ImageOptions) error {
+	if pl == nil {
+		return errors.New("firmware: no plan")
+	}
+	switch pl.Boot {
+	case plan.BootBIOSCF:
+		_, err := planCFLayout(pl, opts)
+		return err
+	case plan.BootRedBoot:
+		if pl.Storage.CF {
+			_, err := avilaDataSize(opts)
+			return err
+		}
+		return nil
+	}
+	return fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", pl.Board, pl.Boot, plan.BootBIOSCF, plan.BootRedBoot)
+}
+
 // Build lays out the image for plan's boot method and writes it, with
 // its manifest and a sha256sums file, atomically to opts.Output. Every
 // size check happens before anything is written.

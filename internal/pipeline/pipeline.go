@@ -61,7 +61,8 @@ type Result struct {
 }
 
 // Build builds the image for pl. Problems that need no build — missing
-// host tools, an unreadable kernel — come before the slow userland build.
+// host tools, an image that does not fit the card (--size, --card-mb), an
+// unreadable kernel — come before the slow userland build.
 func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if opts.Output == "" {
 		return nil, errors.New("pipeline: no output file")
@@ -71,6 +72,11 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if err := firmware.CheckTools(pl.Boot); err != nil {
+		return nil, err
+	}
+	imgOpts := firmware.ImageOptions{Output: out, SizeMiB: opts.SizeMiB, CardMB: opts.CardMB,
+		SourceDateEpoch: opts.SourceDateEpoch, Tool: opts.Tool, Log: opts.Log}
+	if err := firmware.CheckLayout(pl, imgOpts); err != nil {
 		return nil, err
 	}
 	res := &Result{Output: out}
@@ -112,8 +118,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	}
 
 	t0 = time.Now()
-	m, err := firmware.Build(ctx, pl, in, firmware.ImageOptions{Output: out, SizeMiB: opts.SizeMiB, CardMB: opts.CardMB,
-		SourceDateEpoch: opts.SourceDateEpoch, Tool: opts.Tool, Log: opts.Log})
+	m, err := firmware.Build(ctx, pl, in, imgOpts)
 	if err != nil {
 		return nil, err
 	}
