@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/boardvm"
 	"github.com/ocfw/ocfw/ocf/report"
 )
@@ -21,6 +22,8 @@ type runFlags struct {
 	poweroff bool
 	memoryMB int
 	quiet    bool
+	persist  bool
+	keepCopy string
 }
 
 func newRunCmd() *cobra.Command {
@@ -33,11 +36,19 @@ pentium2 (no SSE2, like the Geode LX: a userland built without softfloat dies
 here as it would on the board), the board's RAM and the image as the IDE disk.
 The serial console is this terminal; on a terminal, Ctrl-A x ends the run.
 
+The boot writes its report into the data partition, so run boots a copy of the
+image (removed afterwards; --keep-copy FILE keeps it) and reads the report back
+from the copy: the image stays as built, matching its manifest and sha256sums,
+ready for 'ocfw flash'. --persist boots the image itself, as the board would;
+the image then no longer matches its manifest.
+
 With --poweroff-after-report the run types 'poweroff' once the firmware's boot
 sequence is done, and the exit status is the self-test outcome read back from the
-image's data partition: 0 when every present engine passed, 1 otherwise.`,
+data partition: 0 when every present engine passed, 1 otherwise.`,
 		Example: `  ocfw run alix.img
-  ocfw run --poweroff-after-report --timeout 10m alix.img`,
+  ocfw run --poweroff-after-report --timeout 10m alix.img
+  ocfw run --poweroff-after-report --keep-copy booted.img alix.img && ocfw inspect booted.img
+  ocfw run --persist alix.img        # reports accumulate in alix.img itself`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runImage(cmd, args[0], f)
@@ -48,6 +59,9 @@ image's data partition: 0 when every present engine passed, 1 otherwise.`,
 	cmd.Flags().BoolVar(&f.poweroff, "poweroff-after-report", false, "power off once the boot sequence is done and exit with the self-test outcome")
 	cmd.Flags().IntVar(&f.memoryMB, "memory", 0, "guest RAM in MiB (default: the board's)")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "do not copy the console here")
+	cmd.Flags().BoolVar(&f.persist, "persist", false, "boot the image itself, not a copy: its report stays in the image, which then no longer matches its manifest")
+	cmd.Flags().StringVar(&f.keepCopy, "keep-copy", "", "boot a copy written to this file and keep it afterwards (default: a temporary copy, removed)")
+	cmd.MarkFlagsMutuallyExclusive("persist", "keep-copy")
 	return cmd
 }
 
@@ -109,7 +123,12 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	var escaped atomic.Bool
-	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB}
+	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB,
+		Persist: f.persist, KeepCopy: f.keepCopy}
+	if f.persist {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: --persist: booting %s itself; the boot writes into it, so it will no longer match %s and sha256sums ('ocfw flash' refuses it)\n",
+			image, firmware.ManifestPath(image))
+	}
 	if !f.quiet {
 		opt.Console = cmd.OutOrStdout()
 	}
@@ -138,8 +157,15 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 				absent++
 			}
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on the data partition: self-test %d passed, %d failed, %d absent\n",
-			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, pass, fail, absent)
+		where := "the image's data partition"
+		switch {
+		case res.Copy && f.keepCopy != "":
+			where = "the data partition of the copy " + res.Booted
+		case res.Copy:
+			where = "the data partition of the copy booted (removed; the image is unchanged)"
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on %s: self-test %d passed, %d failed, %d absent\n",
+			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, where, pass, fail, absent)
 		if res.Report.Failed() {
 			return failedEngines(res.Report)
 		}
