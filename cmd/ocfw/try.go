@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -44,7 +45,10 @@ matching its manifest, for 'ocfw flash' or another 'ocfw run'.`,
 			}
 			if pl.Kernel.Source == plan.KernelDebian {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: fetching %s (%s) unless cached\n", pl.Kernel.Package, pl.Kernel.Arch)
-				if _, err := debian.FetchKernel(cmd.Context(), pl.Kernel.Package, pl.Kernel.Arch, ""); err != nil {
+				stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+pl.Kernel.Package)
+				_, err := debian.FetchKernel(cmd.Context(), pl.Kernel.Package, pl.Kernel.Arch, "")
+				stop()
+				if err != nil {
 					return err
 				}
 			}

@@ -9,11 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -42,6 +45,10 @@ type Options struct {
 	Tool string
 	// Log gets one line per step; nil is quiet.
 	Log func(format string, args ...any)
+	// Progress, when set, gets a line every 10 s while a step runs (the
+	// userland build takes a minute or more): the step and its time so
+	// far. Give it a terminal only (progress.Terminal).
+	Progress io.Writer
 }
 
 // Step is one stage of a build and how long it took.
@@ -83,7 +90,9 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	step := func(name string, t0 time.Time) { res.Steps = append(res.Steps, Step{Name: name, Took: time.Since(t0)}) }
 
 	t0 := time.Now()
+	stop := progress.Start(opts.Progress, "reading the kernel")
 	k, err := rootfs.LoadKernel(ctx, pl, opts.Kernel, "")
+	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +110,10 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 			}
 			defer os.RemoveAll(work)
 		}
+		stop := progress.Start(opts.Progress, fmt.Sprintf("building the Go userland and initramfs (%s)", goTarget(pl.Go)))
 		r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: opts.SourceDateEpoch,
 			Boot: opts.Boot, Log: opts.Log})
+		stop()
 		if err != nil {
 			return nil, err
 		}
@@ -118,13 +129,26 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	}
 
 	t0 = time.Now()
+	stop = progress.Start(opts.Progress, "laying out the image")
 	m, err := firmware.Build(ctx, pl, in, imgOpts)
+	stop()
 	if err != nil {
 		return nil, err
 	}
 	res.Manifest = m
 	step("image", t0)
 	return res, nil
+}
+
+// goTarget is what sets the Go target apart: GOARCH and GO386 or GOARM.
+func goTarget(g plan.GoTarget) string {
+	var parts []string
+	for _, e := range g.Env() {
+		if !strings.HasPrefix(e, "GOOS=") && !strings.HasPrefix(e, "CGO_ENABLED=") {
+			parts = append(parts, e)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // String says in one line what was built.
