@@ -135,6 +135,7 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newBuildCmd(g),
 		newInspectCmd(),
 		newFlashCmd(),
+		newVersionCmd(),
 	)
 	return root
 }

@@ -81,6 +81,10 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if err := firmware.CheckTools(pl.Boot); err != nil {
 		return nil, err
 	}
+	// What the manifest says about the source tree, read before this
+	// build puts its temporary files anywhere (they would count as
+	// uncommitted changes in a checkout).
+	firmware.Builder()
 	imgOpts := firmware.ImageOptions{Output: out, SizeMiB: opts.SizeMiB, CardMB: opts.CardMB,
 		SourceDateEpoch: opts.SourceDateEpoch, Tool: opts.Tool, Log: opts.Log}
 	if err := firmware.CheckLayout(pl, imgOpts); err != nil {
