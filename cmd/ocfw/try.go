@@ -61,14 +61,14 @@ matching its manifest, for 'ocfw flash' or another 'ocfw run'.`,
 			if err := runBuild(cmd, pl, &f.build); err != nil {
 				return err
 			}
-			return runImage(cmd, f.build.output, &runFlags{timeout: f.timeout, poweroff: true, keepCopy: f.keepCopy})
+			return runImage(cmd, f.build.output, &runFlags{timeout: f.timeout, timeoutSet: cmd.Flags().Changed("timeout"), poweroff: true, keepCopy: f.keepCopy})
 		},
 	}
 	fl := cmd.Flags()
 	f.build.register(cmd, false)
 	fl.StringVarP(&f.build.output, "output", "o", "", "image file (default out/ocfw-BOARD.img)")
 	fl.StringVar(&f.build.budget, "speed-budget", "", "time the firmware's boot-time speed run may take (default: the firmware's)")
-	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog for the QEMU boot")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog for the QEMU boot; 0 = none")
 	fl.StringVar(&f.keepCopy, "keep-copy", "", "keep the copy of the image QEMU booted (with its report) in this file")
 	return cmd
 }

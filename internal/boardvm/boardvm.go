@@ -26,14 +26,18 @@ import (
 // RunOptions say how to boot an image in QEMU.
 type RunOptions struct {
 	// Timeout is the watchdog: a guest still running after it (a silent
-	// hang, or a boot that never finishes) is killed and Run says so.
+	// hang, or a boot that never finishes) is killed and Run returns a
+	// *WatchdogError. 0 means qemu.DefaultTimeout; negative, no watchdog
+	// (for a person at the console).
 	Timeout time.Duration
 	// Until ends the run as soon as the console shows this text.
 	Until string
 	// PoweroffAfterReport types `poweroff` at the shell once the boot
 	// sequence is done, so a scripted run ends by itself.
 	PoweroffAfterReport bool
-	// Console gets the guest's serial console as it comes.
+	// Console gets the guest's serial console as it comes, through a
+	// TermFilter: without the sequences that would reset or reconfigure
+	// the user's terminal.
 	Console io.Writer
 	// Input, when set, is typed on the guest's console (a terminal's
 	// keystrokes for interactive use).
@@ -66,6 +70,25 @@ type RunResult struct {
 	Booted string
 	// Copy says whether Booted is a copy of the image.
 	Copy bool
+}
+
+// WatchdogError is a guest killed by the watchdog (RunOptions.Timeout).
+// Its message ends with the watchdog's verdict, after the last console
+// lines: a tail ending in the shell's "$ " must not look like a live
+// guest.
+type WatchdogError struct {
+	After time.Duration
+	Tail  string // the last console lines, as the guest printed them
+}
+
+func (e *WatchdogError) Error() string {
+	var b strings.Builder
+	b.WriteString("the guest's last console lines:\n")
+	for _, line := range strings.Split(Sanitize(e.Tail), "\n") {
+		b.WriteString("  | " + line + "\n")
+	}
+	fmt.Fprintf(&b, "watchdog fired after %v (--timeout): the guest was killed; a hang prints nothing, so the lines above are the last it got to", e.After)
+	return b.String()
 }
 
 // ErrNoReport is returned when a run that should have written a report
@@ -105,7 +128,11 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	}
 	// Deferred after the copy's removal, so it runs first: QEMU lets go
 	// of the disk before it is removed.
-	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, Timeout: opt.Timeout, Echo: opt.Console})
+	var echo io.Writer
+	if opt.Console != nil {
+		echo = NewTermFilter(opt.Console)
+	}
+	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, Timeout: opt.Timeout, Echo: echo})
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +160,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	if err != nil {
 		var te *qemu.TimeoutError
 		if errors.As(err, &te) {
-			return res, fmt.Errorf("the guest did not finish within --timeout %v (a hang prints nothing: check the last lines):\n%s", te.After, te.Tail)
+			return res, &WatchdogError{After: te.After, Tail: qemu.TailLines(res.Console, 20)}
 		}
 		return res, err
 	}

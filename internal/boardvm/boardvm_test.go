@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A sparse image is copied byte for byte, with its holes kept.
@@ -98,5 +101,24 @@ func TestRAMReason(t *testing.T) {
 		if why != tc.why || found != tc.found {
 			t.Errorf("%q: %q %v, want %q %v", tc.console, why, found, tc.why, tc.found)
 		}
+	}
+}
+
+// The watchdog's verdict comes last, after the console's last lines
+// (which lose their terminal-changing sequences): a tail ending in the
+// shell's prompt must not look like a guest still running.
+func TestWatchdogErrorLast(t *testing.T) {
+	e := &WatchdogError{After: 10 * time.Minute, Tail: "ocfw: boot sequence done; shell on console\n\x1bc\x1b[?7l$ "}
+	lines := strings.Split(e.Error(), "\n")
+	want := []string{
+		"the guest's last console lines:",
+		"  | ocfw: boot sequence done; shell on console",
+		"  | $ ",
+	}
+	if len(lines) != 4 || !slices.Equal(lines[:3], want) {
+		t.Fatalf("message:\n%s", e.Error())
+	}
+	if !strings.HasPrefix(lines[3], "watchdog fired after 10m0s (--timeout): the guest was killed") {
+		t.Errorf("last line %q", lines[3])
 	}
 }
