@@ -12,10 +12,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strings"
 
+	"github.com/ocfw/ocfw/internal/buildinfo"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -37,8 +37,8 @@ type ImageOptions struct {
 	// cards are sold by; 0 means plan.Storage.CardMB.
 	CardMB          int
 	SourceDateEpoch int64
-	// Tool names the builder in the manifest; "" means "ocfw" and the
-	// module version.
+	// Tool names the builder in the manifest; "" means ToolVersion.
+	// The manifest records Builder as well, whatever Tool says.
 	Tool string
 	Log  func(format string, args ...any)
 }
@@ -49,13 +49,42 @@ func (o *ImageOptions) logf(format string, args ...any) {
 	}
 }
 
-// ToolVersion is "ocfw" plus the main module's version.
-func ToolVersion() string {
-	v := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
+// ToolVersion names the builder for a manifest: "ocfw" and the source
+// revision it was built from, "+modified" when that tree had changes
+// (package buildinfo; "ocfw (devel)" when unknown).
+func ToolVersion() string { return buildinfo.Get().Tool() }
+
+// Builder is what the manifest records about the ocfw that builds the
+// image: revision, uncommitted changes, Go and key module versions. It
+// holds no time, so rebuilding from the same tree gives the same bytes.
+func Builder() *buildinfo.Source {
+	s := buildinfo.Get().Source
+	s.Modules = append([]buildinfo.Module(nil), s.Modules...)
+	return &s
+}
+
+// CheckLayout checks what can be checked of the image's layout before
+// anything is built: for a CF image, the image and its data partition
+// against --size and the card (opts.SizeMiB, opts.CardMB); for an Avila,
+// its CF data image. Build checks the same again, with the kernel and
+// initramfs sizes. It lets a build fail on a bad size in a second rather
+// than after the minute-long userland build.
+func CheckLayout(pl *plan.Plan, opts ImageOptions) error {
+	if pl == nil {
+		return errors.New("firmware: no plan")
 	}
-	return "ocfw " + v
+	switch pl.Boot {
+	case plan.BootBIOSCF:
+		_, err := planCFLayout(pl, opts)
+		return err
+	case plan.BootRedBoot:
+		if pl.Storage.CF {
+			_, err := avilaDataSize(opts)
+			return err
+		}
+		return nil
+	}
+	return fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", pl.Board, pl.Boot, plan.BootBIOSCF, plan.BootRedBoot)
 }
 
 // Build lays out the image for plan's boot method and writes it, with
@@ -86,7 +115,7 @@ func Build(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions) (_ *
 	if opts.SourceDateEpoch < 0 {
 		return nil, fmt.Errorf("firmware: SOURCE_DATE_EPOCH %d is negative", opts.SourceDateEpoch)
 	}
-	m := &Manifest{Format: ManifestFormat, Tool: opts.Tool, Board: pl.Board, Cards: []string{},
+	m := &Manifest{Format: ManifestFormat, Tool: opts.Tool, Builder: Builder(), Board: pl.Board, Cards: []string{},
 		Boot: pl.Boot, SourceDateEpoch: opts.SourceDateEpoch, KernelVersion: in.KernelVersion,
 		Inputs: map[string]string{}, Plan: pl}
 	for _, c := range pl.Cards {

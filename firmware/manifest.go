@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ocfw/ocfw/internal/buildinfo"
 	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -33,6 +34,10 @@ type Manifest struct {
 	KernelVersion   string            `json:"kernel_version,omitempty"`
 	Cmdline         string            `json:"cmdline,omitempty"`
 	HostTools       map[string]string `json:"host_tools,omitempty"`
+	// Builder is the ocfw that built the image: its source revision (and
+	// whether that tree had uncommitted changes), Go and key module
+	// versions, so an image can be traced to its source.
+	Builder *buildinfo.Source `json:"builder,omitempty"`
 	// Inputs maps each input's name to its sha256.
 	Inputs  map[string]string `json:"inputs"`
 	Layout  []Region          `json:"layout"`

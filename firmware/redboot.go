@@ -198,16 +198,9 @@ func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions,
 				c.what, c.n, pl.Board, c.p.Name, c.p.Size, c.p.Size, c.n-int64(c.p.Size))
 		}
 	}
-	sizeMiB := opts.SizeMiB
-	if sizeMiB == 0 {
-		sizeMiB = 32
-	}
-	if sizeMiB < 16 {
-		return nil, fmt.Errorf("CF data image of %d MiB: need at least 16 MiB (--size)", sizeMiB)
-	}
-	size := int64(sizeMiB) * MiB
-	if opts.CardMB > 0 && size > int64(opts.CardMB)*1000*1000 {
-		return nil, fmt.Errorf("CF data image of %d MiB is larger than the %d MB card", sizeMiB, opts.CardMB)
+	size, err := avilaDataSize(opts)
+	if err != nil {
+		return nil, err
 	}
 	base := strings.TrimSuffix(opts.Output, filepath.Ext(opts.Output))
 	kname, iname, cname := base+".zImage", base+".initrd", base+".redboot.txt"
@@ -316,4 +309,21 @@ fis create -b %#08x -l %#x -f %#08x -r %#08x ramdisk
 		avilaRamdiskMem, isize, ixp4xxFlashBase+rp.Offset, avilaRamdiskMem,
 		avilaRamdiskMem, isize, Cmdline(pl))
 	return b.String()
+}
+
+// avilaDataSize is the size of the CF image that holds an Avila's data
+// partition: --size, default 32 MiB, at least 16 MiB and within the card.
+func avilaDataSize(opts ImageOptions) (int64, error) {
+	sizeMiB := opts.SizeMiB
+	if sizeMiB == 0 {
+		sizeMiB = 32
+	}
+	if sizeMiB < 16 {
+		return 0, fmt.Errorf("CF data image of %d MiB: need at least 16 MiB (--size)", sizeMiB)
+	}
+	size := int64(sizeMiB) * MiB
+	if opts.CardMB > 0 && size > int64(opts.CardMB)*1000*1000 {
+		return 0, fmt.Errorf("CF data image of %d MiB is larger than the %d MB card", sizeMiB, opts.CardMB)
+	}
+	return size, nil
 }

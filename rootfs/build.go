@@ -204,13 +204,16 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	// The Go userland.
 	logf("building the Go userland for %s", strings.Join(pl.Go.Env(), " "))
 	base := filepath.Join(tmp, "uroot.cpio")
-	if err := buildUserland(pl.Go, src, tmp, base, logf); err != nil {
+	if err := buildUserland(ctx, pl.Go, src, tmp, base, logf); err != nil {
 		return nil, err
 	}
 
 	raw := filepath.Join(tmp, "initramfs.cpio")
 	parts, err := assemble(base, raw, extra, epoch)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	rawInfo, err := os.Stat(raw)
@@ -228,7 +231,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", pl.Board, pl.Image.Compression)
 	}
 	packed := filepath.Join(tmp, name)
-	if err := compress(raw, packed, pl.Image.Compression); err != nil {
+	if err := compress(ctx, raw, packed, pl.Image.Compression); err != nil {
 		return nil, err
 	}
 	pi, err := os.Stat(packed)
@@ -315,8 +318,10 @@ func modulePath(gomod []byte) string {
 	return ""
 }
 
-// buildUserland runs mkuimage for the plan's Go target.
-func buildUserland(target plan.GoTarget, src, tmp, out string, logf func(string, ...any)) error {
+// buildUserland runs mkuimage for the plan's Go target. When ctx ends it
+// stops the compile (busyboxBuilder) and returns once nothing it started
+// runs any more.
+func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out string, logf func(string, ...any)) error {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	restore := setenv(map[string]string{"GOARM": target.GOARM, "GO386": target.GO386, "GOFLAGS": "", "CGO_ENABLED": "0"})
@@ -333,19 +338,22 @@ func buildUserland(target plan.GoTarget, src, tmp, out string, logf func(string,
 	l := llog.New(slog.LevelWarn, func(format string, v ...any) {
 		fmt.Fprintf(&logBuf, format+"\n", v...)
 	})
+	busybox := &busyboxBuilder{ctx: ctx, gotmp: filepath.Join(tmp, "gotmp")}
 	err := uimage.Create(l,
 		uimage.WithReplaceEnv(env),
-		uimage.WithBusyboxCommands(Commands...),
+		// gobusybox builds with -gcflags=all=-l by default: no inlining
+		// anywhere, including the Go crypto the board runs in software.
+		uimage.WithCommands(&golang.BuildOpts{EnableInlining: true}, busybox, Commands...),
 		uimage.WithInit("init"),
 		uimage.WithUinit("ocf", "boot"),
 		uimage.WithShell("gosh"),
 		uimage.WithSkipLDD(),
 		uimage.WithTempDir(tmp),
 		uimage.WithCPIOOutput(out),
-		// gobusybox builds with -gcflags=all=-l by default: no inlining
-		// anywhere, including the Go crypto the board runs in software.
-		uimage.WithBusyboxBuildOpts(&golang.BuildOpts{EnableInlining: true}),
 	)
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("building the Go userland: %w", cerr)
+	}
 	if err != nil {
 		return fmt.Errorf("building the Go userland (%s) with mkuimage: %w\n%s", strings.Join(target.Env(), " "), err, strings.TrimSpace(logBuf.String()))
 	}
@@ -529,12 +537,13 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 // compress packs raw as the kernel's initramfs decompressors expect: xz
 // with CRC32 checks (the kernel's xz decoder has no CRC64 by default),
 // gzip without a name or time, or nothing.
-func compress(raw, out, how string) error {
-	in, err := os.Open(raw)
+func compress(ctx context.Context, raw, out, how string) error {
+	f, err := os.Open(raw)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer f.Close()
+	in := ctxReader{ctx, f}
 	o, err := os.Create(out)
 	if err != nil {
 		return err
@@ -569,5 +578,18 @@ func compress(raw, out, how string) error {
 }
 
 type nopCloser struct{ io.Writer }
+
+// ctxReader fails reads once ctx has ended, so a long compression stops.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
 
 func (nopCloser) Close() error { return nil }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/pipeline"
+	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -136,7 +137,7 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	res, err := pipeline.Build(cmd.Context(), pl, pipeline.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
 		Boot: plan.Options{SpeedBudget: f.budget, Inject: f.inject}, Site: f.siteCfg, SizeMiB: size, CardMB: f.cardMB,
-		SourceDateEpoch: sde, Log: log})
+		SourceDateEpoch: sde, Log: log, Progress: progress.Terminal(cmd.ErrOrStderr())})
 	if err != nil {
 		return err
 	}

@@ -2,16 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	diskfs "github.com/diskfs/go-diskfs"
 
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/boardvm"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
@@ -91,10 +96,41 @@ func build(t *testing.T, image string, args ...string) {
 	}
 }
 
-func boot(t *testing.T, image string) (console, summary string, code int) {
+func boot(t *testing.T, image string, flags ...string) (console, summary string, code int) {
 	t.Helper()
-	out, errs, code := ocfw(t, "run", "--poweroff-after-report", "--timeout", "8m", image)
+	out, errs, code := ocfw(t, append(append([]string{"run", "--poweroff-after-report", "--timeout", "8m"}, flags...), image)...)
 	return out, errs, code
+}
+
+// unchanged asserts that image is still byte for byte what was built:
+// its sha256 is its manifest's and the one in sha256sums.
+func unchanged(t *testing.T, image string) {
+	t.Helper()
+	b, err := os.ReadFile(firmware.ManifestPath(image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := firmware.ReadManifest(b)
+	if err != nil || m.Image == nil {
+		t.Fatalf("manifest of %s: %v", image, err)
+	}
+	f, err := os.Open(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if got != m.Image.SHA256 {
+		t.Errorf("%s changed: sha256 %s, its manifest says %s", image, got, m.Image.SHA256)
+	}
+	sums, err := os.ReadFile(firmware.SumsPath(image))
+	if err != nil || !strings.Contains(string(sums), got+"  "+filepath.Base(image)+"\n") {
+		t.Errorf("sha256sums does not list %s with sha256 %s: %v\n%s", image, got, err, sums)
+	}
 }
 
 // checkReport asserts what a good boot leaves on the card.
@@ -154,7 +190,10 @@ func TestEndToEnd(t *testing.T) {
 	alix := filepath.Join(dir, "alix.img")
 	build(t, alix, "--board", "alix2d13", "--card", "vpn1411")
 
-	console, summary, code := boot(t, alix)
+	// The first boot goes to a copy, kept for a look: the image itself
+	// stays as built, ready to flash.
+	booted := filepath.Join(dir, "booted.img")
+	console, summary, code := boot(t, alix, "--keep-copy", booted)
 	if code != 0 {
 		t.Fatalf("first boot: exit %d\n%s\n%s", code, summary, lastLines(console, 40))
 	}
@@ -163,18 +202,30 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("console lacks %q", w)
 		}
 	}
-	c1 := dataStore(t, alix)
+	if !strings.Contains(summary, "report of boot 1 on the data partition of the copy "+booted) {
+		t.Errorf("summary does not name the copy's report: %q", summary)
+	}
+	unchanged(t, alix)
+	if c := dataStore(t, alix); c.State.Boot != 0 || len(c.Reports) != 0 {
+		t.Errorf("the image itself was booted: boot %d, %d reports on its data partition", c.State.Boot, len(c.Reports))
+	}
+	c1 := dataStore(t, booted)
 	if c1.State.Boot != 1 || len(c1.Reports) != 1 {
-		t.Fatalf("store after one boot: boot %d, %d reports", c1.State.Boot, len(c1.Reports))
+		t.Fatalf("store of the copy after one boot: boot %d, %d reports", c1.State.Boot, len(c1.Reports))
 	}
 	first := c1.Reports[0].JSON
 	checkReport(t, "boot 1", first, 1)
 
-	// A second boot keeps both reports and leaves the first alone.
-	if _, summary, code := boot(t, alix); code != 0 {
+	// A second boot of the copy, in place (--persist), keeps both
+	// reports and leaves the first alone.
+	_, summary, code = boot(t, booted, "--persist")
+	if code != 0 {
 		t.Fatalf("second boot: exit %d: %s", code, summary)
 	}
-	c2 := dataStore(t, alix)
+	if !strings.Contains(summary, "will no longer match") {
+		t.Errorf("--persist does not warn that the image changes: %q", summary)
+	}
+	c2 := dataStore(t, booted)
 	if c2.State.Boot != 2 || len(c2.Reports) != 2 {
 		t.Fatalf("store after two boots: boot %d, %d reports", c2.State.Boot, len(c2.Reports))
 	}
@@ -199,15 +250,29 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	build(t, rel, "--board", "net5501", "--card", "vpn1401")
-	console, summary, code = boot(t, net)
-	if code != 0 {
-		t.Fatalf("net5501: exit %d\n%s\n%s", code, summary, lastLines(console, 40))
+	// Booted as `ocfw run` does by default, through boardvm: a temporary
+	// copy, whose report Run reads back and returns.
+	res, err := boardvm.Run(context.Background(), net, boardvm.RunOptions{PoweroffAfterReport: true, Timeout: 8 * time.Minute})
+	if err != nil {
+		console := ""
+		if res != nil {
+			console = lastLines(res.Console, 40)
+		}
+		t.Fatalf("net5501: %v\n%s", err, console)
 	}
-	if c := dataStore(t, net); len(c.Reports) != 1 {
-		t.Errorf("net5501: %d reports on the card", len(c.Reports))
+	if res.Report == nil || !res.NewReport || !res.Copy {
+		t.Errorf("net5501: Run returned report %v (new %v) from a copy %v", res.Report != nil, res.NewReport, res.Copy)
 	} else {
-		checkReport(t, "net5501", c.Reports[0].JSON, 1)
+		js, err := res.Report.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkReport(t, "net5501", js, 1)
 	}
+	if _, err := os.Stat(res.Booted); !os.IsNotExist(err) {
+		t.Errorf("the temporary copy %s is still there: %v", res.Booted, err)
+	}
+	unchanged(t, net)
 	info, err := firmware.Inspect(net)
 	if err != nil || !strings.Contains(info.BootConfig, "19200") {
 		t.Errorf("net5501 boot config does not use 19200 baud: %v\n%s", err, info.BootConfig)
@@ -219,18 +284,21 @@ func TestEndToEnd(t *testing.T) {
 // `ocfw run` exit non-zero.
 func TestEndToEndBadEngine(t *testing.T) {
 	needEndToEnd(t)
-	img := filepath.Join(t.TempDir(), "bad.img")
+	dir := t.TempDir()
+	img := filepath.Join(dir, "bad.img")
 	build(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--test-inject", "corrupt:4096")
-	console, summary, code := boot(t, img)
+	booted := filepath.Join(dir, "booted.img")
+	console, summary, code := boot(t, img, "--keep-copy", booted)
 	if code == 0 {
 		t.Fatalf("ocfw run exited 0 with a corrupting engine\n%s", lastLines(console, 30))
 	}
 	if !strings.Contains(summary, "test-corrupt") {
 		t.Errorf("exit message does not name the engine: %q", summary)
 	}
-	c := dataStore(t, img)
+	unchanged(t, img)
+	c := dataStore(t, booted)
 	if len(c.Reports) != 1 {
-		t.Fatalf("%d reports on the card, want 1", len(c.Reports))
+		t.Fatalf("%d reports on the copy booted", len(c.Reports))
 	}
 	r, err := report.Read(bytes.NewReader(c.Reports[0].JSON))
 	if err != nil {

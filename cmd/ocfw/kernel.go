@@ -8,6 +8,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/rootfs"
 )
 
@@ -55,7 +56,9 @@ without network access; --refresh updates the lists and downloads again.`,
 			f := &debian.Fetcher{CacheDir: cache, Refresh: refresh, Log: func(format string, args ...any) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...)
 			}}
+			stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+b.Kernel.Package)
 			deb, err := f.FetchKernel(cmd.Context(), b.Kernel.Package, b.Kernel.Arch)
+			stop()
 			if err != nil {
 				return err
 			}

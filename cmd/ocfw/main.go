@@ -6,9 +6,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -17,17 +20,66 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runMain is run with signal handling: SIGINT or SIGTERM cancels the
+// command's context, so a build stops its children (the userland's go
+// build among them) and removes its temporary files, and a QEMU run kills
+// the guest and gives the terminal back. The exit status is then 128 +
+// the signal (130 for SIGINT). A second signal ends ocfw at once.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	defer stop()
+	// Which signal it was, for the exit status.
+	got := make(chan os.Signal, 1)
+	signal.Notify(got, sigs...)
+	caught := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-got:
+			caught <- s
+			fmt.Fprintf(stderr, "\nocfw: %v: stopping and removing temporary files (again to quit at once)\n", s)
+			// From here on a signal has its default effect.
+			stop()
+			signal.Stop(got)
+		case <-done:
+		}
+	}()
+	code := runContext(ctx, args, stdout, stderr)
+	close(done)
+	signal.Stop(got)
+	select {
+	case s := <-caught:
+		if n, ok := s.(syscall.Signal); ok {
+			return 128 + int(n)
+		}
+		return 1
+	default:
+		return code
+	}
 }
 
 // run executes the CLI with args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext executes the CLI with args under ctx and returns the exit
+// status.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintf(stderr, "ocfw: %v\n", err)
+	if err := root.ExecuteContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "ocfw: stopped (%v): %v\n", context.Cause(ctx), err)
+		} else {
+			fmt.Fprintf(stderr, "ocfw: %v\n", err)
+		}
 		return 1
 	}
 	return 0
@@ -83,6 +135,7 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newBuildCmd(g),
 		newInspectCmd(),
 		newFlashCmd(),
+		newVersionCmd(),
 	)
 	registerCompletions(root, g)
 	return root

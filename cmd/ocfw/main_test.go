@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ocfw runs the CLI in-process.
@@ -196,5 +197,23 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestWatchdogDefault(t *testing.T) {
+	const def = 10 * time.Minute
+	for _, tc := range []struct {
+		timeout          time.Duration
+		set, interactive bool
+		want             time.Duration
+	}{
+		{def, false, false, def},                       // scripted: the default watchdog
+		{def, false, true, -1},                         // a person at the terminal: none
+		{3 * time.Minute, true, true, 3 * time.Minute}, // given: kept
+		{0, true, false, -1},                           // --timeout 0: none
+	} {
+		if got := watchdog(tc.timeout, tc.set, tc.interactive); got != tc.want {
+			t.Errorf("watchdog(%v, set %v, interactive %v) = %v, want %v", tc.timeout, tc.set, tc.interactive, got, tc.want)
+		}
 	}
 }

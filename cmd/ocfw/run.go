@@ -5,22 +5,28 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/boardvm"
+	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/ocf/report"
 )
 
 type runFlags struct {
-	timeout  time.Duration
-	until    string
-	poweroff bool
-	memoryMB int
-	quiet    bool
+	timeout    time.Duration
+	timeoutSet bool // --timeout given
+	until      string
+	poweroff   bool
+	memoryMB   int
+	quiet      bool
+	persist    bool
+	keepCopy   string
 }
 
 func newRunCmd() *cobra.Command {
@@ -33,21 +39,40 @@ pentium2 (no SSE2, like the Geode LX: a userland built without softfloat dies
 here as it would on the board), the board's RAM and the image as the IDE disk.
 The serial console is this terminal; on a terminal, Ctrl-A x ends the run.
 
+The boot writes its report into the data partition, so run boots a copy of the
+image (removed afterwards; --keep-copy FILE keeps it) and reads the report back
+from the copy: the image stays as built, matching its manifest and sha256sums,
+ready for 'ocfw flash'. --persist boots the image itself, as the board would;
+the image then no longer matches its manifest.
+
 With --poweroff-after-report the run types 'poweroff' once the firmware's boot
 sequence is done, and the exit status is the self-test outcome read back from the
-image's data partition: 0 when every present engine passed, 1 otherwise.`,
+data partition: 0 when every present engine passed, 1 otherwise.
+
+--timeout is a watchdog for scripted runs: a guest still running after it is
+killed, and run prints the last console lines and then that the watchdog fired.
+A run you work in (stdin and stdout a terminal, no --poweroff-after-report or
+--until) has no watchdog unless --timeout is given. Sequences that would reset
+or reconfigure your terminal (ESC c, auto-wrap off and other private modes,
+clearing the screen) are not passed through; colours are.`,
 		Example: `  ocfw run alix.img
-  ocfw run --poweroff-after-report --timeout 10m alix.img`,
+  ocfw run --poweroff-after-report --timeout 10m alix.img
+  ocfw run --poweroff-after-report --keep-copy booted.img alix.img && ocfw inspect booted.img
+  ocfw run --persist alix.img        # reports accumulate in alix.img itself`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.timeoutSet = cmd.Flags().Changed("timeout")
 			return runImage(cmd, args[0], f)
 		},
 	}
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog: end the run (with an error) when the guest is still running after this")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog: end the run (with an error) when the guest is still running after this; 0 = none (the default when you run the guest at a terminal)")
 	cmd.Flags().StringVar(&f.until, "until", "", "end the run when the console shows this text")
 	cmd.Flags().BoolVar(&f.poweroff, "poweroff-after-report", false, "power off once the boot sequence is done and exit with the self-test outcome")
 	cmd.Flags().IntVar(&f.memoryMB, "memory", 0, "guest RAM in MiB (default: the board's)")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "do not copy the console here")
+	cmd.Flags().BoolVar(&f.persist, "persist", false, "boot the image itself, not a copy: its report stays in the image, which then no longer matches its manifest")
+	cmd.Flags().StringVar(&f.keepCopy, "keep-copy", "", "boot a copy written to this file and keep it afterwards (default: a temporary copy, removed)")
+	cmd.MarkFlagsMutuallyExclusive("persist", "keep-copy")
 	return cmd
 }
 
@@ -103,23 +128,51 @@ func (e *escapeReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// watchdog is the QEMU watchdog for a run (negative: none): --timeout as
+// given, 0 meaning none; by default none for an interactive run, which a
+// person ends, and the flag's default for a scripted one.
+func watchdog(timeout time.Duration, set, interactive bool) time.Duration {
+	switch {
+	case set && timeout == 0:
+		return -1
+	case set:
+		return timeout
+	case interactive:
+		return -1
+	}
+	return timeout
+}
+
 // runImage boots image in QEMU per f and turns the report into the exit
 // status.
 func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	var escaped atomic.Bool
-	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB}
+	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB,
+		Persist: f.persist, KeepCopy: f.keepCopy}
+	if f.persist {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: --persist: booting %s itself; the boot writes into it, so it will no longer match %s and sha256sums ('ocfw flash' refuses it)\n",
+			image, firmware.ManifestPath(image))
+	}
 	if !f.quiet {
 		opt.Console = cmd.OutOrStdout()
 	}
+	interactive := false
 	if in, ok := cmd.InOrStdin().(*os.File); ok && !f.poweroff && f.until == "" {
 		if restore, err := rawTerminal(in); err == nil {
 			defer restore()
 			opt.Input = &escapeReader{r: in, cancel: func() { escaped.Store(true); cancel() }}
+			interactive = progress.Terminal(cmd.OutOrStdout()) != nil
 		}
 	}
+	opt.Timeout = watchdog(f.timeout, f.timeoutSet, interactive)
 	res, err := boardvm.Run(ctx, image, opt)
+	if opt.Console != nil && res != nil && res.Console != "" && !strings.HasSuffix(res.Console, "\n") {
+		// What comes next (a message, the shell's prompt) starts on a
+		// line of its own, not after the guest's "$ ".
+		fmt.Fprint(opt.Console, "\r\n")
+	}
 	if escaped.Load() {
 		return nil // the user ended the run with Ctrl-A x
 	}
@@ -138,8 +191,15 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 				absent++
 			}
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on the data partition: self-test %d passed, %d failed, %d absent\n",
-			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, pass, fail, absent)
+		where := "the image's data partition"
+		switch {
+		case res.Copy && f.keepCopy != "":
+			where = "the data partition of the copy " + res.Booted
+		case res.Copy:
+			where = "the data partition of the copy booted (removed; the image is unchanged)"
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on %s: self-test %d passed, %d failed, %d absent\n",
+			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, where, pass, fail, absent)
 		if res.Report.Failed() {
 			return failedEngines(res.Report)
 		}

@@ -2,6 +2,10 @@
 // it, with the console here, and reads back what the boot left on the
 // image. It is what `ocfw run` and `ocfw try` use; package firmware only
 // lays out, inspects and flashes images.
+//
+// The firmware writes its report into the image's data partition, so by
+// default Run boots a copy: the image stays byte-identical to its
+// manifest and sha256sums, ready for `ocfw flash`.
 package boardvm
 
 import (
@@ -9,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -21,20 +26,33 @@ import (
 // RunOptions say how to boot an image in QEMU.
 type RunOptions struct {
 	// Timeout is the watchdog: a guest still running after it (a silent
-	// hang, or a boot that never finishes) is killed and Run says so.
+	// hang, or a boot that never finishes) is killed and Run returns a
+	// *WatchdogError. 0 means qemu.DefaultTimeout; negative, no watchdog
+	// (for a person at the console).
 	Timeout time.Duration
 	// Until ends the run as soon as the console shows this text.
 	Until string
 	// PoweroffAfterReport types `poweroff` at the shell once the boot
 	// sequence is done, so a scripted run ends by itself.
 	PoweroffAfterReport bool
-	// Console gets the guest's serial console as it comes.
+	// Console gets the guest's serial console as it comes, through a
+	// TermFilter: without the sequences that would reset or reconfigure
+	// the user's terminal.
 	Console io.Writer
 	// Input, when set, is typed on the guest's console (a terminal's
 	// keystrokes for interactive use).
 	Input io.Reader
 	// MemoryMB overrides the board's RAM.
 	MemoryMB int
+	// Persist boots the image itself, as a board would: the boot writes
+	// its report into the image, which then no longer matches its
+	// manifest and sha256sums (`ocfw flash` refuses it). By default Run
+	// boots a copy and reads the report back from the copy.
+	Persist bool
+	// KeepCopy, when set, is where the copy goes; it stays after the run
+	// (for `ocfw inspect`, or more boots with Persist). "" means a
+	// temporary file, removed after the run. Ignored with Persist.
+	KeepCopy string
 }
 
 // RunResult is what a run left behind.
@@ -47,6 +65,30 @@ type RunResult struct {
 	// NewReport says whether Report was written by this run.
 	NewReport bool
 	Elapsed   time.Duration
+	// Booted is the file QEMU booted: the image with Persist, else the
+	// copy (already removed unless it was RunOptions.KeepCopy).
+	Booted string
+	// Copy says whether Booted is a copy of the image.
+	Copy bool
+}
+
+// WatchdogError is a guest killed by the watchdog (RunOptions.Timeout).
+// Its message ends with the watchdog's verdict, after the last console
+// lines: a tail ending in the shell's "$ " must not look like a live
+// guest.
+type WatchdogError struct {
+	After time.Duration
+	Tail  string // the last console lines, as the guest printed them
+}
+
+func (e *WatchdogError) Error() string {
+	var b strings.Builder
+	b.WriteString("the guest's last console lines:\n")
+	for _, line := range strings.Split(Sanitize(e.Tail), "\n") {
+		b.WriteString("  | " + line + "\n")
+	}
+	fmt.Fprintf(&b, "watchdog fired after %v (--timeout): the guest was killed; a hang prints nothing, so the lines above are the last it got to", e.After)
+	return b.String()
 }
 
 // ErrNoReport is returned when a run that should have written a report
@@ -55,8 +97,9 @@ var ErrNoReport = errors.New("no new report on the image's data partition")
 
 // Run boots an x86 CF image the way the board would: QEMU's emulated
 // Pentium II has no SSE2, like the Geode LX, so a userland built without
-// softfloat dies here as it would there; the board's RAM; the image as the
-// first IDE disk; the serial console on Console.
+// softfloat dies here as it would there; the board's RAM; the image (by
+// default a copy of it, see RunOptions.Persist) as the first IDE disk;
+// the serial console on Console.
 func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) {
 	info, err := firmware.Inspect(image)
 	if err != nil {
@@ -74,12 +117,27 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	if mem == 0 {
 		mem = pl.RAMMB
 	}
-	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: image, Timeout: opt.Timeout, Echo: opt.Console})
+	disk := image
+	if !opt.Persist {
+		var remove func()
+		disk, remove, err = copyForBoot(image, opt.KeepCopy)
+		if err != nil {
+			return nil, err
+		}
+		defer remove()
+	}
+	// Deferred after the copy's removal, so it runs first: QEMU lets go
+	// of the disk before it is removed.
+	var echo io.Writer
+	if opt.Console != nil {
+		echo = NewTermFilter(opt.Console)
+	}
+	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, Timeout: opt.Timeout, Echo: echo})
 	if err != nil {
 		return nil, err
 	}
 	defer vm.Kill()
-	res := &RunResult{Board: pl.Board}
+	res := &RunResult{Board: pl.Board, Booted: disk, Copy: !opt.Persist}
 	if opt.Input != nil {
 		go forward(vm, opt.Input)
 	}
@@ -102,12 +160,12 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	if err != nil {
 		var te *qemu.TimeoutError
 		if errors.As(err, &te) {
-			return res, fmt.Errorf("the guest did not finish within --timeout %v (a hang prints nothing: check the last lines):\n%s", te.After, te.Tail)
+			return res, &WatchdogError{After: te.After, Tail: qemu.TailLines(res.Console, 20)}
 		}
 		return res, err
 	}
 	vm.Kill() // QEMU must have let go of the image before we read it
-	after, err := firmware.Inspect(image)
+	after, err := firmware.Inspect(disk)
 	if err != nil {
 		return res, fmt.Errorf("reading the report back: %w", err)
 	}
@@ -117,12 +175,68 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	}
 	if opt.PoweroffAfterReport && !res.NewReport {
 		why := "the boot did not write one"
-		if strings.Contains(res.Console, plan.MarkReportRAM) {
-			why = "the firmware kept it in RAM (it did not find the data partition)"
+		if r, ok := ramReason(res.Console); ok {
+			why = "the firmware kept it in RAM only: " + r
+			if r == "" {
+				why = "the firmware kept it in RAM only (the console gave no reason)"
+			}
 		}
 		return res, fmt.Errorf("%w: %s", ErrNoReport, why)
 	}
 	return res, nil
+}
+
+// ramReason finds the firmware's last "report kept in RAM only: <why>"
+// line on the console and returns <why>.
+func ramReason(console string) (why string, found bool) {
+	i := strings.LastIndex(console, plan.MarkReportRAM)
+	if i < 0 {
+		return "", false
+	}
+	why = console[i+len(plan.MarkReportRAM):]
+	if j := strings.IndexAny(why, "\r\n"); j >= 0 {
+		why = why[:j]
+	}
+	return strings.TrimSpace(why), true
+}
+
+// copyForBoot copies image to keep, or to a new temporary file when keep
+// is "", and returns the copy's path and how to clean up after the run
+// (remove a temporary copy; a kept one stays).
+func copyForBoot(image, keep string) (string, func(), error) {
+	src, err := os.Open(image)
+	if err != nil {
+		return "", nil, err
+	}
+	defer src.Close()
+	var dst *os.File
+	if keep == "" {
+		dst, err = os.CreateTemp("", "ocfw-run-*.img")
+	} else {
+		if fi, serr := os.Stat(keep); serr == nil {
+			if si, _ := src.Stat(); si != nil && os.SameFile(fi, si) {
+				return "", nil, fmt.Errorf("--keep-copy %s is the image itself: name another file, or boot the image in place with --persist", keep)
+			}
+		}
+		dst, err = os.OpenFile(keep, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("a copy of the image to boot: %w", err)
+	}
+	name := dst.Name()
+	if err := copySparse(dst, src); err != nil {
+		dst.Close()
+		os.Remove(name)
+		return "", nil, fmt.Errorf("copying %s to %s to boot it: %w", image, name, err)
+	}
+	if err := dst.Close(); err != nil {
+		os.Remove(name)
+		return "", nil, err
+	}
+	if keep != "" {
+		return name, func() {}, nil
+	}
+	return name, func() { os.Remove(name) }, nil
 }
 
 func latestBoot(info *firmware.Info) int {

@@ -9,11 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -45,6 +48,10 @@ type Options struct {
 	Tool string
 	// Log gets one line per step; nil is quiet.
 	Log func(format string, args ...any)
+	// Progress, when set, gets a line every 10 s while a step runs (the
+	// userland build takes a minute or more): the step and its time so
+	// far. Give it a terminal only (progress.Terminal).
+	Progress io.Writer
 }
 
 // Step is one stage of a build and how long it took.
@@ -64,7 +71,8 @@ type Result struct {
 }
 
 // Build builds the image for pl. Problems that need no build — missing
-// host tools, an unreadable kernel — come before the slow userland build.
+// host tools, an image that does not fit the card (--size, --card-mb), an
+// unreadable kernel — come before the slow userland build.
 func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if opts.Output == "" {
 		return nil, errors.New("pipeline: no output file")
@@ -79,11 +87,43 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if opts.Initramfs != "" && opts.Site != nil {
 		return nil, errors.New("--site goes into the initramfs ocfw builds: it cannot change a given --initramfs")
 	}
+	// What the manifest says about the source tree, read before this
+	// build puts its temporary files anywhere (they would count as
+	// uncommitted changes in a checkout).
+	firmware.Builder()
+	imgOpts := firmware.ImageOptions{Output: out, SizeMiB: opts.SizeMiB, CardMB: opts.CardMB,
+		SourceDateEpoch: opts.SourceDateEpoch, Tool: opts.Tool, Log: opts.Log}
+	if err := firmware.CheckLayout(pl, imgOpts); err != nil {
+		return nil, err
+	}
+	if opts.Initramfs != "" {
+		// One built by ocfw names its board: refuse another board's. One
+		// without a plan is the user's own, used as given.
+		if ip, err := firmware.InitramfsPlan(opts.Initramfs); err == nil && ip.Board != pl.Board {
+			return nil, firmware.CheckInitramfsBoard(opts.Initramfs, pl.Board)
+		} else if err != nil && opts.Log != nil {
+			opts.Log("--initramfs %s: %v: used as given", opts.Initramfs, err)
+		}
+	}
+	// A new output directory is made, and removed again if the build
+	// fails.
+	undo, err := firmware.MakeOutputDir(out)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			undo()
+		}
+	}()
 	res := &Result{Output: out}
 	step := func(name string, t0 time.Time) { res.Steps = append(res.Steps, Step{Name: name, Took: time.Since(t0)}) }
 
 	t0 := time.Now()
+	stop := progress.Start(opts.Progress, "reading the kernel")
 	k, err := rootfs.LoadKernel(ctx, pl, opts.Kernel, "")
+	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +141,10 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 			}
 			defer os.RemoveAll(work)
 		}
+		stop := progress.Start(opts.Progress, fmt.Sprintf("building the Go userland and initramfs (%s)", goTarget(pl.Go)))
 		r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: opts.SourceDateEpoch,
 			Boot: opts.Boot, Site: opts.Site, Log: opts.Log})
+		stop()
 		if err != nil {
 			return nil, err
 		}
@@ -118,14 +160,27 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	}
 
 	t0 = time.Now()
-	m, err := firmware.Build(ctx, pl, in, firmware.ImageOptions{Output: out, SizeMiB: opts.SizeMiB, CardMB: opts.CardMB,
-		SourceDateEpoch: opts.SourceDateEpoch, Tool: opts.Tool, Log: opts.Log})
+	stop = progress.Start(opts.Progress, "laying out the image")
+	m, err := firmware.Build(ctx, pl, in, imgOpts)
+	stop()
 	if err != nil {
 		return nil, err
 	}
 	res.Manifest = m
 	step("image", t0)
+	ok = true
 	return res, nil
+}
+
+// goTarget is what sets the Go target apart: GOARCH and GO386 or GOARM.
+func goTarget(g plan.GoTarget) string {
+	var parts []string
+	for _, e := range g.Env() {
+		if !strings.HasPrefix(e, "GOOS=") && !strings.HasPrefix(e, "CGO_ENABLED=") {
+			parts = append(parts, e)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // String says in one line what was built.

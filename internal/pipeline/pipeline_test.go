@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +118,47 @@ func TestFirmwareImageBoots(t *testing.T) {
 		t.Errorf("inspect finds no report on the data partition after the boot: %+v", info.Reports)
 	} else if info.Reports[0].Boot != 1 {
 		t.Errorf("first boot's report says boot %d", info.Reports[0].Boot)
+	}
+}
+
+// Sizes that need no build are refused before anything is built: the
+// kernel given does not even exist, so reaching the kernel step would
+// give another error.
+func TestSizeErrorsBeforeBuilding(t *testing.T) {
+	cat, err := boards.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		board  string
+		size   int
+		cardMB int
+		want   string
+		tools  string
+	}{
+		{"alix2d13", 300, 0, "larger than the alix2d13's 128 MB card", plan.BootBIOSCF},
+		{"net5501", 240, 128, "128 MB card", plan.BootBIOSCF},
+		{"alix2d13", 36, 0, "data partition", plan.BootBIOSCF},
+		{"avila-gw2348", 8, 0, "need at least 16 MiB", plan.BootRedBoot},
+		{"avila-gw2348", 200, 128, "larger than the 128 MB card", plan.BootRedBoot},
+	} {
+		t.Run(fmt.Sprintf("%s-%d", tc.board, tc.size), func(t *testing.T) {
+			if err := firmware.CheckTools(tc.tools); err != nil {
+				qemu.SkipOrFail(t, "%v", err)
+			}
+			pl, err := cat.Resolve(boards.Request{Board: tc.board})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			_, err = Build(context.Background(), pl, Options{Output: filepath.Join(dir, "x.img"), Kernel: filepath.Join(dir, "no-such-kernel"),
+				SizeMiB: tc.size, CardMB: tc.cardMB})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if es, _ := os.ReadDir(dir); len(es) != 0 {
+				t.Errorf("left %v behind", es)
+			}
+		})
 	}
 }

@@ -65,7 +65,8 @@ type Config struct {
 	Args []string // extra emulator arguments
 
 	// Timeout is the wall-clock watchdog: past it the emulator is killed
-	// and Wait reports a *TimeoutError. 0 means DefaultTimeout.
+	// and Wait reports a *TimeoutError. 0 means DefaultTimeout; negative
+	// means no watchdog (a person at the console ends the run).
 	Timeout time.Duration
 
 	// Echo, when set, gets a live copy of the console (e.g. os.Stderr
@@ -249,8 +250,12 @@ func Start(ctx context.Context, c Config) (*VM, error) {
 		}
 	}()
 	go func() {
-		watchdog := time.NewTimer(vm.timeout)
-		defer watchdog.Stop()
+		var fire <-chan time.Time // nil: never
+		if vm.timeout > 0 {
+			watchdog := time.NewTimer(vm.timeout)
+			defer watchdog.Stop()
+			fire = watchdog.C
+		}
 		exited := make(chan error, 1)
 		go func() {
 			<-readDone // all output read before Wait closes the pipe
@@ -259,7 +264,7 @@ func Start(ctx context.Context, c Config) (*VM, error) {
 		var err error
 		select {
 		case err = <-exited:
-		case <-watchdog.C:
+		case <-fire:
 			vm.mu.Lock()
 			vm.timedOut = true
 			vm.mu.Unlock()

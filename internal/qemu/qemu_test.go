@@ -189,3 +189,28 @@ func TestRealEmulatorConsole(t *testing.T) {
 	}
 	t.Logf("SeaBIOS gave up after %v", vm.Elapsed())
 }
+
+// A negative Timeout is no watchdog at all (a timer of a negative
+// duration would fire at once and kill the guest).
+func TestNoWatchdog(t *testing.T) {
+	cfg := fakeEmulator(t, `echo up; read line; echo "bye <$line>"`)
+	cfg.Timeout = -1
+	ctx := context.Background()
+	vm, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Kill()
+	if err := vm.WaitFor(ctx, "up"); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Send("done\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Wait(); err != nil {
+		t.Errorf("Wait: %v", err)
+	}
+	if !strings.Contains(vm.Console(), "bye <done>") {
+		t.Errorf("console %q", vm.Console())
+	}
+}
