@@ -82,12 +82,20 @@ func sharedBuild(t *testing.T) *Result {
 			return
 		}
 		shared.res, shared.err = Build(context.Background(), p, Options{Kernel: k, WorkDir: dir, SourceDateEpoch: 1700000000,
-			Boot: plan.Options{SpeedBudget: "1s"}})
+			Boot: plan.Options{SpeedBudget: "1s"}, FirmwareFiles: []string{testMicrocode(dir)}})
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
 	return shared.res
+}
+
+// testMicrocode writes a stand-in NPE microcode file (the real one is
+// Intel's, not redistributable) for --firmware-file.
+func testMicrocode(dir string) string {
+	p := filepath.Join(dir, "NPE-B")
+	os.WriteFile(p, []byte("stand-in NPE-B microcode\n"), 0o644)
+	return p
 }
 
 func TestMain(m *testing.M) {

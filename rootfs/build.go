@@ -42,6 +42,10 @@ type Options struct {
 	// Site, when set, is the router's site config, written into the
 	// initramfs as plan.SiteFile (JSON).
 	Site *plan.Site
+	// FirmwareFiles are put into /lib/firmware under their base names:
+	// microcode the drivers load (the IXP4xx NPE-B and NPE-C), which
+	// ocfw cannot ship.
+	FirmwareFiles []string
 	// SourceDir is a directory inside the ocfw module (cmd/ocf is built
 	// from source); "" means the current directory or a parent of it.
 	SourceDir string
@@ -194,6 +198,22 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		extra = append(extra, cpio.StaticFile(strings.TrimPrefix(plan.SiteFile, "/"), string(sj), 0o644))
 		siteJSON = sj
 	}
+	fwSums := map[string]string{}
+	for _, fw := range opts.FirmwareFiles {
+		data, err := os.ReadFile(fw)
+		if err != nil {
+			return nil, fmt.Errorf("--firmware-file: %w", err)
+		}
+		if len(data) == 0 || len(data) > 4<<20 {
+			return nil, fmt.Errorf("--firmware-file %s: %d bytes: want a microcode file of 1 byte to 4 MiB", fw, len(data))
+		}
+		name := filepath.Base(fw)
+		if _, dup := fwSums[name]; dup {
+			return nil, fmt.Errorf("--firmware-file %s: a file named %s is given twice", fw, name)
+		}
+		fwSums[name] = sum(data)
+		extra = append(extra, cpio.StaticFile("lib/firmware/"+name, string(data), 0o644))
+	}
 	mods, modRecs, storage, err := moduleRecords(pl, k)
 	if err != nil {
 		return nil, err
@@ -252,6 +272,9 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	}
 	if siteJSON != nil {
 		inputs["site.json"] = sum(siteJSON)
+	}
+	for name, h := range fwSums {
+		inputs["firmware/"+name] = h
 	}
 	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: pi.Size(), Modules: mods, Kernel: k, Inputs: inputs,
 		Parts: parts, Took: time.Since(start)}, nil

@@ -34,8 +34,9 @@ func TestBuildReproducible(t *testing.T) {
 	}
 	first := sharedBuild(t)
 	p := testPlan(t)
-	second, err := Build(context.Background(), p, Options{Kernel: first.Kernel, WorkDir: t.TempDir(), SourceDateEpoch: 1700000000,
-		Boot: plan.Options{SpeedBudget: "1s"}})
+	dir := t.TempDir()
+	second, err := Build(context.Background(), p, Options{Kernel: first.Kernel, WorkDir: dir, SourceDateEpoch: 1700000000,
+		Boot: plan.Options{SpeedBudget: "1s"}, FirmwareFiles: []string{testMicrocode(dir)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +61,9 @@ func TestBuildReproducible(t *testing.T) {
 	if int64(len(raw)) != second.RawSize {
 		t.Errorf("raw size %d, result says %d", len(raw), second.RawSize)
 	}
+	if second.Inputs["firmware/NPE-B"] == "" {
+		t.Errorf("the firmware file is not among the inputs: %v", second.Inputs)
+	}
 	recs, err := cpio.ReadAllRecords(cpio.Newc.Reader(bytes.NewReader(raw)))
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +82,7 @@ func TestBuildReproducible(t *testing.T) {
 		t.Errorf("... %d entries in all", bad)
 	}
 	for _, want := range []string{"init", "bbin/bb", "bbin/gosh", "bbin/poweroff", "bbin/ocf", "bin/uinit", "bin/sh", "dev/console",
-		"etc/ocfw/plan.json", "etc/ocfw/boot.json", "etc/uinit.flags",
+		"etc/ocfw/plan.json", "etc/ocfw/boot.json", "etc/uinit.flags", "lib/firmware/NPE-B",
 		"lib/modules/" + second.Kernel.Version + "/modules.dep",
 		"lib/modules/" + second.Kernel.Version + "/kernel/drivers/crypto/geode-aes.ko"} {
 		if !have[want] {

@@ -37,6 +37,8 @@ type Options struct {
 	// Site is the router's site config baked into the image; nil: the
 	// firmware does not route.
 	Site *plan.Site
+	// FirmwareFiles go into the initramfs's /lib/firmware (NPE microcode).
+	FirmwareFiles []string
 	// SizeMiB and CardMB override the board's image and card sizes.
 	SizeMiB, CardMB int
 	SourceDateEpoch int64
@@ -86,6 +88,9 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	}
 	if opts.Initramfs != "" && opts.Site != nil {
 		return nil, errors.New("--site goes into the initramfs ocfw builds: it cannot change a given --initramfs")
+	}
+	if opts.Initramfs != "" && len(opts.FirmwareFiles) > 0 {
+		return nil, errors.New("--firmware-file goes into the initramfs ocfw builds: it cannot change a given --initramfs")
 	}
 	// What the manifest says about the source tree, read before this
 	// build puts its temporary files anywhere (they would count as
@@ -143,7 +148,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		}
 		stop := progress.Start(opts.Progress, fmt.Sprintf("building the Go userland and initramfs (%s)", goTarget(pl.Go)))
 		r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: opts.SourceDateEpoch,
-			Boot: opts.Boot, Site: opts.Site, Log: opts.Log})
+			Boot: opts.Boot, Site: opts.Site, FirmwareFiles: opts.FirmwareFiles, Log: opts.Log})
 		stop()
 		if err != nil {
 			return nil, err
