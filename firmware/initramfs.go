@@ -14,6 +14,8 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/firmware/mbr"
+	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/internal/regfile"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -150,4 +152,68 @@ func skip(r io.Reader, n int64) error {
 		return fmt.Errorf("cpio: archive cut off after %d of %d bytes: %w", got, n, err)
 	}
 	return nil
+}
+
+// ImageSite returns the site config built into a CF image's initramfs
+// (nil, nil when the image has none: it does not route). ocfw run uses it
+// to wire the QEMU ports the way the site uses them.
+func ImageSite(image string) (*plan.Site, error) {
+	f, fi, err := regfile.Open(image)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sec := make([]byte, 512)
+	if _, err := f.ReadAt(sec, 0); err != nil {
+		return nil, err
+	}
+	rec, err := mbr.Parse(sec, uint64(fi.Size()/512))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", image, err)
+	}
+	for _, p := range rec.Partitions {
+		if !p.Bootable {
+			continue
+		}
+		fsys, err := fat.Open(f, int64(p.Start)*512, int64(p.Sectors)*512)
+		if err != nil {
+			return nil, fmt.Errorf("%s: boot partition: %w", image, err)
+		}
+		initrd, err := fsys.ReadFile(BootInitrd, 64<<20)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", image, err)
+		}
+		r, err := decompressed(bytes.NewReader(initrd))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", image, BootInitrd, err)
+		}
+		data, err := findInCpio(io.LimitReader(r, maxInitramfs), strings.TrimPrefix(plan.SiteFile, "/"), plan.MaxFileSize)
+		if errors.Is(err, ErrNoPlan) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", image, BootInitrd, err)
+		}
+		var s plan.Site
+		if err := json.Unmarshal(data, &s); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", image, plan.SiteFile, err)
+		}
+		return &s, nil
+	}
+	return nil, fmt.Errorf("%s: no bootable partition", image)
+}
+
+// decompressed reads an initramfs as xz, gzip or a plain cpio.
+func decompressed(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	magic, _ := br.Peek(6)
+	switch {
+	case bytes.HasPrefix(magic, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		return xz.NewReader(br)
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		return gzip.NewReader(br)
+	case bytes.Equal(magic, []byte("070701")):
+		return br, nil
+	}
+	return nil, errors.New("neither xz, gzip nor a newc cpio archive")
 }

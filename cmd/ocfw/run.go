@@ -15,6 +15,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/boardvm"
 	"github.com/ocfw/ocfw/internal/progress"
+	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 )
 
@@ -27,6 +28,37 @@ type runFlags struct {
 	quiet      bool
 	persist    bool
 	keepCopy   string
+	net        string
+	sshPort    int
+	ports      []string
+}
+
+// network turns --net, --ssh-port and --port into the wiring of the
+// board's ports.
+func (f *runFlags) network() (boardvm.Network, error) {
+	n := boardvm.Network{SSHPort: f.sshPort, Ports: map[string]qemu.NIC{}}
+	switch f.net {
+	case "", "user":
+	case "none":
+		n.None = true
+		if len(f.ports) > 0 {
+			return n, fmt.Errorf("--net none and --port: give one or the other")
+		}
+	default:
+		return n, fmt.Errorf("--net %q: want user (the default: QEMU's restricted user network on the WAN and the first LAN port) or none", f.net)
+	}
+	if f.sshPort < 0 || f.sshPort > 65535 {
+		return n, fmt.Errorf("--ssh-port %d: want a port 1-65535, or 0 for none", f.sshPort)
+	}
+	for _, p := range f.ports {
+		name, spec, ok := strings.Cut(p, "=")
+		path, mode, _ := strings.Cut(spec, ",")
+		if !ok || name == "" || path == "" || (mode != "" && mode != "listen") {
+			return n, fmt.Errorf("--port %q: want NAME=SOCKET or NAME=SOCKET,listen (a unix socket shared with another VM's card), e.g. --port wan=/tmp/wan.sock,listen", p)
+		}
+		n.Ports[name] = qemu.NIC{Socket: path, Listen: mode == "listen"}
+	}
+	return n, nil
 }
 
 func newRunCmd() *cobra.Command {
@@ -38,6 +70,16 @@ func newRunCmd() *cobra.Command {
 pentium2 (no SSE2, like the Geode LX: a userland built without softfloat dies
 here as it would on the board), the board's RAM and the image as the IDE disk.
 The serial console is this terminal; on a terminal, Ctrl-A x ends the run.
+
+The board's Ethernet ports become QEMU e1000 cards (QEMU has no VIA Rhine; x86
+images carry the e1000 driver), in port order so the kernel names them as on the
+board. For an image built with --site: the WAN port is on QEMU's user network with
+restrict=on (its DHCP server gives a DHCP WAN an address; nothing gets out), the
+first LAN port on a restricted user network on the LAN's subnet, with
+127.0.0.1:2222 on this host forwarded to the router's SSH (--ssh-port), and other
+ports unplugged. --port NAME=SOCKET[,listen] wires a port to another VM's card over
+a unix socket instead. No tap, no bridge, no unrestricted user network: guest
+traffic never reaches this host's network.
 
 The boot writes its report into the data partition, so run boots a copy of the
 image (removed afterwards; --keep-copy FILE keeps it) and reads the report back
@@ -73,6 +115,7 @@ clearing the screen) are not passed through; colours are.`,
 	cmd.Flags().BoolVar(&f.persist, "persist", false, "boot the image itself, not a copy: its report stays in the image, which then no longer matches its manifest")
 	cmd.Flags().StringVar(&f.keepCopy, "keep-copy", "", "boot a copy written to this file and keep it afterwards (default: a temporary copy, removed)")
 	cmd.MarkFlagsMutuallyExclusive("persist", "keep-copy")
+	registerNetFlags(cmd, f)
 	return cmd
 }
 
@@ -149,8 +192,13 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	var escaped atomic.Bool
+	netw, err := f.network()
+	if err != nil {
+		return err
+	}
 	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB,
-		Persist: f.persist, KeepCopy: f.keepCopy}
+		Persist: f.persist, KeepCopy: f.keepCopy, Network: netw,
+		Log: func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: "+format+"\n", args...) }}
 	if f.persist {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: --persist: booting %s itself; the boot writes into it, so it will no longer match %s and sha256sums ('ocfw flash' refuses it)\n",
 			image, firmware.ManifestPath(image))
@@ -205,4 +253,10 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		}
 	}
 	return nil
+}
+
+func registerNetFlags(cmd *cobra.Command, f *runFlags) {
+	cmd.Flags().StringVar(&f.net, "net", "user", "the board's ports: user (QEMU's user network with restrict=on on the WAN and the first LAN port, others unplugged) or none; guest traffic never reaches this host's network")
+	cmd.Flags().IntVar(&f.sshPort, "ssh-port", 2222, "forward 127.0.0.1:PORT on this host to the router's SSH on its LAN address (0: none)")
+	cmd.Flags().StringArrayVar(&f.ports, "port", nil, "wire a port to another VM: NAME=SOCKET[,listen], a unix socket (repeat)")
 }

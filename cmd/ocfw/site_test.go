@@ -51,3 +51,21 @@ firewall:
 		t.Errorf("a refused build left files: %v", es)
 	}
 }
+
+func TestRunNetFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--net", "tap", "x.img"}, "--net \"tap\": want user"},
+		{[]string{"run", "--port", "wan", "x.img"}, "--port \"wan\": want NAME=SOCKET"},
+		{[]string{"run", "--port", "wan=/s,server", "x.img"}, "want NAME=SOCKET or NAME=SOCKET,listen"},
+		{[]string{"run", "--net", "none", "--port", "wan=/s", "x.img"}, "--net none and --port"},
+		{[]string{"run", "--ssh-port", "70000", "x.img"}, "--ssh-port 70000"},
+	} {
+		_, errs, code := ocfw(t, tc.args...)
+		if code == 0 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, code, errs, tc.want)
+		}
+	}
+}

@@ -53,6 +53,10 @@ type RunOptions struct {
 	// (for `ocfw inspect`, or more boots with Persist). "" means a
 	// temporary file, removed after the run. Ignored with Persist.
 	KeepCopy string
+	// Network wires the board's ports (see NICs).
+	Network Network
+	// Log gets a line for each port saying what it is wired to.
+	Log func(format string, args ...any)
 }
 
 // RunResult is what a run left behind.
@@ -132,7 +136,22 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	if opt.Console != nil {
 		echo = NewTermFilter(opt.Console)
 	}
-	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, Timeout: opt.Timeout, Echo: echo})
+	var site *plan.Site
+	if len(pl.Ports) > 0 && !opt.Network.None {
+		if site, err = firmware.ImageSite(image); err != nil {
+			return nil, err
+		}
+	}
+	nics, notes, err := NICs(pl, site, opt.Network)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Log != nil {
+		for _, n := range notes {
+			opt.Log("%s", n)
+		}
+	}
+	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, Timeout: opt.Timeout, Echo: echo, NICs: nics})
 	if err != nil {
 		return nil, err
 	}

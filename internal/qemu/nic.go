@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 )
 
@@ -40,6 +41,25 @@ type NIC struct {
 	// restrict=on instead of a socket: DHCP and the guest's own
 	// addresses only, no host and no outside.
 	RestrictedUser bool
+	// UserNet and UserHost place the restricted user network on the
+	// guest's own subnet ("192.168.1.0/24") with QEMU at UserHost, so a
+	// LAN port can sit on it; "" leaves QEMU's 10.0.2.0/24.
+	UserNet, UserHost string
+	// Forwards are host ports, on 127.0.0.1 only, forwarded into the
+	// guest through the restricted user network (restrict=on still
+	// allows explicit forwards): how `ocfw run` reaches the router's SSH.
+	Forwards []Forward
+	// Unplugged is a card with nothing on the other end of its cable (an
+	// isolated hub port).
+	Unplugged bool
+}
+
+// Forward is one host port forwarded into the guest.
+type Forward struct {
+	Proto     string // "tcp" or "udp"
+	HostPort  int    // on 127.0.0.1
+	GuestAddr string // the guest's address on the user network
+	GuestPort int
 }
 
 // Peer returns the NIC for the other end of n's link: the same socket,
@@ -66,10 +86,31 @@ func (n NIC) Args(id string) ([]string, error) {
 	}
 	var netdev string
 	switch {
+	case (len(n.Forwards) > 0 || n.UserNet != "") && !n.RestrictedUser:
+		return nil, errors.New("qemu: forwards and a user subnet need RestrictedUser")
 	case n.RestrictedUser && n.Socket != "":
 		return nil, errors.New("qemu: a NIC is either a socket or a restricted user network, not both")
+	case n.Unplugged && (n.RestrictedUser || n.Socket != ""):
+		return nil, errors.New("qemu: an unplugged NIC has no back-end")
+	case n.Unplugged:
+		netdev = "hubport,id=" + id + ",hubid=" + strconv.Itoa(int(fnvID(id)))
 	case n.RestrictedUser:
 		netdev = "user,id=" + id + ",restrict=on"
+		for _, kv := range [][2]string{{"net", n.UserNet}, {"host", n.UserHost}} {
+			if kv[1] == "" {
+				continue
+			}
+			if strings.ContainsAny(kv[1], ", =") {
+				return nil, fmt.Errorf("qemu: user network %s %q", kv[0], kv[1])
+			}
+			netdev += "," + kv[0] + "=" + kv[1]
+		}
+		for _, f := range n.Forwards {
+			if (f.Proto != "tcp" && f.Proto != "udp") || f.HostPort <= 0 || f.HostPort > 65535 || f.GuestPort <= 0 || f.GuestPort > 65535 || strings.ContainsAny(f.GuestAddr, ",=:") {
+				return nil, fmt.Errorf("qemu: forward %+v", f)
+			}
+			netdev += fmt.Sprintf(",hostfwd=%s:127.0.0.1:%d-%s:%d", f.Proto, f.HostPort, f.GuestAddr, f.GuestPort)
+		}
 	case n.Socket == "":
 		return nil, fmt.Errorf("qemu: NIC %s has no back-end: set Socket (or RestrictedUser)", id)
 	case strings.Contains(n.Socket, ","):
@@ -108,4 +149,11 @@ func (n NIC) defaultMAC() string {
 	h.Write([]byte(side + "\x00" + n.Socket))
 	s := h.Sum32()
 	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", byte(s>>16), byte(s>>8), byte(s))
+}
+
+// fnvID gives an unplugged card a hub of its own.
+func fnvID(id string) uint16 {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return uint16(h.Sum32()%30000) + 1000
 }

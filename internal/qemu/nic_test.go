@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -33,6 +34,16 @@ func TestNICArgs(t *testing.T) {
 			nic:  NIC{RestrictedUser: true},
 			want: "-netdev user,id=n0,restrict=on -device e1000,netdev=n0,romfile=",
 		},
+		{
+			name: "LAN port on the user network, SSH forwarded from 127.0.0.1 only",
+			nic: NIC{RestrictedUser: true, UserNet: "192.168.1.0/24", UserHost: "192.168.1.254", MAC: "52:54:00:00:00:04",
+				Forwards: []Forward{{Proto: "tcp", HostPort: 2222, GuestAddr: "192.168.1.1", GuestPort: 22}}},
+			want: "-netdev user,id=n0,restrict=on,net=192.168.1.0/24,host=192.168.1.254,hostfwd=tcp:127.0.0.1:2222-192.168.1.1:22 -device e1000,netdev=n0,romfile=,mac=52:54:00:00:00:04",
+		},
+		{name: "unplugged", nic: NIC{Unplugged: true}, want: "-netdev hubport,id=n0,hubid=" + strconv.Itoa(int(fnvID("n0"))) + " -device e1000,netdev=n0,romfile="},
+		{name: "forward without user network", nic: NIC{Socket: "/s", Forwards: []Forward{{Proto: "tcp", HostPort: 1, GuestAddr: "a", GuestPort: 1}}}, err: "need RestrictedUser"},
+		{name: "bad forward", nic: NIC{RestrictedUser: true, Forwards: []Forward{{Proto: "sctp", HostPort: 1, GuestAddr: "a", GuestPort: 1}}}, err: "forward"},
+		{name: "unplugged with a back-end", nic: NIC{Unplugged: true, Socket: "/s"}, err: "no back-end"},
 		{name: "no back-end", nic: NIC{}, err: "no back-end"},
 		{name: "both", nic: NIC{Socket: "/s", RestrictedUser: true}, err: "not both"},
 		{name: "comma", nic: NIC{Socket: "/a,b"}, err: "comma"},
