@@ -1,0 +1,86 @@
+package sshd
+
+import (
+	"crypto/ed25519"
+	"encoding/pem"
+	"fmt"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// KeyStore keeps the host key's private half, as LoadHostKey encodes it
+// (an OpenSSH private key file, PEM). The board keeps it in its
+// power-safe store on the data partition, never in the image: two boxes
+// flashed from one image must not share a host key.
+type KeyStore interface {
+	// Load returns the stored key and true, or false when none was
+	// ever saved. An error means the store could not be read.
+	Load() (key []byte, ok bool, err error)
+	// Save replaces the stored key.
+	Save(key []byte) error
+}
+
+// LoadHostKey returns the host key kept in ks, making and saving an
+// ed25519 key when there is none.
+//
+// A stored key that does not parse is replaced by a new one, and logf
+// says so loudly, with the new fingerprint: refusing to
+// start would lock the administrator out of SSH over a damaged record,
+// while a new key only makes clients warn that the host key changed —
+// which is the truth. A key that was made but could not be saved is
+// still returned (logged: it will change at the next start). A store
+// that cannot be read at all is an error, though: the key in it may be
+// fine, and replacing it over a passing read error would change the
+// router's identity for nothing.
+//
+// The first call on a new box draws 32 bytes from the kernel's random
+// generator, which may wait until the kernel has seeded it; call it from
+// the service's goroutine, not the boot path.
+func LoadHostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	stored, ok, err := ks.Load()
+	if err != nil {
+		return nil, fmt.Errorf("reading the SSH host key: %w", err)
+	}
+	why := "made a new host key"
+	if ok {
+		s, err := ssh.ParsePrivateKey(stored)
+		if err == nil {
+			return s, nil
+		}
+		why = fmt.Sprintf("WARNING: the stored host key (%d bytes) is unreadable (%v): replaced it with a new one, clients will say the host key changed;", len(stored), err)
+	}
+	s, pemBytes, err := newHostKey()
+	if err != nil {
+		return nil, err
+	}
+	if err := ks.Save(pemBytes); err != nil {
+		logf("ssh: %s %s, but WARNING: could not save it (%v): it will change at the next start", why, Fingerprint(s.PublicKey()), err)
+	} else {
+		logf("ssh: %s %s", why, Fingerprint(s.PublicKey()))
+	}
+	return s, nil
+}
+
+func newHostKey() (ssh.Signer, []byte, error) {
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("making an SSH host key: %w", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "ocfw host key")
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, pem.EncodeToMemory(block), nil
+}
+
+// Fingerprint is the key's SHA256 fingerprint as ssh-keygen -l prints it
+// ("SHA256:" and unpadded base64), for the console and the status page,
+// so a user can check what their client shows at the first login.
+func Fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }
