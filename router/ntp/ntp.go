@@ -1,0 +1,204 @@
+// Package ntp sets the router's clock with SNTP (RFC 4330) once the WAN
+// is up: the boards have no battery-backed clock (or one that drifts),
+// and reports, logs and leases want real time. A client this small is
+// not worth a library.
+package ntp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// ntpEpoch is 1900-01-01, where NTP time starts.
+var ntpEpoch = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Config says whom to ask and how to set the clock.
+type Config struct {
+	// Servers are host names or addresses, port 123 unless given.
+	Servers []string
+	// Set sets the clock to t (the router passes one calling
+	// settimeofday; tests a fake).
+	Set func(t time.Time) error
+	// Logf gets one line per clock setting and per failed round.
+	Logf func(format string, args ...any)
+	// Timeout bounds one exchange; 0 means 3 s.
+	Timeout time.Duration
+	// Resync is the time between settings; 0 means 12 h.
+	Resync time.Duration
+	// Retry is the first wait after a failed round, doubling up to
+	// Resync; 0 means 5 s.
+	Retry time.Duration
+	// Now is the clock read (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Result is one successful exchange.
+type Result struct {
+	Server string
+	Time   time.Time     // the server's time, at the moment of the answer
+	Offset time.Duration // how far the local clock was off
+}
+
+// Run sets the clock from the first server that answers well, then again
+// every Resync, retrying with backoff while none does, until ctx is done.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.defaults()
+	wait := cfg.Retry
+	for {
+		res, err := SyncOnce(ctx, cfg)
+		switch {
+		case err == nil:
+			wait = cfg.Resync
+			if cfg.Logf != nil {
+				cfg.Logf("ntp: clock set to %s (it was off by %v) from %s", res.Time.UTC().Format(time.RFC3339), res.Offset.Round(time.Millisecond), res.Server)
+			}
+		case ctx.Err() != nil:
+			return nil
+		default:
+			if cfg.Logf != nil {
+				cfg.Logf("ntp: %v; trying again in %v", err, wait)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		if err != nil {
+			wait = min(2*wait, cfg.Resync)
+		}
+	}
+}
+
+func (c *Config) defaults() {
+	if c.Timeout == 0 {
+		c.Timeout = 3 * time.Second
+	}
+	if c.Resync == 0 {
+		c.Resync = 12 * time.Hour
+	}
+	if c.Retry == 0 {
+		c.Retry = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// SyncOnce asks the servers in turn and sets the clock from the first
+// good answer.
+func SyncOnce(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	var errs []error
+	for _, s := range cfg.Servers {
+		res, err := Query(ctx, s, cfg.Timeout, cfg.Now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s, err))
+			continue
+		}
+		if cfg.Set != nil {
+			if err := cfg.Set(res.Time); err != nil {
+				return nil, fmt.Errorf("setting the clock: %w", err)
+			}
+		}
+		return res, nil
+	}
+	if len(errs) == 0 {
+		return nil, errors.New("no NTP servers")
+	}
+	return nil, errors.Join(errs...)
+}
+
+// Query asks one server.
+func Query(ctx context.Context, server string, timeout time.Duration, now func() time.Time) (*Result, error) {
+	if now == nil {
+		now = time.Now
+	}
+	addr := server
+	if _, _, err := net.SplitHostPort(server); err != nil {
+		addr = net.JoinHostPort(server, "123")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	req := make([]byte, 48)
+	req[0] = 0<<6 | 4<<3 | 3 // no leap warning, version 4, mode 3 (client)
+	t1 := now()
+	// Our transmit time, which the server echoes as the origin: it ties
+	// the answer to this request.
+	putTime(req[40:], t1)
+	if _, err := c.Write(req); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 128)
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			return nil, err
+		}
+		t4 := now()
+		res, err := parse(buf[:n], req[40:48], t1, t4)
+		if errors.Is(err, errNotOurs) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Server = server
+		return res, nil
+	}
+}
+
+var errNotOurs = errors.New("an answer to another request")
+
+// parse checks an answer and computes the offset: ((t2-t1)+(t3-t4))/2.
+func parse(b, origin []byte, t1, t4 time.Time) (*Result, error) {
+	if len(b) < 48 {
+		return nil, fmt.Errorf("answer of %d bytes, want 48", len(b))
+	}
+	if string(b[24:32]) != string(origin) {
+		return nil, errNotOurs
+	}
+	li, mode, stratum := b[0]>>6, b[0]&7, b[1]
+	switch {
+	case mode != 4:
+		return nil, fmt.Errorf("mode %d, want 4 (server)", mode)
+	case stratum == 0:
+		return nil, fmt.Errorf("kiss-o'-death %q: the server refuses us", string(b[12:16]))
+	case stratum > 15:
+		return nil, fmt.Errorf("stratum %d: the server is not synchronised", stratum)
+	case li == 3:
+		return nil, errors.New("leap indicator 3: the server's clock is not synchronised")
+	}
+	t2, t3 := getTime(b[32:40]), getTime(b[40:48])
+	if binary.BigEndian.Uint64(b[40:48]) == 0 {
+		return nil, errors.New("no transmit time")
+	}
+	offset := (t2.Sub(t1) + t3.Sub(t4)) / 2
+	return &Result{Time: t4.Add(offset), Offset: offset}, nil
+}
+
+func putTime(b []byte, t time.Time) {
+	d := t.Sub(ntpEpoch)
+	sec := uint64(d / time.Second)
+	frac := uint64(d%time.Second) << 32 / uint64(time.Second)
+	binary.BigEndian.PutUint64(b, sec<<32|frac)
+}
+
+func getTime(b []byte) time.Time {
+	v := binary.BigEndian.Uint64(b)
+	sec, frac := v>>32, v&0xffffffff
+	return ntpEpoch.Add(time.Duration(sec)*time.Second + time.Duration(frac*uint64(time.Second)>>32))
+}

@@ -1,0 +1,116 @@
+package ntp
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+// server is a fake NTP server on 127.0.0.1 answering with its time t
+// (its answer's fields mangled by edit when set).
+func server(t *testing.T, at time.Time, edit func(b []byte)) string {
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 128)
+		for {
+			n, from, err := c.ReadFrom(buf)
+			if err != nil || n < 48 {
+				return
+			}
+			r := make([]byte, 48)
+			r[0] = 0<<6 | 4<<3 | 4
+			r[1] = 2
+			copy(r[24:32], buf[40:48]) // origin = the client's transmit time
+			putTime(r[32:40], at)
+			putTime(r[40:48], at)
+			if edit != nil {
+				edit(r)
+			}
+			c.WriteTo(r, from)
+		}
+	}()
+	return c.LocalAddr().String()
+}
+
+func TestSyncSetsTheClock(t *testing.T) {
+	want := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	var set time.Time
+	res, err := SyncOnce(context.Background(), Config{Servers: []string{server(t, want, nil)},
+		Set: func(t time.Time) error { set = t; return nil }, Now: func() time.Time { return time.Unix(0, 0) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fake's clock is fixed; with the exchange's round trip the set
+	// time is within a second of it.
+	if d := set.Sub(want); d < -time.Second || d > time.Second || !res.Time.Equal(set) {
+		t.Errorf("clock set to %v, want about %v", set, want)
+	}
+}
+
+func TestBadAnswersAreSkipped(t *testing.T) {
+	want := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		edit func(b []byte)
+	}{
+		{"kiss-o'-death", func(b []byte) { b[1] = 0; copy(b[12:16], "RATE") }},
+		{"unsynchronised", func(b []byte) { b[0] |= 3 << 6 }},
+		{"client mode", func(b []byte) { b[0] = b[0]&^7 | 3 }},
+		{"no transmit time", func(b []byte) { copy(b[40:48], make([]byte, 8)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := server(t, time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC), tc.edit)
+			good := server(t, want, nil)
+			var set time.Time
+			res, err := SyncOnce(context.Background(), Config{Servers: []string{bad, good}, Timeout: time.Second,
+				Set: func(t time.Time) error { set = t; return nil }})
+			if err != nil || res.Server != good || set.Year() != 2026 {
+				t.Errorf("got %+v, %v (set %v); want the second server's time", res, err, set)
+			}
+		})
+	}
+	// An answer to another request (wrong origin) is not taken: with no
+	// other answer the exchange times out.
+	wrong := server(t, want, func(b []byte) { b[24] ^= 0xff })
+	if _, err := Query(context.Background(), wrong, 300*time.Millisecond, nil); err == nil {
+		t.Error("an answer with the wrong origin timestamp was taken")
+	}
+}
+
+func TestTimeRoundTrip(t *testing.T) {
+	for _, tt := range []time.Time{time.Unix(0, 0), time.Date(2026, 12, 2, 1, 2, 3, 456789000, time.UTC)} {
+		b := make([]byte, 8)
+		putTime(b, tt)
+		if d := getTime(b).Sub(tt); d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("%v came back as %v", tt, getTime(b))
+		}
+	}
+}
+
+func TestRunRetriesThenStops(t *testing.T) {
+	dead, _ := net.ListenPacket("udp4", "127.0.0.1:0")
+	defer dead.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var lines []string
+	done := make(chan struct{})
+	go func() {
+		Run(ctx, Config{Servers: []string{dead.LocalAddr().String()}, Timeout: 100 * time.Millisecond, Retry: 50 * time.Millisecond,
+			Logf: func(f string, a ...any) { lines = append(lines, f) }})
+		close(done)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if len(lines) < 2 {
+		t.Errorf("%d failed rounds logged, want retries", len(lines))
+	}
+}
