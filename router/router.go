@@ -63,6 +63,8 @@ type Router struct {
 	wan     wanState
 	events  []string // recent log lines, newest last, bounded
 	started time.Time
+	svc     services
+	svcCtx  context.Context
 }
 
 // wanState is what the WAN has now.

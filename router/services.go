@@ -1,12 +1,253 @@
 package router
 
-import "context"
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
 
-// startServices starts the firewall and the services the site asks for.
-func (r *Router) startServices(ctx context.Context) []error { return nil }
+	"golang.org/x/sys/unix"
 
-// wanChanged tells the services the WAN's address or resolvers changed.
-func (r *Router) wanChanged() {}
+	"github.com/ocfw/ocfw/router/dns"
+	"github.com/ocfw/ocfw/router/ntp"
+	"github.com/ocfw/ocfw/router/sshd"
+)
+
+// Names of the documents the router keeps in the board's store.
+const (
+	valueHostKey = "ssh_host_key"
+	valueLeases  = "dhcp_leases"
+)
+
+// DefaultNTP is asked when the site names no time servers.
+var DefaultNTP = []string{"pool.ntp.org"}
+
+// services are the router's running services.
+type services struct {
+	mu      sync.Mutex
+	ssh     *sshd.Server
+	dns     *dns.Forwarder
+	ntpOnce sync.Once
+	state   map[string]string // service -> "running", "off: why"...
+}
+
+func (s *services) set(name, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == nil {
+		s.state = map[string]string{}
+	}
+	s.state[name] = state
+}
+
+// startServices starts what the site asks for. The services run in the
+// background; problems starting them are returned (and logged), the rest
+// keeps running.
+func (r *Router) startServices(ctx context.Context) []error {
+	var errs []error
+	s := r.cfg.Site
+	lan, _ := netip.ParsePrefix(s.LAN.Address)
+
+	// SSH: on the LAN address, or everywhere when the WAN may reach it
+	// (the firewall decides too: this is the second lock).
+	keys, bad := sshd.ParseAuthorizedKeys(s.SSH.AuthorizedKeys)
+	for _, err := range bad {
+		r.logf("ssh: %v", err)
+	}
+	var sshAddrs []string
+	switch {
+	case contains(s.Firewall.WANServices, "ssh"):
+		sshAddrs = []string{fmt.Sprintf(":%d", s.SSH.SSHPort())}
+	case lan.IsValid():
+		sshAddrs = []string{netip.AddrPortFrom(lan.Addr(), uint16(s.SSH.SSHPort())).String()}
+	}
+	switch {
+	case len(keys) == 0:
+		r.svc.set("ssh", "off: no authorized keys in the site config")
+	case len(sshAddrs) == 0:
+		r.svc.set("ssh", "off: no LAN, and ssh is not among the WAN services")
+	default:
+		r.svc.set("ssh", "starting")
+		r.goService("ssh", ctx, func(ctx context.Context) error {
+			// Making a host key may wait for the kernel's random pool:
+			// here, not on the boot path.
+			hk, err := sshd.LoadHostKey(r.keyStore(), r.logf)
+			if err != nil {
+				r.svc.set("ssh", "off: "+err.Error())
+				return err
+			}
+			r.logf("ssh: host key %s", sshd.Fingerprint(hk.PublicKey()))
+			srv, err := sshd.New(sshd.Config{HostKey: hk, AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.logf})
+			if err != nil {
+				r.svc.set("ssh", "off: "+err.Error())
+				return err
+			}
+			r.svc.mu.Lock()
+			r.svc.ssh = srv
+			r.svc.mu.Unlock()
+			r.svc.set("ssh", fmt.Sprintf("listening on %v, %d key(s)", sshAddrs, len(keys)))
+			return srv.ListenAndServe(ctx, sshAddrs)
+		})
+	}
+
+	// The LAN's DNS forwarder.
+	if lan.IsValid() && s.LAN.ForwarderOn() {
+		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: r.upstreams(), Logf: r.rateLimited("dns", time.Minute)})
+		r.svc.mu.Lock()
+		r.svc.dns = fwd
+		r.svc.mu.Unlock()
+		addr := netip.AddrPortFrom(lan.Addr(), 53).String()
+		r.svc.set("dns", "forwarding on "+addr)
+		r.goService("dns", ctx, func(ctx context.Context) error { return fwd.ListenAndServe(ctx, []string{addr}) })
+	} else {
+		r.svc.set("dns", "off")
+	}
+	r.svcCtx = ctx
+	r.mu.Lock()
+	static := r.wan.Addr.IsValid()
+	r.mu.Unlock()
+	if static {
+		r.wanChanged() // a static WAN is up already: set the clock now
+	}
+	return errs
+}
+
+// wanChanged tells the services the WAN's address or resolvers changed:
+// the forwarder gets the new resolvers, and the clock is set once the WAN
+// first has an address.
+func (r *Router) wanChanged() {
+	r.svc.mu.Lock()
+	fwd := r.svc.dns
+	r.svc.mu.Unlock()
+	if fwd != nil {
+		fwd.SetUpstreams(r.upstreams())
+	}
+	if r.svcCtx == nil {
+		return
+	}
+	r.svc.ntpOnce.Do(func() {
+		servers := r.cfg.Site.NTP.Servers
+		if len(servers) == 0 {
+			servers = DefaultNTP
+		}
+		r.svc.set("ntp", fmt.Sprintf("asking %v", servers))
+		r.goService("ntp", r.svcCtx, func(ctx context.Context) error {
+			return ntp.Run(ctx, ntp.Config{Servers: servers, Logf: func(format string, args ...any) {
+				r.logf(format, args...)
+				r.svc.set("ntp", fmt.Sprintf(format, args...))
+			}, Set: setClock})
+		})
+	})
+}
+
+func setClock(t time.Time) error {
+	tv := unix.NsecToTimeval(t.UnixNano())
+	return unix.Settimeofday(&tv)
+}
+
+// upstreams are the WAN's resolvers, port 53.
+func (r *Router) upstreams() []netip.AddrPort {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []netip.AddrPort
+	for _, a := range r.wan.DNS {
+		out = append(out, netip.AddrPortFrom(a, 53))
+	}
+	return out
+}
 
 // serviceStatus adds the services' state to st.
-func (r *Router) serviceStatus(st *Status) {}
+func (r *Router) serviceStatus(st *Status) {
+	r.svc.mu.Lock()
+	defer r.svc.mu.Unlock()
+	for k, v := range r.svc.state {
+		st.Services[k] = v
+	}
+	if r.svc.ssh != nil {
+		st.SSH = r.svc.ssh.Fingerprint()
+	}
+	if st.Counters == nil {
+		st.Counters = map[string]uint64{}
+	}
+	if r.svc.dns != nil {
+		d := r.svc.dns.Stats()
+		st.Counters["dns_queries"] = d.Queries
+		st.Counters["dns_cache_hits"] = d.CacheHits
+		st.Counters["dns_upstream_failures"] = d.UpstreamFailures
+		st.Counters["dns_refused"] = d.Refused
+	}
+}
+
+// goService runs fn until the router stops, logging a failure.
+func (r *Router) goService(name string, ctx context.Context, fn func(ctx context.Context) error) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			r.logf("%s stopped: %v", name, err)
+			r.svc.set(name, "stopped: "+err.Error())
+		}
+	}()
+}
+
+// rateLimited logs at most one line per interval (a dead upstream must
+// not fill the log ring).
+func (r *Router) rateLimited(name string, every time.Duration) func(format string, args ...any) {
+	var mu sync.Mutex
+	var last time.Time
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(last) < every {
+			return
+		}
+		last = time.Now()
+		r.logf(format, args...)
+	}
+}
+
+// keyStore keeps the SSH host key in the board's store, or in RAM when
+// there is no data partition (a new key every boot, which the log says).
+func (r *Router) keyStore() sshd.KeyStore {
+	if r.cfg.Values == nil {
+		r.logf("ssh: no data partition: the host key lives in RAM and changes at every boot")
+		return &memKeys{}
+	}
+	return valueKeys{r.cfg.Values}
+}
+
+type valueKeys struct{ v Values }
+
+func (k valueKeys) Load() ([]byte, bool, error) {
+	var s string
+	ok, err := k.v.Value(valueHostKey, &s)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		// A damaged record: LoadHostKey replaces it, loudly.
+		return []byte(s), true, nil
+	}
+	return b, true, nil
+}
+
+func (k valueKeys) Save(b []byte) error {
+	return k.v.SetValue(valueHostKey, base64.StdEncoding.EncodeToString(b))
+}
+
+type memKeys struct{ b []byte }
+
+func (m *memKeys) Load() ([]byte, bool, error) { return m.b, m.b != nil, nil }
+func (m *memKeys) Save(b []byte) error         { m.b = b; return nil }
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
