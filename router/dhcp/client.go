@@ -135,6 +135,9 @@ func (c *Client) set(next *WANLease) {
 // releases the lease nor reports a loss when it stops: the router keeps
 // using the address while it restarts the client.
 func (c *Client) Run(ctx context.Context) error {
+	if err := waitEntropy(ctx); err != nil {
+		return err
+	}
 	var nc exchanger
 	defer func() {
 		if nc != nil {

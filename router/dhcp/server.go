@@ -150,6 +150,9 @@ func (s *Server) Leases() []Lease {
 // few messages a minute, and a flood must not grow goroutines and
 // buffers (server4's Serve starts one goroutine per message).
 func (s *Server) Serve(ctx context.Context) error {
+	if err := waitEntropy(ctx); err != nil {
+		return err
+	}
 	conn, err := server4.NewIPv4UDPConn(s.cfg.Interface, &net.UDPAddr{Port: dhcpv4.ServerPort})
 	if err != nil {
 		return fmt.Errorf("dhcp: listening on %s: %w", s.cfg.Interface, err)
