@@ -1,0 +1,292 @@
+package firewall
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// Modules are the kernel modules the ruleset needs, in load order, as
+// Debian's 6.1 kernels build them (all =m). The firmware has no modprobe,
+// and nf_tables asks for a missing expression's module by name, so every
+// one must be loaded before Apply. crc32c_generic comes first because
+// libcrc32c only names it as a soft dependency (modules.dep leaves it
+// out) and fails to load without a crc32c implementation. The counter,
+// meta, payload, cmp, bitwise and immediate expressions are built into
+// nf_tables; objref (named counters), ct, nat, masq and limit are not.
+var Modules = []string{
+	"crc32c_generic", "libcrc32c",
+	"nfnetlink", "nf_tables", "nft_objref",
+	"nf_defrag_ipv4", "nf_defrag_ipv6", "nf_conntrack", "nft_ct",
+	"nf_nat", "nft_chain_nat", "nft_nat", "nft_masq",
+	"nft_limit",
+}
+
+// Option changes where Apply and Counters act.
+type Option func(*options)
+
+type options struct{ netns int }
+
+// InNetNS makes Apply and Counters act on the network namespace the
+// open file descriptor fd refers to (/proc/PID/ns/net), instead of the
+// calling process's.
+func InNetNS(fd int) Option { return func(o *options) { o.netns = fd } }
+
+func conn(opts []Option) (*nftables.Conn, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	var copts []nftables.ConnOption
+	if o.netns != 0 {
+		copts = append(copts, nftables.WithNetNSFd(o.netns))
+	}
+	return nftables.New(copts...)
+}
+
+var hooks = map[string]*nftables.ChainHook{
+	"prerouting":  nftables.ChainHookPrerouting,
+	"input":       nftables.ChainHookInput,
+	"forward":     nftables.ChainHookForward,
+	"postrouting": nftables.ChainHookPostrouting,
+}
+
+// Apply replaces the router's table with rs in one nftables batch: the
+// table is created (so that deleting it cannot fail on the first run),
+// deleted with everything in it, and built again, and the kernel commits
+// all of it or nothing. Other tables are not touched. Counters start from
+// zero.
+func Apply(rs *Ruleset, opts ...Option) error {
+	if err := rs.check(); err != nil {
+		return err
+	}
+	c, err := conn(opts)
+	if err != nil {
+		return fmt.Errorf("firewall: %w", err)
+	}
+	t := &nftables.Table{Name: rs.Table, Family: nftables.TableFamilyINet}
+	c.AddTable(t)
+	c.DelTable(t)
+	c.AddTable(t)
+	for _, name := range rs.Counters {
+		c.AddObj(&nftables.CounterObj{Table: t, Name: name})
+	}
+	for _, ch := range rs.Chains {
+		policy := nftables.ChainPolicyAccept
+		if ch.Policy == "drop" {
+			policy = nftables.ChainPolicyDrop
+		}
+		prio := nftables.ChainPriority(ch.Priority)
+		nc := c.AddChain(&nftables.Chain{
+			Name:     ch.Name,
+			Table:    t,
+			Type:     nftables.ChainType(ch.Type),
+			Hooknum:  hooks[ch.Hook],
+			Priority: &prio,
+			Policy:   &policy,
+		})
+		for _, r := range ch.Rules {
+			ex, err := r.exprs()
+			if err != nil { // check above makes this unreachable
+				return fmt.Errorf("firewall: chain %s: %w", ch.Name, err)
+			}
+			nr := &nftables.Rule{Table: t, Chain: nc, Exprs: ex}
+			if r.Comment != "" {
+				nr.UserData = userdata.AppendString(nil, userdata.TypeComment, r.Comment)
+			}
+			c.AddRule(nr)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("firewall: applying table inet %s: %w (are the modules in firewall.Modules loaded?)", rs.Table, err)
+	}
+	return nil
+}
+
+// Counters reads the named counters of the router's table, sorted by
+// name: packets and bytes since the last Apply.
+func Counters(opts ...Option) ([]Counter, error) {
+	c, err := conn(opts)
+	if err != nil {
+		return nil, fmt.Errorf("firewall: %w", err)
+	}
+	objs, err := c.GetObjects(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet})
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("firewall: no table inet %s: the firewall was never applied", TableName)
+		}
+		return nil, fmt.Errorf("firewall: reading counters: %w", err)
+	}
+	var out []Counter
+	for _, o := range objs {
+		if co, ok := o.(*nftables.CounterObj); ok && co.Table != nil && co.Table.Name == TableName {
+			out = append(out, Counter{Name: co.Name, Packets: co.Packets, Bytes: co.Bytes})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Registers: nft's 16-byte registers 1 and 2 (NFT_REG_1, NFT_REG_2).
+const (
+	reg1 = 1
+	reg2 = 2
+)
+
+// IPS_DST_NAT from linux/netfilter/nf_conntrack_common.h: the
+// connection's destination was translated.
+const ctStatusDNAT = 1 << 5
+
+var ctStateBits = map[string]uint32{
+	"invalid":     expr.CtStateBitINVALID,
+	"established": expr.CtStateBitESTABLISHED,
+	"related":     expr.CtStateBitRELATED,
+	"new":         expr.CtStateBitNEW,
+}
+
+var l4protos = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP, "icmp": unix.IPPROTO_ICMP}
+
+var icmpTypes = map[string]byte{"echo-request": 8}
+
+// exprs translates the rule into nftables expressions, in the order its
+// String shows them. It is pure, so the host tests check every rule Build
+// makes translates.
+func (r Rule) exprs() ([]expr.Any, error) {
+	var ex []expr.Any
+	cmp := func(op expr.CmpOp, data []byte) {
+		ex = append(ex, &expr.Cmp{Op: op, Register: reg1, Data: data})
+	}
+	meta := func(k expr.MetaKey) { ex = append(ex, &expr.Meta{Key: k, Register: reg1}) }
+	if r.IIf != "" {
+		meta(expr.MetaKeyIIFNAME)
+		cmp(expr.CmpOpEq, ifname(r.IIf))
+	}
+	if r.OIf != "" {
+		meta(expr.MetaKeyOIFNAME)
+		cmp(expr.CmpOpEq, ifname(r.OIf))
+	}
+	if r.IPv4 {
+		meta(expr.MetaKeyNFPROTO)
+		cmp(expr.CmpOpEq, []byte{unix.NFPROTO_IPV4})
+	}
+	if r.SAddr.IsValid() {
+		if !r.IPv4 || !r.SAddr.Addr().Is4() {
+			return nil, fmt.Errorf("ip saddr %v needs an IPv4 prefix and the IPv4 match", r.SAddr)
+		}
+		p := r.SAddr.Masked()
+		mask := make([]byte, 4)
+		for i := 0; i < p.Bits(); i++ {
+			mask[i/8] |= 0x80 >> (i % 8)
+		}
+		a := p.Addr().As4()
+		ex = append(ex,
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+		)
+		cmp(expr.CmpOpEq, a[:])
+	}
+	if r.Proto != "" {
+		p, ok := l4protos[r.Proto]
+		if !ok {
+			return nil, fmt.Errorf("unknown protocol %q", r.Proto)
+		}
+		if r.Proto == "icmp" && !r.IPv4 {
+			return nil, errors.New("icmp needs the IPv4 match")
+		}
+		meta(expr.MetaKeyL4PROTO)
+		cmp(expr.CmpOpEq, []byte{p})
+	}
+	if (r.SPort != 0 || r.DPort != 0) && r.Proto != "tcp" && r.Proto != "udp" {
+		return nil, fmt.Errorf("ports need tcp or udp, not %q", r.Proto)
+	}
+	for _, p := range []struct {
+		port   uint16
+		offset uint32
+	}{{r.SPort, 0}, {r.DPort, 2}} {
+		if p.port != 0 {
+			ex = append(ex, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: p.offset, Len: 2})
+			cmp(expr.CmpOpEq, binaryutil.BigEndian.PutUint16(p.port))
+		}
+	}
+	if r.ICMPType != "" {
+		t, ok := icmpTypes[r.ICMPType]
+		if !ok || r.Proto != "icmp" {
+			return nil, fmt.Errorf("icmp type %q: want echo-request with protocol icmp", r.ICMPType)
+		}
+		ex = append(ex, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1})
+		cmp(expr.CmpOpEq, []byte{t})
+	}
+	if len(r.CTState) > 0 {
+		var bits uint32
+		for _, s := range r.CTState {
+			b, ok := ctStateBits[s]
+			if !ok {
+				return nil, fmt.Errorf("unknown ct state %q", s)
+			}
+			bits |= b
+		}
+		ex = append(ex, ctBitsSet(expr.CtKeySTATE, bits)...)
+	}
+	if r.CTStatus != "" {
+		if r.CTStatus != "dnat" {
+			return nil, fmt.Errorf("unknown ct status %q", r.CTStatus)
+		}
+		ex = append(ex, ctBitsSet(expr.CtKeySTATUS, ctStatusDNAT)...)
+	}
+	if r.Limit != nil {
+		if r.Limit.Rate == 0 {
+			return nil, errors.New("limit rate 0")
+		}
+		ex = append(ex, &expr.Limit{Type: expr.LimitTypePkts, Rate: r.Limit.Rate, Unit: expr.LimitTimeSecond, Burst: r.Limit.Burst, Over: r.Limit.Over})
+	}
+	if r.Counter != "" {
+		ex = append(ex, &expr.Objref{Type: int(nftables.ObjTypeCounter), Name: r.Counter})
+	}
+	switch r.Verdict {
+	case "accept":
+		ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
+	case "drop":
+		ex = append(ex, &expr.Verdict{Kind: expr.VerdictDrop})
+	case "masquerade":
+		ex = append(ex, &expr.Masq{})
+	case "dnat":
+		if !r.IPv4 || !r.DNAT.Addr().Is4() || r.DNAT.Port() == 0 {
+			return nil, fmt.Errorf("dnat to %v: want an IPv4 address and port, and the IPv4 match", r.DNAT)
+		}
+		a := r.DNAT.Addr().As4()
+		ex = append(ex,
+			&expr.Immediate{Register: reg1, Data: a[:]},
+			&expr.Immediate{Register: reg2, Data: binaryutil.BigEndian.PutUint16(r.DNAT.Port())},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: reg1, RegProtoMin: reg2, Specified: true},
+		)
+	default:
+		return nil, fmt.Errorf("unknown verdict %q", r.Verdict)
+	}
+	return ex, nil
+}
+
+// ctBitsSet matches when any of bits is set in the connection's state or
+// status word, which the kernel keeps in host byte order.
+func ctBitsSet(key expr.CtKey, bits uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: reg1, Key: key},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: make([]byte, 4)},
+	}
+}
+
+// ifname is an interface name as the meta expression loads it: the name
+// NUL-padded to IFNAMSIZ (16) bytes, compared whole so "eth0" does not
+// match "eth01".
+func ifname(n string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, n)
+	return b
+}

@@ -1,0 +1,367 @@
+// Package firewall is the router's NAT and stateful packet filter: Build
+// turns the site config into a Ruleset (pure, testable without a
+// kernel), Apply programs it into nftables in one atomic batch and
+// Counters reads the drop counters for the status page.
+//
+// Everything lives in one table of family inet, "ocfw". inet rather than
+// ip because the input policy must cover IPv6 too: the kernel
+// autoconfigures an IPv6 address on the WAN from an ISP's router
+// advertisements, and with an ip-only table the router's SSH would be
+// open on it. The router does not route IPv6, so IPv6 from the WAN is
+// dropped like anything else not asked for. NAT chains in an inet table
+// need Linux 5.2 or later.
+//
+// Apply touches only that table: it deletes and recreates it inside the
+// same batch, so the kernel switches from the old ruleset to the new one
+// at once, and another program's tables stay as they are.
+package firewall
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ocfw/ocfw/plan"
+)
+
+// TableName is the nftables table the router owns (family inet).
+const TableName = "ocfw"
+
+// Names of the counters Build creates; the status page reads them with
+// Counters. Each port forward adds one more, "dnat_PROTO_PORT", counting
+// forwarded connections (a NAT chain sees only a connection's first
+// packet).
+const (
+	CounterInputDrop   = "input_drop"
+	CounterForwardDrop = "forward_drop"
+)
+
+// ICMP echo requests from the WAN are answered at most this often (per
+// second, after a burst of PingBurst): answering pings keeps the line
+// diagnosable (the ISP's monitoring, a user's own ping from outside), and
+// the limit keeps a ping flood from costing a 266 MHz CPU more than a few
+// dozen replies a second. Requests over the limit are dropped and counted
+// in input_drop.
+const (
+	PingRate  = 10
+	PingBurst = 20
+)
+
+// Ruleset is one table: its named counters and chains, in order.
+type Ruleset struct {
+	Table    string
+	Counters []string
+	Chains   []Chain
+}
+
+// Chain is a base chain attached to a netfilter hook.
+type Chain struct {
+	Name     string
+	Type     string // "filter" or "nat"
+	Hook     string // "prerouting", "input", "forward" or "postrouting"
+	Priority int    // -100 dstnat, 0 filter, 100 srcnat
+	Policy   string // "accept" or "drop"
+	Rules    []Rule
+}
+
+// Rule is a list of matches, all of which must hold, an optional rate
+// limit and counter, and what to do. Matches are evaluated in the order of
+// the fields.
+type Rule struct {
+	IIf, OIf string       // interface names; "" matches any
+	IPv4     bool         // meta nfproto ipv4: needed before IPv4 header matches and NAT to an IPv4 address
+	SAddr    netip.Prefix // IPv4 source network (needs IPv4)
+	Proto    string       // "tcp", "udp" or "icmp" (icmp needs IPv4)
+	SPort    uint16       // transport source port (tcp or udp)
+	DPort    uint16       // transport destination port (tcp or udp)
+	ICMPType string       // "echo-request" (icmp)
+	CTState  []string     // any of "established", "related", "new", "invalid"
+	CTStatus string       // "dnat": the connection was destination-NATed
+	Limit    *Limit
+	Counter  string // named counter of the table
+	Verdict  string // "accept", "drop", "dnat" or "masquerade"
+	DNAT     netip.AddrPort
+	Comment  string // why the rule is there; stored in the kernel as nft shows comments
+}
+
+// Limit is a packet rate limit: the rule matches while packets come no
+// faster than Rate a second (after a Burst), or with Over, once they come
+// faster.
+type Limit struct {
+	Rate  uint64
+	Burst uint32
+	Over  bool
+}
+
+// Counter is one named counter's value since the last Apply.
+type Counter struct {
+	Name    string
+	Packets uint64
+	Bytes   uint64
+}
+
+// Build turns the site config into the router's ruleset. wan and lan are
+// the kernel interface names (the LAN's bridge when it has more than one
+// port); lanAddr is the router's LAN address with its prefix. It does its
+// own checks rather than trust that the site was validated: a ruleset
+// that cannot be built is better than one that opens something.
+//
+// Policy. input: loopback and everything from the LAN (DHCP, DNS, SSH for
+// management) are accepted, so are replies to the router's own
+// connections, DHCP replies for the WAN's client, pings up to PingRate and
+// SSH from the WAN when site.Firewall.WANServices has "ssh"; the rest is
+// counted in input_drop and dropped. forward: replies, LAN to WAN from
+// LAN addresses and the port forwards' connections are accepted; the rest
+// is counted in forward_drop and dropped. prerouting: one DNAT rule per
+// port forward on the WAN. postrouting: masquerade out of the WAN, so the
+// LAN leaves with the WAN address, static or from DHCP.
+func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, error) {
+	if err := checkIfName("WAN", wan); err != nil {
+		return nil, err
+	}
+	if err := checkIfName("LAN", lan); err != nil {
+		return nil, err
+	}
+	if wan == lan {
+		return nil, fmt.Errorf("firewall: WAN and LAN are the same interface %q", wan)
+	}
+	if !lanAddr.IsValid() || !lanAddr.Addr().Is4() || lanAddr.Bits() > 30 {
+		return nil, fmt.Errorf("firewall: LAN address %v: want the router's IPv4 address with a prefix of /30 or shorter", lanAddr)
+	}
+	lanNet := lanAddr.Masked()
+
+	sshFromWAN := false
+	for _, s := range site.Firewall.WANServices {
+		if s != "ssh" {
+			return nil, fmt.Errorf("firewall: WAN service %q: only ssh can be opened on the WAN", s)
+		}
+		sshFromWAN = true
+	}
+	sshPort := site.SSH.SSHPort()
+	if sshPort < 1 || sshPort > 65535 {
+		return nil, fmt.Errorf("firewall: SSH port %d out of range", sshPort)
+	}
+
+	type fwd struct {
+		proto   string
+		port    uint16
+		to      netip.AddrPort
+		counter string
+	}
+	var fwds []fwd
+	seen := map[string]bool{}
+	for i, f := range site.Firewall.PortForwards {
+		if f.Proto != "tcp" && f.Proto != "udp" {
+			return nil, fmt.Errorf("firewall: port forward %d: protocol %q: want tcp or udp", i, f.Proto)
+		}
+		if f.Port < 1 || f.Port > 65535 {
+			return nil, fmt.Errorf("firewall: port forward %d: port %d out of range", i, f.Port)
+		}
+		toPort := f.ToPort
+		if toPort == 0 {
+			toPort = f.Port
+		}
+		if toPort < 1 || toPort > 65535 {
+			return nil, fmt.Errorf("firewall: port forward %d: to_port %d out of range", i, toPort)
+		}
+		to, err := netip.ParseAddr(f.To)
+		if err != nil || !to.Is4() || !lanNet.Contains(to) || to == lanAddr.Addr() {
+			return nil, fmt.Errorf("firewall: port forward %d: %q: want an address of a host in the LAN %s", i, f.To, lanNet)
+		}
+		key := f.Proto + "_" + strconv.Itoa(f.Port)
+		if seen[key] {
+			return nil, fmt.Errorf("firewall: port forward %d: %s %d is forwarded twice", i, f.Proto, f.Port)
+		}
+		if f.Proto == "tcp" && f.Port == sshPort && sshFromWAN {
+			// The DNAT would win over the router's own SSH, silently.
+			return nil, fmt.Errorf("firewall: port forward %d: tcp %d is the router's SSH port, open on the WAN too", i, f.Port)
+		}
+		seen[key] = true
+		fwds = append(fwds, fwd{f.Proto, uint16(f.Port), netip.AddrPortFrom(to, uint16(toPort)), "dnat_" + key})
+	}
+
+	established := []string{"established", "related"}
+	rs := &Ruleset{Table: TableName, Counters: []string{CounterInputDrop, CounterForwardDrop}}
+
+	input := Chain{Name: "input", Type: "filter", Hook: "input", Priority: 0, Policy: "drop"}
+	ping := Rule{IIf: wan, IPv4: true, Proto: "icmp", ICMPType: "echo-request"}
+	pingFlood := ping
+	pingFlood.Limit = &Limit{Rate: PingRate, Burst: PingBurst, Over: true}
+	pingFlood.Counter, pingFlood.Verdict = CounterInputDrop, "drop"
+	// Conntrack sees a stream of echo requests with one ID as one
+	// established connection, so the limit must come before the
+	// established rule or a flood would pass it.
+	pingFlood.Comment = "pings over the rate limit, before conntrack calls them established"
+	ping.Verdict, ping.Comment = "accept", "answer pings (under the limit above)"
+	input.Rules = append(input.Rules,
+		Rule{IIf: "lo", Verdict: "accept", Comment: "the router's own services talk over loopback"},
+		pingFlood,
+		Rule{CTState: established, Verdict: "accept", Comment: "replies to the router's own connections, and their ICMP errors"},
+		Rule{IIf: lan, Verdict: "accept", Comment: "the LAN manages the router and uses its DHCP and DNS"},
+		Rule{IIf: wan, Proto: "udp", SPort: 67, DPort: 68, Verdict: "accept", Comment: "DHCP replies to the WAN's client"},
+		ping,
+	)
+	if sshFromWAN {
+		input.Rules = append(input.Rules,
+			Rule{IIf: wan, Proto: "tcp", DPort: uint16(sshPort), Verdict: "accept", Comment: "SSH from the WAN (wan_services: ssh)"})
+	}
+	input.Rules = append(input.Rules,
+		Rule{Counter: CounterInputDrop, Verdict: "drop", Comment: "everything else, counted"})
+
+	forward := Chain{Name: "forward", Type: "filter", Hook: "forward", Priority: 0, Policy: "drop"}
+	forward.Rules = append(forward.Rules,
+		Rule{CTState: established, Verdict: "accept", Comment: "replies and related ICMP errors"},
+		Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
+		Rule{IIf: wan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
+		Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"},
+	)
+
+	pre := Chain{Name: "prerouting", Type: "nat", Hook: "prerouting", Priority: -100, Policy: "accept"}
+	for _, f := range fwds {
+		rs.Counters = append(rs.Counters, f.counter)
+		pre.Rules = append(pre.Rules, Rule{
+			IIf: wan, IPv4: true, Proto: f.proto, DPort: f.port, Counter: f.counter,
+			Verdict: "dnat", DNAT: f.to,
+			Comment: fmt.Sprintf("port forward %s %d", f.proto, f.port),
+		})
+	}
+
+	post := Chain{Name: "postrouting", Type: "nat", Hook: "postrouting", Priority: 100, Policy: "accept"}
+	post.Rules = append(post.Rules,
+		Rule{OIf: wan, IPv4: true, Verdict: "masquerade", Comment: "the LAN leaves with the WAN address"})
+
+	rs.Chains = []Chain{pre, input, forward, post}
+	return rs, rs.check()
+}
+
+// checkIfName accepts what the kernel accepts as an interface name.
+func checkIfName(what, name string) error {
+	if name == "" || len(name) > 15 || strings.ContainsAny(name, "/ \t\n\x00") {
+		return fmt.Errorf("firewall: %s interface %q: want a kernel interface name of 1-15 characters", what, name)
+	}
+	return nil
+}
+
+// check makes sure every rule says something the translation to
+// nftables can express, so Apply fails before it sends anything.
+func (rs *Ruleset) check() error {
+	counters := map[string]bool{}
+	for _, c := range rs.Counters {
+		counters[c] = true
+	}
+	for _, ch := range rs.Chains {
+		if _, ok := hooks[ch.Hook]; !ok {
+			return fmt.Errorf("firewall: chain %s: unknown hook %q", ch.Name, ch.Hook)
+		}
+		if ch.Type != "filter" && ch.Type != "nat" {
+			return fmt.Errorf("firewall: chain %s: unknown type %q", ch.Name, ch.Type)
+		}
+		if ch.Policy != "accept" && ch.Policy != "drop" {
+			return fmt.Errorf("firewall: chain %s: unknown policy %q", ch.Name, ch.Policy)
+		}
+		for i, r := range ch.Rules {
+			if _, err := r.exprs(); err != nil {
+				return fmt.Errorf("firewall: chain %s rule %d: %w", ch.Name, i, err)
+			}
+			if r.Counter != "" && !counters[r.Counter] {
+				return fmt.Errorf("firewall: chain %s rule %d: counter %q is not in the table", ch.Name, i, r.Counter)
+			}
+		}
+	}
+	return nil
+}
+
+// String renders the ruleset in nft's syntax, as `nft list table inet
+// ocfw` would show it: what the golden tests compare, and what the status
+// page can print.
+func (rs *Ruleset) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s {\n", rs.Table)
+	names := append([]string(nil), rs.Counters...)
+	sort.Strings(names)
+	for _, c := range names {
+		fmt.Fprintf(&b, "\tcounter %s {\n\t}\n\n", c)
+	}
+	for i, ch := range rs.Chains {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "\tchain %s {\n", ch.Name)
+		fmt.Fprintf(&b, "\t\ttype %s hook %s priority %s; policy %s;\n", ch.Type, ch.Hook, priorityName(ch.Priority), ch.Policy)
+		for _, r := range ch.Rules {
+			fmt.Fprintf(&b, "\t\t%s\n", r)
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+func priorityName(p int) string {
+	switch p {
+	case -100:
+		return "dstnat"
+	case 0:
+		return "filter"
+	case 100:
+		return "srcnat"
+	}
+	return strconv.Itoa(p)
+}
+
+// String renders one rule in nft's syntax, matches in evaluation order.
+func (r Rule) String() string {
+	var w []string
+	if r.IIf != "" {
+		w = append(w, "iifname", strconv.Quote(r.IIf))
+	}
+	if r.OIf != "" {
+		w = append(w, "oifname", strconv.Quote(r.OIf))
+	}
+	if r.IPv4 {
+		w = append(w, "meta nfproto ipv4")
+	}
+	if r.SAddr.IsValid() {
+		w = append(w, "ip saddr", r.SAddr.String())
+	}
+	switch {
+	case r.Proto == "icmp" && r.ICMPType != "":
+		w = append(w, "icmp type", r.ICMPType)
+	case r.Proto != "" && r.SPort == 0 && r.DPort == 0:
+		w = append(w, "meta l4proto", r.Proto)
+	}
+	if r.SPort != 0 {
+		w = append(w, r.Proto, "sport", strconv.Itoa(int(r.SPort)))
+	}
+	if r.DPort != 0 {
+		w = append(w, r.Proto, "dport", strconv.Itoa(int(r.DPort)))
+	}
+	if len(r.CTState) > 0 {
+		w = append(w, "ct state", strings.Join(r.CTState, ","))
+	}
+	if r.CTStatus != "" {
+		w = append(w, "ct status", r.CTStatus)
+	}
+	if r.Limit != nil {
+		over := ""
+		if r.Limit.Over {
+			over = "over "
+		}
+		w = append(w, fmt.Sprintf("limit rate %s%d/second burst %d packets", over, r.Limit.Rate, r.Limit.Burst))
+	}
+	if r.Counter != "" {
+		w = append(w, "counter name", strconv.Quote(r.Counter))
+	}
+	switch r.Verdict {
+	case "dnat":
+		w = append(w, "dnat ip to", r.DNAT.String())
+	default:
+		w = append(w, r.Verdict)
+	}
+	if r.Comment != "" {
+		w = append(w, "comment", strconv.Quote(r.Comment))
+	}
+	return strings.Join(w, " ")
+}

@@ -1,0 +1,236 @@
+package firewall
+
+import (
+	"bytes"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/plan"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func baseSite() *plan.Site {
+	return &plan.Site{
+		Kind: "site", Hostname: "gw",
+		WAN: plan.SiteWAN{Port: "wan", Address: "dhcp"},
+		LAN: plan.SiteLAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24"},
+	}
+}
+
+var lanAddr = netip.MustParsePrefix("192.168.1.1/24")
+
+// The golden files are the whole policy in nft's syntax: a change to what
+// the router lets through shows up as a diff a reviewer reads.
+func TestBuildGolden(t *testing.T) {
+	forwards := baseSite()
+	forwards.SSH.Port = 2222
+	forwards.Firewall = plan.SiteFirewall{
+		WANServices: []string{"ssh"},
+		PortForwards: []plan.PortForward{
+			{Proto: "tcp", Port: 8080, To: "192.168.1.10", ToPort: 80},
+			{Proto: "udp", Port: 51820, To: "192.168.1.20"},
+		},
+	}
+	for name, site := range map[string]*plan.Site{"closed": baseSite(), "forwards-ssh": forwards} {
+		t.Run(name, func(t *testing.T) {
+			rs, err := Build(site, "eth0", "br0", lanAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rs.String()
+			file := filepath.Join("testdata", name+".nft")
+			if *update {
+				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("ruleset differs from %s (run with -update if intended):\n%s", file, got)
+			}
+		})
+	}
+}
+
+// Properties the golden files should always have, checked apart from
+// them so that an -update cannot bless a hole.
+func TestBuildPolicy(t *testing.T) {
+	site := baseSite()
+	rs, err := Build(site, "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range rs.Chains {
+		if ch.Type == "filter" {
+			if ch.Policy != "drop" {
+				t.Errorf("chain %s: policy %s, want drop", ch.Name, ch.Policy)
+			}
+			last := ch.Rules[len(ch.Rules)-1]
+			if last.Verdict != "drop" || last.Counter == "" || last.IIf != "" || last.Proto != "" {
+				t.Errorf("chain %s: last rule %q, want an unconditional counted drop", ch.Name, last)
+			}
+		}
+		for _, r := range ch.Rules {
+			if r.Verdict == "accept" && r.IIf == "eth0" && r.Proto == "tcp" {
+				t.Errorf("chain %s: %q opens TCP on the WAN without wan_services", ch.Name, r)
+			}
+		}
+	}
+	if s := rs.String(); strings.Contains(s, "dnat ip to") {
+		t.Errorf("no port forwards, but:\n%s", s)
+	}
+
+	site.Firewall.WANServices = []string{"ssh"}
+	rs, err = Build(site, "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rs.String(), `iifname "eth0" tcp dport 22 accept`) {
+		t.Errorf("wan_services ssh: no SSH rule on the default port:\n%s", rs)
+	}
+}
+
+func TestBuildRefuses(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit     func(*plan.Site)
+		wan, lan string
+		addr     netip.Prefix
+		want     string
+	}{
+		"same interface": {nil, "eth0", "eth0", lanAddr, "same interface"},
+		"no WAN":         {nil, "", "br0", lanAddr, "WAN interface"},
+		"long name":      {nil, "eth0", "averyveryverylongname", lanAddr, "LAN interface"},
+		"no LAN address": {nil, "eth0", "br0", netip.Prefix{}, "LAN address"},
+		"IPv6 LAN":       {nil, "eth0", "br0", netip.MustParsePrefix("fd00::1/64"), "LAN address"},
+		"telnet":         {func(s *plan.Site) { s.Firewall.WANServices = []string{"telnet"} }, "eth0", "br0", lanAddr, "only ssh"},
+		"forward to WAN": {func(s *plan.Site) {
+			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 80, To: "8.8.8.8"}}
+		}, "eth0", "br0", lanAddr, "host in the LAN"},
+		"forward to self": {func(s *plan.Site) {
+			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 80, To: "192.168.1.1"}}
+		}, "eth0", "br0", lanAddr, "host in the LAN"},
+		"forward sctp": {func(s *plan.Site) {
+			s.Firewall.PortForwards = []plan.PortForward{{Proto: "sctp", Port: 80, To: "192.168.1.5"}}
+		}, "eth0", "br0", lanAddr, "tcp or udp"},
+		"forward port 0": {func(s *plan.Site) {
+			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 0, To: "192.168.1.5"}}
+		}, "eth0", "br0", lanAddr, "out of range"},
+		"forward twice": {func(s *plan.Site) {
+			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 80, To: "192.168.1.5"}, {Proto: "tcp", Port: 80, To: "192.168.1.6"}}
+		}, "eth0", "br0", lanAddr, "twice"},
+		"forward over ssh": {func(s *plan.Site) {
+			s.Firewall.WANServices = []string{"ssh"}
+			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 22, To: "192.168.1.5"}}
+		}, "eth0", "br0", lanAddr, "SSH port"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			site := baseSite()
+			if tc.edit != nil {
+				tc.edit(site)
+			}
+			_, err := Build(site, tc.wan, tc.lan, tc.addr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error about %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The translation to netlink expressions for the matches whose encoding
+// is easy to get wrong: interface names padded to IFNAMSIZ, ct bits in
+// host order, ports in network order, DNAT's registers.
+func TestExprs(t *testing.T) {
+	ex, err := Rule{IIf: "eth0", CTState: []string{"established", "related"}, Verdict: "accept"}.exprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex) != 6 {
+		t.Fatalf("got %d expressions, want meta, cmp, ct, bitwise, cmp, verdict", len(ex))
+	}
+	if c := ex[1].(*expr.Cmp); len(c.Data) != unix.IFNAMSIZ || !bytes.HasPrefix(c.Data, []byte("eth0\x00")) {
+		t.Errorf("iifname data %q, want eth0 NUL-padded to 16 bytes", c.Data)
+	}
+	if b := ex[3].(*expr.Bitwise); !bytes.Equal(b.Mask, binaryutil.NativeEndian.PutUint32(6)) {
+		t.Errorf("ct state mask %x, want established|related (6) in host order", b.Mask)
+	}
+	if c := ex[4].(*expr.Cmp); c.Op != expr.CmpOpNeq {
+		t.Errorf("ct state compare %v, want neq 0", c.Op)
+	}
+
+	ex, err = Rule{IPv4: true, Proto: "tcp", DPort: 8080, Verdict: "dnat", DNAT: netip.MustParseAddrPort("192.168.1.10:80")}.exprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ex[5].(*expr.Cmp)
+	if !bytes.Equal(port.Data, []byte{0x1f, 0x90}) {
+		t.Errorf("dport data %x, want 1f90 (8080 big-endian)", port.Data)
+	}
+	nat := ex[len(ex)-1].(*expr.NAT)
+	addr, prt := ex[len(ex)-3].(*expr.Immediate), ex[len(ex)-2].(*expr.Immediate)
+	if nat.Type != expr.NATTypeDestNAT || nat.Family != unix.NFPROTO_IPV4 ||
+		nat.RegAddrMin != addr.Register || nat.RegProtoMin != prt.Register ||
+		!bytes.Equal(addr.Data, []byte{192, 168, 1, 10}) || !bytes.Equal(prt.Data, []byte{0, 80}) {
+		t.Errorf("dnat: %+v with %+v and %+v", nat, addr, prt)
+	}
+
+	ex, err = Rule{IPv4: true, SAddr: netip.MustParsePrefix("192.168.1.0/23"), Verdict: "accept"}.exprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := ex[3].(*expr.Bitwise); !bytes.Equal(b.Mask, []byte{255, 255, 254, 0}) {
+		t.Errorf("saddr mask %v, want 255.255.254.0", b.Mask)
+	}
+	if c := ex[4].(*expr.Cmp); !bytes.Equal(c.Data, []byte{192, 168, 0, 0}) {
+		t.Errorf("saddr network %v, want 192.168.0.0", c.Data)
+	}
+
+	for _, bad := range []Rule{
+		{Proto: "tcp", Verdict: "reject"},
+		{DPort: 80, Verdict: "accept"},
+		{Proto: "icmp", ICMPType: "echo-request", Verdict: "accept"}, // no IPv4 match
+		{IPv4: true, Verdict: "dnat"},
+		{SAddr: netip.MustParsePrefix("10.0.0.0/8"), Verdict: "accept"},
+		{CTState: []string{"confused"}, Verdict: "accept"},
+		{Limit: &Limit{}, Verdict: "accept"},
+	} {
+		if _, err := bad.exprs(); err == nil {
+			t.Errorf("%q translated, want an error", bad)
+		}
+	}
+}
+
+func TestModulesListed(t *testing.T) {
+	// Each expression Build uses beyond nf_tables' built-ins has its module.
+	for _, m := range []string{"nft_objref", "nft_ct", "nft_nat", "nft_masq", "nft_chain_nat", "nft_limit"} {
+		found := false
+		for _, x := range Modules {
+			found = found || x == m
+		}
+		if !found {
+			t.Errorf("Modules lacks %s", m)
+		}
+	}
+	idx := func(name string) int {
+		for i, x := range Modules {
+			if x == name {
+				return i
+			}
+		}
+		return -1
+	}
+	if idx("crc32c_generic") > idx("libcrc32c") {
+		t.Error("crc32c_generic must load before libcrc32c (a soft dependency modules.dep does not carry)")
+	}
+}
