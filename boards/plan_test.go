@@ -104,7 +104,7 @@ func TestResolveModules(t *testing.T) {
 	}
 	// Crypto first, then the ports' NIC driver, QEMU's NIC (x86 boards),
 	// and what the router's firewall, NAT and LAN bridge need.
-	router := " via_rhine e1000 nfnetlink nf_tables nft_ct nft_chain_nat nft_nat nft_masq nft_limit nft_reject_inet bridge"
+	router := " via_rhine e1000 crc32c_generic libcrc32c nfnetlink nf_tables nft_objref nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nft_ct nf_nat nft_chain_nat nft_nat nft_masq nft_limit bridge"
 	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash des_generic geode_aes hifn_795x"+router; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}

@@ -64,17 +64,26 @@ type RouterModule struct {
 }
 
 // RouterModules are what the router's firewall, NAT and LAN bridge need
-// beyond the NIC drivers; their dependencies (nf_conntrack, nf_nat, stp,
-// ...) come from modules.dep. In Debian's 686 kernel all are modules;
-// af_packet (DHCP) and ipv6 are built in.
+// beyond the NIC drivers, in load order (the board has no modprobe to
+// follow soft dependencies: crc32c_generic must come before libcrc32c,
+// which nf_tables needs). The rest of their dependencies come from
+// modules.dep. In Debian's 686 kernel all are modules; af_packet (DHCP)
+// and ipv6 are built in. router/firewall's test checks this list holds
+// everything its Modules names.
 var RouterModules = []RouterModule{
+	{"crc32c_generic", "CRC32C, before libcrc32c (a soft dependency)"},
+	{"libcrc32c", "for nf_tables"},
 	{"nfnetlink", "netlink for nftables"},
 	{"nf_tables", "nftables: the firewall"},
+	{"nft_objref", "nftables: named counters (drops, port forwards)"},
+	{"nf_defrag_ipv4", "connection tracking"},
+	{"nf_defrag_ipv6", "connection tracking"},
+	{"nf_conntrack", "connection tracking: stateful firewall, NAT"},
 	{"nft_ct", "nftables: connection state (established, related, dnat)"},
+	{"nf_nat", "NAT"},
 	{"nft_chain_nat", "nftables: NAT chains"},
 	{"nft_nat", "nftables: DNAT for port forwards"},
 	{"nft_masq", "nftables: masquerade out of the WAN"},
-	{"nft_limit", "nftables: rate limits"},
-	{"nft_reject_inet", "nftables: reject"},
+	{"nft_limit", "nftables: rate limits (pings)"},
 	{"bridge", "the LAN bridge when a site puts several ports on the LAN"},
 }

@@ -193,3 +193,21 @@ func enableForwarding(root string) error {
 	}
 	return err
 }
+
+// clearAddr removes every IPv4 address of name (a lost DHCP lease).
+func (l *links) clearAddr(name string) error {
+	ln, err := l.h.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	old, err := l.h.AddrList(ln, netlink.FAMILY_V4)
+	if err != nil {
+		return err
+	}
+	for _, a := range old {
+		if err := l.h.AddrDel(ln, &a); err != nil {
+			return err
+		}
+	}
+	return nil
+}

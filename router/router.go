@@ -171,6 +171,15 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 			r.logf("network: LAN %s on %s (ports %v)", lan, r.lanIf, s.LAN.Ports)
 		}
 	}
+	// The firewall before the WAN comes up and before forwarding: there
+	// is never a moment the WAN is up unfiltered.
+	if err := r.applyFirewall(); err != nil {
+		fail(err)
+		// Routing without the firewall would open the LAN to the WAN.
+		r.logf("network: forwarding stays off: there is no firewall")
+	} else {
+		fail(enableForwarding(cfg.Root))
+	}
 	fail(l.up(r.wanIf, s.WAN.MTU))
 	if s.WAN.Address != "dhcp" {
 		p, _ := netip.ParsePrefix(s.WAN.Address)
@@ -182,7 +191,6 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		}
 		fail(r.setWAN(p, gw, dns, "static"))
 	}
-	fail(enableForwarding(cfg.Root))
 	for _, err := range r.startServices(ctx) {
 		fail(err)
 	}

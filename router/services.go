@@ -10,15 +10,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router/dhcp"
 	"github.com/ocfw/ocfw/router/dns"
+	"github.com/ocfw/ocfw/router/firewall"
 	"github.com/ocfw/ocfw/router/ntp"
 	"github.com/ocfw/ocfw/router/sshd"
 )
 
 // Names of the documents the router keeps in the board's store.
 const (
-	valueHostKey = "ssh_host_key"
-	valueLeases  = "dhcp_leases"
+	valueHostKey  = "ssh_host_key"
+	valueLeaseDoc = "dhcp_leases"
 )
 
 // DefaultNTP is asked when the site names no time servers.
@@ -29,6 +32,7 @@ type services struct {
 	mu      sync.Mutex
 	ssh     *sshd.Server
 	dns     *dns.Forwarder
+	dhcp    *dhcp.Server
 	ntpOnce sync.Once
 	state   map[string]string // service -> "running", "off: why"...
 }
@@ -91,6 +95,8 @@ func (r *Router) startServices(ctx context.Context) []error {
 			return srv.ListenAndServe(ctx, sshAddrs)
 		})
 	}
+
+	errs = append(errs, r.startDHCP(ctx)...)
 
 	// The LAN's DNS forwarder.
 	if lan.IsValid() && s.LAN.ForwarderOn() {
@@ -170,6 +176,23 @@ func (r *Router) serviceStatus(st *Status) {
 	}
 	if st.Counters == nil {
 		st.Counters = map[string]uint64{}
+	}
+	if r.svc.dhcp != nil {
+		for _, l := range r.svc.dhcp.Leases() {
+			state := "until " + l.Expires.UTC().Format(time.RFC3339)
+			switch {
+			case l.Static:
+				state = "static"
+			case l.Released:
+				state = "released"
+			}
+			st.Leases = append(st.Leases, fmt.Sprintf("%s %s %s %s", l.IP, l.MAC, l.Hostname, state))
+		}
+	}
+	if cs, err := firewall.Counters(); err == nil {
+		for _, c := range cs {
+			st.Counters["firewall_"+c.Name+"_packets"] = c.Packets
+		}
 	}
 	if r.svc.dns != nil {
 		d := r.svc.dns.Stats()
@@ -251,3 +274,110 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
+
+// applyFirewall programs NAT and the firewall (router/firewall).
+func (r *Router) applyFirewall() error {
+	var lan netip.Prefix
+	if r.lanIf != "" {
+		lan, _ = netip.ParsePrefix(r.cfg.Site.LAN.Address)
+	}
+	rs, err := firewall.Build(r.cfg.Site, r.wanIf, r.lanIf, lan)
+	if err != nil {
+		return err
+	}
+	if err := firewall.Apply(rs); err != nil {
+		return fmt.Errorf("firewall: %w (are the nftables modules loaded?)", err)
+	}
+	n := 0
+	for _, c := range rs.Chains {
+		n += len(c.Rules)
+	}
+	r.logf("firewall: %d rules in table %s: inbound on the WAN dropped but replies, DHCP, pings%s", n, firewall.TableName, wanOpen(r.cfg.Site))
+	r.svc.set("firewall", "applied")
+	return nil
+}
+
+func wanOpen(s *plan.Site) string {
+	out := ""
+	if contains(s.Firewall.WANServices, "ssh") {
+		out += fmt.Sprintf(", SSH (%d)", s.SSH.SSHPort())
+	}
+	for _, f := range s.Firewall.PortForwards {
+		to := f.ToPort
+		if to == 0 {
+			to = f.Port
+		}
+		out += fmt.Sprintf(", %s %d to %s:%d", f.Proto, f.Port, f.To, to)
+	}
+	return out
+}
+
+// startDHCP runs the WAN's DHCP client and the LAN's DHCP server as the
+// site asks.
+func (r *Router) startDHCP(ctx context.Context) []error {
+	var errs []error
+	s := r.cfg.Site
+	if s.WAN.Address == "dhcp" {
+		c := dhcp.NewClient(dhcp.ClientConfig{Interface: r.wanIf, Hostname: s.Hostname, Log: r.logf,
+			Update: func(prev, next *dhcp.WANLease) {
+				if next == nil {
+					r.lostWAN()
+					return
+				}
+				if err := r.setWAN(next.Address, next.Router, next.DNS, "dhcp"); err != nil {
+					r.logf("network: applying the WAN lease %s: %v", next, err)
+				}
+			}})
+		r.svc.set("dhcp-client", "asking on "+r.wanIf)
+		r.goService("dhcp-client", ctx, c.Run)
+	}
+	if len(s.LAN.DHCP.Range) == 0 || r.lanIf == "" {
+		r.svc.set("dhcp", "off: no LAN range in the site config")
+		return errs
+	}
+	cfg, err := dhcp.ServerConfigFromSite(s, r.lanIf)
+	if err != nil {
+		return append(errs, err)
+	}
+	cfg.Log = r.logf
+	if r.cfg.Values != nil {
+		cfg.Store = valueLeases{r.cfg.Values}
+	} else {
+		r.logf("dhcp: no data partition: leases live in RAM only")
+	}
+	srv, err := dhcp.NewServer(cfg)
+	if err != nil {
+		return append(errs, err)
+	}
+	r.svc.mu.Lock()
+	r.svc.dhcp = srv
+	r.svc.mu.Unlock()
+	r.logf("dhcp: serving %s-%s on %s, %d lease(s) kept from before", cfg.Pool.First, cfg.Pool.Last, r.lanIf, len(srv.Leases()))
+	r.svc.set("dhcp", fmt.Sprintf("serving %s-%s on %s", cfg.Pool.First, cfg.Pool.Last, r.lanIf))
+	r.goService("dhcp", ctx, srv.Serve)
+	return errs
+}
+
+// lostWAN is the WAN's lease running out: no address until the client
+// gets another.
+func (r *Router) lostWAN() {
+	if err := r.links.clearAddr(r.wanIf); err != nil {
+		r.logf("network: clearing the WAN address: %v", err)
+	}
+	r.mu.Lock()
+	r.wan = wanState{}
+	r.mu.Unlock()
+	r.logf("network: WAN lease lost on %s: no address until a DHCP server answers", r.wanIf)
+	r.wanChanged()
+}
+
+// valueLeases keeps the DHCP leases in the board's store.
+type valueLeases struct{ v Values }
+
+func (l valueLeases) Load() ([]dhcp.Lease, error) {
+	var ls []dhcp.Lease
+	_, err := l.v.Value(valueLeaseDoc, &ls)
+	return ls, err
+}
+
+func (l valueLeases) Save(ls []dhcp.Lease) error { return l.v.SetValue(valueLeaseDoc, ls) }

@@ -17,6 +17,7 @@
 package firewall
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -121,14 +122,23 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 	if err := checkIfName("WAN", wan); err != nil {
 		return nil, err
 	}
-	if err := checkIfName("LAN", lan); err != nil {
-		return nil, err
+	// No LAN (lan "" and no address): a one-port box that is a host on
+	// someone's network. Only the input chain matters then: nothing is
+	// forwarded or translated.
+	noLAN := lan == "" && !lanAddr.IsValid()
+	if noLAN && len(site.Firewall.PortForwards) > 0 {
+		return nil, errors.New("firewall: port forwards need a LAN")
 	}
-	if wan == lan {
-		return nil, fmt.Errorf("firewall: WAN and LAN are the same interface %q", wan)
-	}
-	if !lanAddr.IsValid() || !lanAddr.Addr().Is4() || lanAddr.Bits() > 30 {
-		return nil, fmt.Errorf("firewall: LAN address %v: want the router's IPv4 address with a prefix of /30 or shorter", lanAddr)
+	if !noLAN {
+		if err := checkIfName("LAN", lan); err != nil {
+			return nil, err
+		}
+		if wan == lan {
+			return nil, fmt.Errorf("firewall: WAN and LAN are the same interface %q", wan)
+		}
+		if !lanAddr.IsValid() || !lanAddr.Addr().Is4() || lanAddr.Bits() > 30 {
+			return nil, fmt.Errorf("firewall: LAN address %v: want the router's IPv4 address with a prefix of /30 or shorter", lanAddr)
+		}
 	}
 	lanNet := lanAddr.Masked()
 
@@ -199,7 +209,12 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 		Rule{IIf: "lo", Verdict: "accept", Comment: "the router's own services talk over loopback"},
 		pingFlood,
 		Rule{CTState: established, Verdict: "accept", Comment: "replies to the router's own connections, and their ICMP errors"},
-		Rule{IIf: lan, Verdict: "accept", Comment: "the LAN manages the router and uses its DHCP and DNS"},
+	)
+	if !noLAN {
+		input.Rules = append(input.Rules,
+			Rule{IIf: lan, Verdict: "accept", Comment: "the LAN manages the router and uses its DHCP and DNS"})
+	}
+	input.Rules = append(input.Rules,
 		Rule{IIf: wan, Proto: "udp", SPort: 67, DPort: 68, Verdict: "accept", Comment: "DHCP replies to the WAN's client"},
 		ping,
 	)
@@ -211,12 +226,17 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 		Rule{Counter: CounterInputDrop, Verdict: "drop", Comment: "everything else, counted"})
 
 	forward := Chain{Name: "forward", Type: "filter", Hook: "forward", Priority: 0, Policy: "drop"}
-	forward.Rules = append(forward.Rules,
-		Rule{CTState: established, Verdict: "accept", Comment: "replies and related ICMP errors"},
-		Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
-		Rule{IIf: wan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
-		Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"},
-	)
+	if noLAN {
+		forward.Rules = append(forward.Rules,
+			Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "no LAN: nothing is forwarded"})
+	} else {
+		forward.Rules = append(forward.Rules,
+			Rule{CTState: established, Verdict: "accept", Comment: "replies and related ICMP errors"},
+			Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
+			Rule{IIf: wan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
+			Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"},
+		)
+	}
 
 	pre := Chain{Name: "prerouting", Type: "nat", Hook: "prerouting", Priority: -100, Policy: "accept"}
 	for _, f := range fwds {
@@ -233,6 +253,9 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 		Rule{OIf: wan, IPv4: true, Verdict: "masquerade", Comment: "the LAN leaves with the WAN address"})
 
 	rs.Chains = []Chain{pre, input, forward, post}
+	if noLAN {
+		rs.Chains = []Chain{input, forward}
+	}
 	return rs, rs.check()
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -40,9 +42,17 @@ func TestBuildGolden(t *testing.T) {
 			{Proto: "udp", Port: 51820, To: "192.168.1.20"},
 		},
 	}
-	for name, site := range map[string]*plan.Site{"closed": baseSite(), "forwards-ssh": forwards} {
+	// A one-port box with no LAN (an NSLU2 as a host): input only.
+	host := baseSite()
+	host.LAN = plan.SiteLAN{}
+	host.Firewall.WANServices = []string{"ssh"}
+	for name, site := range map[string]*plan.Site{"closed": baseSite(), "forwards-ssh": forwards, "host-no-lan": host} {
 		t.Run(name, func(t *testing.T) {
-			rs, err := Build(site, "eth0", "br0", lanAddr)
+			lan, addr := "br0", lanAddr
+			if !site.LAN.HasLAN() {
+				lan, addr = "", netip.Prefix{}
+			}
+			rs, err := Build(site, "eth0", lan, addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,5 +242,24 @@ func TestModulesListed(t *testing.T) {
 	}
 	if idx("crc32c_generic") > idx("libcrc32c") {
 		t.Error("crc32c_generic must load before libcrc32c (a soft dependency modules.dep does not carry)")
+	}
+}
+
+// The firmware build loads drivers.RouterModules: everything the
+// firewall needs must be there, in the same relative order.
+func TestModulesInTheCatalog(t *testing.T) {
+	var catalog []string
+	for _, m := range drivers.RouterModules {
+		catalog = append(catalog, m.Name)
+	}
+	at := -1
+	for _, m := range Modules {
+		i := slices.Index(catalog, m)
+		if i < 0 {
+			t.Errorf("%s is not in drivers.RouterModules: the image would lack it", m)
+		} else if i < at {
+			t.Errorf("%s comes earlier in drivers.RouterModules than in firewall.Modules: load order", m)
+		}
+		at = max(at, i)
 	}
 }
