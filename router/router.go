@@ -214,7 +214,11 @@ func (r *Router) setWAN(p netip.Prefix, gw netip.Addr, dns []netip.Addr, source 
 	r.mu.Lock()
 	r.wan = wanState{Addr: p, Gateway: gw, DNS: dns, Source: source, Since: time.Now()}
 	r.mu.Unlock()
-	r.logf("network: WAN %s on %s, gateway %s, DNS %v (%s)", p, r.wanIf, gw, dns, source)
+	gwText := "no gateway"
+	if gw.IsValid() {
+		gwText = "gateway " + gw.String()
+	}
+	r.logf("network: WAN %s on %s, %s, DNS %v (%s)", p, r.wanIf, gwText, dns, source)
 	r.wanChanged()
 	return nil
 }
