@@ -17,7 +17,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -246,7 +249,42 @@ type Status struct {
 	Leases   []string          `json:"leases,omitempty"`
 	Counters map[string]uint64 `json:"counters,omitempty"`
 	SSH      string            `json:"ssh_host_key,omitempty"`
+	Memory   Memory            `json:"memory"`
 	Events   []string          `json:"events,omitempty"`
+}
+
+// Memory is the board's memory as /proc tells it, in KiB: the firmware
+// process (one Go runtime for every service) and the whole system (the
+// unpacked initramfs counts as shared memory: it lives in RAM).
+type Memory struct {
+	ProcessRSS  uint64 `json:"process_rss_kib"`
+	ProcessPeak uint64 `json:"process_peak_kib"`
+	Total       uint64 `json:"total_kib"`
+	Available   uint64 `json:"available_kib"`
+	Shared      uint64 `json:"shared_kib"`
+}
+
+// readMemory reads /proc/self/status and /proc/meminfo under root.
+func readMemory(root string) Memory {
+	var m Memory
+	field := func(file string, fields map[string]*uint64) {
+		b, err := os.ReadFile(root + file)
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if p, want := fields[k]; ok && want {
+				f := strings.Fields(v)
+				if len(f) > 0 {
+					*p, _ = strconv.ParseUint(f[0], 10, 64)
+				}
+			}
+		}
+	}
+	field("/proc/self/status", map[string]*uint64{"VmRSS": &m.ProcessRSS, "VmHWM": &m.ProcessPeak})
+	field("/proc/meminfo", map[string]*uint64{"MemTotal": &m.Total, "MemAvailable": &m.Available, "Shmem": &m.Shared})
+	return m
 }
 
 // Status reports the router's state now.
@@ -283,6 +321,7 @@ func (r *Router) Status() Status {
 	st.Events = append([]string(nil), r.events...)
 	r.mu.Unlock()
 	st.Services = map[string]string{}
+	st.Memory = readMemory(r.cfg.Root)
 	r.serviceStatus(&st)
 	sort.Strings(st.Leases)
 	return st

@@ -93,6 +93,10 @@ func (st *Status) WriteText(w io.Writer) error {
 	if st.SSH != "" {
 		fmt.Fprintf(w, "SSH host key %s\n", st.SSH)
 	}
+	if m := st.Memory; m.Total > 0 {
+		fmt.Fprintf(w, "memory: firmware process %d KiB (peak %d), initramfs and other shared %d KiB, %d of %d KiB available\n",
+			m.ProcessRSS, m.ProcessPeak, m.Shared, m.Available, m.Total)
+	}
 	for _, l := range st.Leases {
 		fmt.Fprintf(w, "lease %s\n", l)
 	}
