@@ -125,6 +125,7 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newBoardCmd(g),
 		newPlanCmd(g),
 		newValidateCmd(g),
+		newSiteCmd(g),
 		withPlanFlags(g, ocfcmd.NewSelftestCmd),
 		withPlanFlags(g, ocfcmd.NewSpeedCmd),
 		ocfcmd.NewPolicyCmd("policy.json"),

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/plan"
 )
 
 func TestValidateSite(t *testing.T) {
@@ -67,5 +70,26 @@ func TestRunNetFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// ocfw site json writes what the board reads: plan.ReadSite takes it
+// back against the board's ports.
+func TestSiteJSON(t *testing.T) {
+	out, errs, code := ocfw(t, "site", "json", "../../examples/sites/alix2d13.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	cat, err := boards.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := cat.Board("alix2d13")
+	s, perrs := plan.ReadSite("site.json", []byte(out), b.Ports)
+	if len(perrs) != 0 || s.Hostname != "alix" || len(s.Firewall.PortForwards) != 1 {
+		t.Errorf("the board reads back %+v, %v", s, perrs)
+	}
+	if _, errs, code := ocfw(t, "site", "json", "../../examples/sites/nope.yaml"); code == 0 || !strings.Contains(errs, "nope.yaml") {
+		t.Errorf("missing file: %d %s", code, errs)
 	}
 }
