@@ -3,7 +3,9 @@ package router
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -143,7 +145,7 @@ func (r *Router) wanChanged() {
 			return ntp.Run(ctx, ntp.Config{Servers: servers, Logf: func(format string, args ...any) {
 				r.logf(format, args...)
 				r.svc.set("ntp", fmt.Sprintf(format, args...))
-			}, Set: setClock})
+			}, Set: setClock, Resolver: r.wanResolver()})
 		})
 	})
 }
@@ -151,6 +153,31 @@ func (r *Router) wanChanged() {
 func setClock(t time.Time) error {
 	tv := unix.NsecToTimeval(t.UnixNano())
 	return unix.Settimeofday(&tv)
+}
+
+// errNoResolver says why a name cannot be looked up on the board.
+var errNoResolver = errors.New("the WAN has no DNS server to look names up with (its DHCP lease gave none; a static WAN sets them in wan.dns); give NTP servers as addresses to do without")
+
+// wanResolver looks names up for the router's own use (NTP server names)
+// with the WAN's resolvers as they are at the time of the lookup: the
+// board has no /etc/resolv.conf, and the LAN forwarder answers only the
+// LAN.
+func (r *Router) wanResolver() *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		ups := r.upstreams()
+		if len(ups) == 0 {
+			return nil, errNoResolver
+		}
+		var d net.Dialer
+		var err error
+		for _, u := range ups {
+			var c net.Conn
+			if c, err = d.DialContext(ctx, network, u.String()); err == nil {
+				return c, nil
+			}
+		}
+		return nil, err
+	}}
 }
 
 // upstreams are the WAN's resolvers, port 53.

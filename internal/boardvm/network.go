@@ -61,7 +61,7 @@ func NICs(pl *plan.Plan, site *plan.Site, n Network) (nics []qemu.NIC, notes []s
 			notes = append(notes, fmt.Sprintf("port %s (%s): %s", p.Name, p.Interface, describe(nic)))
 		case site != nil && p.Name == site.WAN.Port:
 			nic = qemu.NIC{MAC: PortMAC(i), RestrictedUser: true}
-			notes = append(notes, fmt.Sprintf("port %s (%s, WAN): QEMU's user network, restricted (its DHCP gives a DHCP WAN 10.0.2.15; nothing reaches the host's network)", p.Name, p.Interface))
+			notes = append(notes, fmt.Sprintf("port %s (%s, WAN): QEMU's user network, restricted (its DHCP gives a DHCP WAN 10.0.2.15 with no gateway and no DNS: nothing reaches the host's network, so NTP and the LAN's DNS have no upstream)", p.Name, p.Interface))
 		case p.Name == firstLAN:
 			nic, err = lanNIC(site, i, n.SSHPort)
 			if err != nil {

@@ -34,6 +34,11 @@ type Config struct {
 	Retry time.Duration
 	// Now is the clock read (tests); nil means time.Now.
 	Now func() time.Time
+	// Resolver looks up server names. The board has no /etc/resolv.conf
+	// (Go's default resolver would ask [::1]:53, where nothing listens),
+	// so the router passes one that asks the WAN's resolvers; nil means
+	// net.DefaultResolver.
+	Resolver *net.Resolver
 }
 
 // Result is one successful exchange.
@@ -95,7 +100,7 @@ func SyncOnce(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	var errs []error
 	for _, s := range cfg.Servers {
-		res, err := Query(ctx, s, cfg.Timeout, cfg.Now)
+		res, err := query(ctx, s, cfg.Timeout, cfg.Now, cfg.Resolver)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s, err))
 			continue
@@ -113,8 +118,12 @@ func SyncOnce(ctx context.Context, cfg Config) (*Result, error) {
 	return nil, errors.Join(errs...)
 }
 
-// Query asks one server.
+// Query asks one server, looking its name up with net.DefaultResolver.
 func Query(ctx context.Context, server string, timeout time.Duration, now func() time.Time) (*Result, error) {
+	return query(ctx, server, timeout, now, nil)
+}
+
+func query(ctx context.Context, server string, timeout time.Duration, now func() time.Time, res *net.Resolver) (*Result, error) {
 	if now == nil {
 		now = time.Now
 	}
@@ -124,7 +133,7 @@ func Query(ctx context.Context, server string, timeout time.Duration, now func()
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
+	d := net.Dialer{Resolver: res}
 	c, err := d.DialContext(ctx, "udp", addr)
 	if err != nil {
 		return nil, err

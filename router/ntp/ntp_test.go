@@ -2,7 +2,9 @@ package ntp
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -112,5 +114,18 @@ func TestRunRetriesThenStops(t *testing.T) {
 	}
 	if len(lines) < 2 {
 		t.Errorf("%d failed rounds logged, want retries", len(lines))
+	}
+}
+
+// TestResolverUsed: server names go to the Config's resolver (the board
+// has no /etc/resolv.conf, so the default one would ask [::1]:53).
+func TestResolverUsed(t *testing.T) {
+	sentinel := errors.New("asked the WAN's resolvers")
+	res := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, sentinel
+	}}
+	_, err := SyncOnce(context.Background(), Config{Servers: []string{"ntp.invalid-name.example"}, Timeout: time.Second, Resolver: res})
+	if err == nil || !strings.Contains(err.Error(), sentinel.Error()) {
+		t.Errorf("got %v; want the lookup to go through the given resolver (%v)", err, sentinel)
 	}
 }
