@@ -262,17 +262,7 @@ func Promotions(in Input) Decision {
 	h := classify(in.Engines, in.Algs)
 	ciphers := in.Ciphers
 	if len(ciphers) == 0 {
-		seen := map[string]bool{}
-		for _, e := range in.Engines {
-			for c := range e.Drivers {
-				seen[c] = true
-			}
-		}
-		for _, c := range drivers.CipherNames() {
-			if seen[c] {
-				ciphers = append(ciphers, c)
-			}
-		}
+		ciphers = engineCiphers(in.Engines)
 	}
 	// Group the ciphers by the kernel name they share.
 	var names []string

@@ -143,9 +143,9 @@ func WriteStatus(w io.Writer, st []NameStatus) error {
 		}
 		fmt.Fprintf(tw, "%s\t(%s)\tkernel resolves: %s\n", s.Name, strings.Join(s.Ciphers, ", "), now)
 		if len(s.Candidates) == 0 {
-			fmt.Fprintf(tw, "  \tnothing registered yet: the first user's bind builds it from a template\n")
+			fmt.Fprintf(tw, "  nothing registered yet: the first user's bind builds it from a template\n")
 		}
-		row := func(c Candidate, prefix string) {
+		row := func(c Candidate) {
 			mark := " "
 			if s.Resolved != nil && s.Resolved.Driver == c.Driver {
 				mark = "*"
@@ -157,20 +157,19 @@ func WriteStatus(w io.Writer, st []NameStatus) error {
 					kind += " (" + c.Engine + ")"
 				}
 			}
-			test := ""
 			if c.SelfTest != "passed" {
-				test = "kernel self-test " + c.SelfTest
+				kind += ", kernel self-test " + c.SelfTest
 			}
-			fmt.Fprintf(tw, "  %s %s%d\t%s\t%s\t%s\t%s\n", mark, prefix, c.Priority, c.Driver, c.Module, kind, test)
+			fmt.Fprintf(tw, "  %s %d\t%s\t%s\t%s\n", mark, c.Priority, c.Driver, c.Module, kind)
 		}
 		for _, c := range s.Candidates {
-			row(c, "")
+			row(c)
 		}
 		if len(s.Bases) > 0 {
 			_, arg := inner(s.Name)
-			fmt.Fprintf(tw, "  \tnew instances are built on the best %s:\n", arg)
+			fmt.Fprintf(tw, "  new %s instances are built on the best %s:\n", s.Name, arg)
 			for _, c := range s.Bases {
-				row(c, "")
+				row(c)
 			}
 		}
 	}
