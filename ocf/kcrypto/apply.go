@@ -222,7 +222,7 @@ func (o *Outcome) check(engines []HWEngine) {
 		err := errs[c.Kernel]
 		if !seen && err == nil {
 			r, err = Resolve(c.Kernel, cat.KernelType)
-			if err == nil && o.wrong(c, r, h) {
+			if err == nil && (o.wrong(c, r, h) || belowSoftware(r, algs, h)) {
 				if note := buildSoftware(c.Kernel, cat.KernelType, algs, h); note != "" {
 					o.Notes = append(o.Notes, note)
 					r, err = Resolve(c.Kernel, cat.KernelType)
@@ -236,14 +236,24 @@ func (o *Outcome) check(engines []HWEngine) {
 		}
 		c.Driver, c.Priority, c.How = r.Driver, r.Priority, r.How
 		c.Hardware = h.isHW(r.Driver)
-		if o.wrong(c, r, h) {
-			if c.Want != "" {
-				c.Error = fmt.Sprintf("the kernel resolves %s to %s, not %s as decided", c.Kernel, r.Driver, c.Want)
-			} else {
-				c.Error = fmt.Sprintf("the kernel still resolves %s to hardware (%s)", c.Kernel, r.Driver)
-			}
+		switch {
+		case o.wrong(c, r, h) && c.Want != "":
+			c.Error = fmt.Sprintf("the kernel resolves %s to %s, not %s as decided", c.Kernel, r.Driver, c.Want)
+		case o.wrong(c, r, h):
+			c.Error = fmt.Sprintf("the kernel still resolves %s to hardware (%s)", c.Kernel, r.Driver)
+		case belowSoftware(r, algs, h):
+			c.Error = fmt.Sprintf("the kernel resolves %s to %s (priority %d) although software ranks higher", c.Kernel, r.Driver, r.Priority)
 		}
 	}
+}
+
+// belowSoftware reports whether the kernel handed out an implementation
+// ranked below the best software one — which happens when that software
+// is only buildable (a template instance nobody has asked for yet) and
+// a demoted driver is the only one registered under the name.
+func belowSoftware(r Resolution, algs []Alg, h hardware) bool {
+	best, _, ok := h.software(algs, r.Name)
+	return ok && r.Driver != best.Driver && r.Priority < best.Priority
 }
 
 // wrong reports whether r is not what the decision for c wanted.
