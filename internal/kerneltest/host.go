@@ -44,6 +44,9 @@ type Options struct {
 	// Timeout is the QEMU watchdog; 0 means 4 minutes (or less when the
 	// host test's deadline is nearer).
 	Timeout time.Duration
+	// QEMUArgs are more emulator arguments, e.g. a device the tests need
+	// ("-device virtio-crypto-pci,...").
+	QEMUArgs []string
 }
 
 // EnvRequire is qemu.EnvRequire: set to "1", it turns a missing kernel
@@ -207,6 +210,7 @@ func Boot(t testing.TB, opts Options) (*Result, error) {
 		return nil, err
 	}
 	qcfg.Kernel, qcfg.Initrd, qcfg.Append, qcfg.Timeout = kernel.Vmlinuz, initrd, cmdline, timeout
+	qcfg.Args = append(qcfg.Args, opts.QEMUArgs...)
 	res := &Result{Build: time.Since(start)}
 	if fi, err := os.Stat(initrd); err == nil {
 		res.Initramfs = fi.Size()

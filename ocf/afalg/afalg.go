@@ -281,6 +281,14 @@ func sortedNames(m map[string][]int) []string {
 	return out
 }
 
+// Bind opens an AF_ALG socket bound to name as a transform of type sock
+// ("skcipher", "hash", or "aead" with algif_aead): the kernel looks name
+// up as it would for any user of the crypto API — a generic name gets
+// its highest-priority implementation, a template instance is built if
+// none exists — and holds that implementation until fd is closed.
+// Errors explain what is missing, as Open's do.
+func Bind(sock, name string) (fd int, err error) { return bind(sock, name, "") }
+
 // bind opens an AF_ALG socket bound to a transform of type sock.
 func bind(sock, name, procPath string) (int, error) {
 	fd, err := unix.Socket(unix.AF_ALG, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
