@@ -27,6 +27,12 @@ type Options struct {
 	// Modules to load before the tests; their modules.dep dependencies
 	// are added, modules built into the kernel are skipped.
 	Modules []string
+	// ModuleFiles are host paths of module files from outside the kernel
+	// package (an out-of-tree test module built for this kernel), loaded
+	// after Modules, in order; whatever they need must be in Modules.
+	ModuleFiles []string
+	// QEMUArgs are more emulator options (e.g. a device to attach).
+	QEMUArgs []string
 	// Run, Bench and Benchtime become the guest's -test.run, -test.bench
 	// and -test.benchtime. The environment variables OCFW_KERNELTEST_RUN,
 	// OCFW_KERNELTEST_BENCH and OCFW_KERNELTEST_BENCHTIME override them,
@@ -181,7 +187,7 @@ func Boot(t testing.TB, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ir := &Initramfs{Init: bin, Kernel: kernel, Modules: mods}
+	ir := &Initramfs{Init: bin, Kernel: kernel, Modules: mods, ModuleFiles: opts.ModuleFiles}
 	if err := ir.Write(f); err != nil {
 		f.Close()
 		return nil, err
@@ -207,6 +213,7 @@ func Boot(t testing.TB, opts Options) (*Result, error) {
 		return nil, err
 	}
 	qcfg.Kernel, qcfg.Initrd, qcfg.Append, qcfg.Timeout = kernel.Vmlinuz, initrd, cmdline, timeout
+	qcfg.Args = opts.QEMUArgs
 	res := &Result{Build: time.Since(start)}
 	if fi, err := os.Stat(initrd); err == nil {
 		res.Initramfs = fi.Size()
