@@ -57,7 +57,7 @@ func TestEmbeddedCatalog(t *testing.T) {
 	for _, c := range cat.Cards() {
 		got = append(got, c.Name)
 	}
-	want := "alix2d13 avila-gw2348 net5501 nslu2 hifn7956 safenet1141 vpn1401 vpn1411"
+	want := "alix2d13 avila-gw2348 net5501 nslu2 hifn7956 safenet1141 testaes virtio-crypto vpn1401 vpn1411"
 	if strings.Join(got, " ") != want {
 		t.Errorf("catalog = %q, want %q", strings.Join(got, " "), want)
 	}
@@ -137,6 +137,16 @@ func TestParseBadInput(t *testing.T) {
 			[]string{"my.yaml:5:6:", "pci 13a3:0005 is not a chip the hifn-795x engine drives", "13a3:0020 (Hifn 7955)"}},
 		{"card bad pci syntax", "kind: card\nname: c\ndescription: d\nform: pci\npci: 13a30020\nengine: hifn-795x\n",
 			[]string{"my.yaml:5:6:", `want the card's vendor:device id`}},
+		{"stand-in engine on a real card", "kind: card\nname: c\ndescription: d\nform: pci\npci: \"1af4:1054\"\nengine: virtio-crypto\n",
+			[]string{"my.yaml:6:9:", "engine virtio-crypto exists only in QEMU runs", "form: qemu"}},
+		{"real engine on a qemu card", "kind: card\nname: c\ndescription: d\nform: qemu\npci: \"13a3:0020\"\nengine: hifn-795x\n",
+			[]string{"my.yaml:6:9:", "engine hifn-795x is real hardware"}},
+		{"qemu card pci id not of engine", "kind: card\nname: c\ndescription: d\nform: qemu\npci: \"1af4:1000\"\nengine: virtio-crypto\n",
+			[]string{"my.yaml:5:6:", "pci 1af4:1000 is not a chip the virtio-crypto engine drives", "1af4:1054"}},
+		{"test engine with a pci id", "kind: card\nname: c\ndescription: d\nform: qemu\npci: \"1af4:1054\"\nengine: testaes\n",
+			[]string{"my.yaml:5:6:", "engine testaes has no device"}},
+		{"stand-in as a board's engine", replace(t, "engine: geode-aes", "engine: virtio-crypto"),
+			[]string{"my.yaml:21:9:", `engine "virtio-crypto"`, `"geode-aes"`}},
 		{"alias anchor", replace(t, "ram_mb: 256", "ram_mb: &r 256\nmhz2: *r"),
 			[]string{"my.yaml:11:1:", `unknown field "mhz2"`}},
 		{"image larger than card", replace(t, "size_mb: 120", "size_mb: 200"),

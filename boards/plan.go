@@ -65,6 +65,19 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 		if err != nil {
 			return nil, &FlagError{Flag: "--card " + name, Msg: err.Error()}
 		}
+		if card.Form == FormQEMU {
+			// A stand-in takes no slot; ocfw run boots x86 boards only.
+			if b.CPU.Arch != ArchI586 {
+				return nil, &FlagError{Flag: "--card " + name, Msg: fmt.Sprintf("%s is a stand-in that exists only in QEMU runs, and ocfw runs only the x86 boards in QEMU, not %s", card.Name, b.Name)}
+			}
+			for _, pc := range p.Cards {
+				if pc.Name == card.Name {
+					return nil, &FlagError{Flag: "--card " + name, Msg: fmt.Sprintf("%s given twice: a QEMU run has one %s", card.Name, card.Engine)}
+				}
+			}
+			p.Cards = append(p.Cards, plan.Card{Name: card.Name, Slot: FormQEMU, Engine: card.Engine, Chip: card.Chip, PCI: card.PCI})
+			continue
+		}
 		if free[card.Form] == 0 {
 			return nil, &FlagError{Flag: "--card " + name, Msg: c.slotMessage(b, card, i, used, free)}
 		}
@@ -86,7 +99,11 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 		addEngine(b.Engine, "on-chip")
 	}
 	for _, pc := range p.Cards {
-		addEngine(pc.Engine, fmt.Sprintf("card %s in %s", pc.Name, pc.Slot))
+		from := fmt.Sprintf("card %s in %s", pc.Name, pc.Slot)
+		if pc.Slot == FormQEMU {
+			from = fmt.Sprintf("card %s (QEMU stand-in, no slot)", pc.Name)
+		}
+		addEngine(pc.Engine, from)
 	}
 	addEngine(drivers.KernelSoft, "software")
 	addEngine(drivers.GoSoft, "software")
@@ -331,7 +348,12 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 			cryptodev = true
 			continue
 		}
-		add(plan.Module{Name: e.Module, For: e.ID + " engine driver"})
+		if ce, ok := drivers.LookupEngine(e.ID); ok {
+			for _, m := range ce.LoadFirst {
+				add(plan.Module{Name: m, For: e.ID + " engine's bus driver"})
+			}
+		}
+		add(plan.Module{Name: e.Module, For: e.ID + " engine driver", OutOfTree: !e.Mainline})
 	}
 	for _, port := range p.Ports {
 		add(plan.Module{Name: port.Driver, For: "Ethernet ports (" + port.Name + ")"})
@@ -363,6 +385,15 @@ func notes(p *plan.Plan, b *Board) []string {
 		if e.Requires != "" && !seen[e.ID] {
 			seen[e.ID] = true
 			ns = append(ns, fmt.Sprintf("%s: needs %s", e.ID, e.Requires))
+		}
+		if ce, ok := drivers.LookupEngine(e.ID); ok && !seen[e.ID+"/stand-in"] {
+			seen[e.ID+"/stand-in"] = true
+			switch {
+			case ce.Emulated():
+				ns = append(ns, fmt.Sprintf("%s is a QEMU stand-in: ocfw run and ocfw try attach QEMU's device for it; on a real board it is reported absent", e.ID))
+			case ce.TestOnly:
+				ns = append(ns, fmt.Sprintf("%s is ocfw's test engine, for tests and benchmarks only", e.ID))
+			}
 		}
 		if e.API == drivers.APICryptodev && !seen[e.ID+"/api"] {
 			seen[e.ID+"/api"] = true

@@ -155,6 +155,9 @@ func TestResolveErrors(t *testing.T) {
 		{"five cards on avila", Request{Board: "avila-gw2348", Cards: []string{"vpn1411", "vpn1411", "vpn1411", "vpn1411", "vpn1411"}}, "--card vpn1411", []string{"card 5"}},
 		{"require-hw geode aes-256", Request{Board: "alix2d13", RequireHW: []string{"aes-256-cbc"}}, "--require-hw aes-256-cbc",
 			[]string{"no selected engine on alix2d13 does aes-256-cbc in hardware", "geode-aes does only 128-bit keys", "--card vpn1411"}},
+		{"stand-in on an ARM board", Request{Board: "nslu2", Cards: []string{"virtio-crypto"}}, "--card virtio-crypto",
+			[]string{"exists only in QEMU runs", "only the x86 boards", "not nslu2"}},
+		{"stand-in twice", Request{Board: "alix2d13", Cards: []string{"testaes", "testaes"}}, "--card testaes", []string{"testaes given twice"}},
 		{"require-hw hmac on hifn", Request{Board: "alix2d13", Cards: []string{"vpn1411"}, RequireHW: []string{"hmac-sha256"}}, "--require-hw hmac-sha256",
 			[]string{"does hmac-sha256 in hardware", "drop --require-hw hmac-sha256"}},
 	}
@@ -204,5 +207,63 @@ func TestPlanJSONDeterministic(t *testing.T) {
 	}
 	if len(a.Ciphers) != 2 || a.Ciphers[0].Cipher != "aes-128-cbc" {
 		t.Errorf("ciphers %+v", a.Ciphers)
+	}
+}
+
+// The stand-ins take no slot: with both of them the ALIX's one mini-PCI
+// slot still takes a Hifn card. Their engines come with their modules
+// (virtio_crypto after its bus driver; the test module out of tree), and
+// the notes say what they are.
+func TestResolveStandIns(t *testing.T) {
+	c := embeddedT(t)
+	p, err := c.Resolve(Request{Board: "alix2d13", Cards: []string{"virtio-crypto", "vpn1411", "testaes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cards []string
+	for _, pc := range p.Cards {
+		cards = append(cards, pc.Name+"@"+pc.Slot)
+	}
+	if got := strings.Join(cards, " "); got != "virtio-crypto@qemu vpn1411@minipci0 testaes@qemu" {
+		t.Errorf("cards %s", got)
+	}
+	var engines []string
+	for _, e := range p.Engines {
+		engines = append(engines, e.ID+" ("+e.From+")")
+	}
+	if got, want := strings.Join(engines, ", "), "geode-aes (on-chip), virtio-crypto (card virtio-crypto (QEMU stand-in, no slot)), "+
+		"hifn-795x (card vpn1411 in minipci0), testaes (card testaes (QEMU stand-in, no slot)), kernel-soft (software), go-soft (software)"; got != want {
+		t.Errorf("engines\n got %s\nwant %s", got, want)
+	}
+	var mods []string
+	for _, m := range p.Modules {
+		if m.OutOfTree {
+			mods = append(mods, m.Name+"(oot)")
+		} else {
+			mods = append(mods, m.Name)
+		}
+	}
+	if got := strings.Join(mods, " "); !strings.Contains(got, "geode_aes virtio_pci virtio_crypto hifn_795x ocfw_testaes(oot) ") {
+		t.Errorf("modules %s", got)
+	}
+	for _, pc := range p.Ciphers {
+		if pc.Cipher == "aes-256-cbc" {
+			if got := routeList(pc); got != "cbc-aes-hifn0* ocfw_testaes_cbc* virtio_crypto_aes_cbc* cbc-aes-geode cbc(aes-generic) go" {
+				t.Errorf("aes-256-cbc routes %s", got)
+			}
+		}
+	}
+	notes := strings.Join(p.Notes, "\n")
+	for _, w := range []string{"virtio-crypto is a QEMU stand-in: ocfw run and ocfw try attach", "testaes is ocfw's test engine", "ocfw_testaes module built for the image's kernel"} {
+		if !strings.Contains(notes, w) {
+			t.Errorf("notes lack %q:\n%s", w, notes)
+		}
+	}
+	// Without them, nothing of them is in the plan.
+	p, _ = c.Resolve(Request{Board: "alix2d13"})
+	for _, m := range p.Modules {
+		if m.Name == "virtio_crypto" || m.Name == "virtio_pci" || m.Name == "ocfw_testaes" {
+			t.Errorf("plan without stand-ins loads %s", m.Name)
+		}
 	}
 }

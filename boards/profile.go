@@ -16,6 +16,10 @@ const (
 const (
 	FormPCI     = "pci"
 	FormMiniPCI = "minipci"
+	// FormQEMU is a stand-in for a card that exists only in QEMU runs
+	// (the virtio-crypto device, the test engine): it takes no slot, and
+	// any x86 board accepts it.
+	FormQEMU = "qemu"
 )
 
 // CPU architectures profiles may declare; each maps to one Go target.
@@ -97,7 +101,8 @@ type Card struct {
 	Vendor      string `yaml:"vendor" json:"vendor"`
 	Form        string `yaml:"form" json:"form"`
 	Chip        string `yaml:"chip" json:"chip"`
-	// PCI is the card's vendor:device id, as lspci -n prints it.
+	// PCI is the card's vendor:device id, as lspci -n prints it; empty
+	// only for a stand-in whose engine has no device (the test engine).
 	PCI    string `yaml:"pci" json:"pci"`
 	Engine string `yaml:"engine" json:"engine"`
 

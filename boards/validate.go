@@ -85,10 +85,12 @@ func (c *checker) name(got string) {
 	}
 }
 
-func hardwareEngineIDs() []string {
+// hardwareEngineIDs lists the catalog's hardware engines: the real ones,
+// or with standIn the stand-ins that exist only in QEMU runs.
+func hardwareEngineIDs(standIn bool) []string {
 	var ids []string
 	for _, e := range drivers.Engines() {
-		if e.Hardware {
+		if e.Hardware && e.StandIn() == standIn {
 			ids = append(ids, e.ID)
 		}
 	}
@@ -180,7 +182,7 @@ func (b *Board) validate(skip map[string]bool) ErrorList {
 		}
 	}
 	if b.Engine != "" {
-		c.oneOf("engine", b.Engine, hardwareEngineIDs())
+		c.oneOf("engine", b.Engine, hardwareEngineIDs(false))
 	}
 	c.oneOf("kernel.source", b.Kernel.Source, []string{plan.KernelDebian, plan.KernelUser})
 	if b.Kernel.Source == plan.KernelDebian {
@@ -278,8 +280,23 @@ func (k *Card) validate(skip map[string]bool) ErrorList {
 	c := &checker{src: k.src, skip: skip}
 	c.name(k.Name)
 	c.required("description", k.Description, "a one-line description of the card")
-	c.oneOf("form", k.Form, []string{FormPCI, FormMiniPCI})
-	c.oneOf("engine", k.Engine, hardwareEngineIDs())
+	c.oneOf("form", k.Form, []string{FormPCI, FormMiniPCI, FormQEMU})
+	standIn := k.Form == FormQEMU
+	if e, ok := drivers.LookupEngine(k.Engine); ok && e.Hardware && e.StandIn() != standIn {
+		if standIn {
+			c.errorf("engine", "engine %s is real hardware: a card with it has form pci or minipci, not %s", k.Engine, FormQEMU)
+		} else {
+			c.errorf("engine", "engine %s exists only in QEMU runs: a card with it has form: %s", k.Engine, FormQEMU)
+		}
+	} else {
+		c.oneOf("engine", k.Engine, hardwareEngineIDs(standIn))
+	}
+	if e, ok := drivers.LookupEngine(k.Engine); ok && standIn && len(e.Match.PCI) == 0 {
+		if k.PCI != "" {
+			c.errorf("pci", "pci %s: engine %s has no device, so its card has no pci id", k.PCI, k.Engine)
+		}
+		return c.errs
+	}
 	m := pciRE.FindStringSubmatch(k.PCI)
 	if m == nil {
 		c.errorf("pci", "pci %s: want the card's vendor:device id in hex as lspci -n prints it, e.g. \"13a3:0020\"", quote(k.PCI))

@@ -128,8 +128,16 @@ func (v *View) WriteText(w io.Writer) error {
 		p("card", c.Name)
 		p("description", c.Description)
 		p("vendor", c.Vendor)
-		p("form", c.Form)
-		p("chip", fmt.Sprintf("%s (PCI %s)", c.Chip, c.PCI))
+		if c.Form == FormQEMU {
+			p("form", c.Form+" (a stand-in that exists only in QEMU runs: no real slot, any x86 board takes it with --card "+c.Name+")")
+		} else {
+			p("form", c.Form)
+		}
+		if c.PCI != "" {
+			p("chip", fmt.Sprintf("%s (PCI %s)", c.Chip, c.PCI))
+		} else {
+			p("chip", c.Chip)
+		}
 	}
 	if e := v.Engine; e != nil {
 		p("engine", fmt.Sprintf("%s: %s", e.ID, e.Description))

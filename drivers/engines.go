@@ -27,6 +27,9 @@ const (
 	BusPCI      Bus = "pci"
 	BusPlatform Bus = "platform"
 	BusNone     Bus = "none" // software
+	// BusModule is an engine that is only a loaded kernel module, with
+	// no device to find: the test engine.
+	BusModule Bus = "module"
 )
 
 // PCIID is a PCI vendor:device pair as lspci prints it. In JSON it is
@@ -100,7 +103,24 @@ type Engine struct {
 	Requires    string          `json:"requires,omitempty"`
 	Ciphers     []CipherSupport `json:"ciphers"`
 	Quirks      []string        `json:"quirks"`
+	// LoadFirst are modules to load before Module that its modules.dep
+	// entry does not name: the bus driver that finds the device.
+	LoadFirst []string `json:"load_first,omitempty"`
+	// QEMU are the emulator options that create the engine's device, for
+	// an engine that exists only in QEMU (a stand-in for a card in tests
+	// and ocfw run); empty for real hardware.
+	QEMU []string `json:"qemu,omitempty"`
+	// TestOnly marks ocfw's own test engine: a module built for tests,
+	// in no user's image unless a plan names it.
+	TestOnly bool `json:"test_only,omitempty"`
 }
+
+// Emulated reports whether the engine exists only in QEMU.
+func (e *Engine) Emulated() bool { return len(e.QEMU) > 0 }
+
+// StandIn reports whether the engine stands in for hardware in tests
+// (emulated by QEMU, or the test module) rather than being a real one.
+func (e *Engine) StandIn() bool { return e.Emulated() || e.TestOnly }
 
 // Serves returns the engine's support entry for a cipher.
 func (e *Engine) Serves(cipher string) (CipherSupport, bool) {
@@ -120,6 +140,20 @@ const (
 	SafeNet    = "safenet"
 	KernelSoft = "kernel-soft"
 	GoSoft     = "go-soft"
+	// The stand-ins for hardware in QEMU.
+	VirtioCrypto = "virtio-crypto"
+	TestAES      = "testaes"
+)
+
+// Facts about the stand-ins that tests and the test module share.
+const (
+	// VirtioCryptoAESDriver is the cbc(aes) driver virtio_crypto registers.
+	VirtioCryptoAESDriver = "virtio_crypto_aes_cbc"
+	// TestAESModule is the test engine's module and TestAESDriver the
+	// cbc(aes) driver it registers, at TestAESPriority by default.
+	TestAESModule   = "ocfw_testaes"
+	TestAESDriver   = "ocfw_testaes_cbc"
+	TestAESPriority = 300
 )
 
 var aesBits = []int{128, 192, 256}
@@ -214,6 +248,49 @@ var engines = []Engine{
 		},
 	},
 	{
+		ID:          VirtioCrypto,
+		Description: "QEMU virtio-crypto PCI device (a stand-in for a crypto card, in QEMU only)",
+		Hardware:    true,
+		Module:      "virtio_crypto",
+		LoadFirst:   []string{"virtio_pci"},
+		Match:       Match{Bus: BusPCI, PCI: []PCIID{{Vendor: 0x1af4, Device: 0x1054, Chip: "virtio-crypto"}}},
+		API:         APIAFALG,
+		Async:       true,
+		Mainline:    true,
+		QEMU:        []string{"-object", "cryptodev-backend-builtin,id=ocfwcrypto0", "-device", "virtio-crypto-pci,cryptodev=ocfwcrypto0"},
+		Ciphers: []CipherSupport{
+			{Cipher: "aes-128-cbc", Driver: VirtioCryptoAESDriver, Priority: 150, HWKeyBits: aesBits},
+			{Cipher: "aes-192-cbc", Driver: VirtioCryptoAESDriver, Priority: 150, HWKeyBits: aesBits},
+			{Cipher: "aes-256-cbc", Driver: VirtioCryptoAESDriver, Priority: 150, HWKeyBits: aesBits},
+		},
+		Quirks: []string{
+			"exists only in QEMU: ocfw run and ocfw try attach the device when the plan has this engine; on a real board it is reported absent",
+			"QEMU's builtin backend does the AES on the host's CPU: its speed says nothing about a real card",
+			"its bus driver virtio_pci is loaded first (modules.dep names only virtio, virtio_ring and crypto_engine)",
+		},
+	},
+	{
+		ID:          TestAES,
+		Description: "ocfw's test engine: module ocfw_testaes, AES-CBC after a set delay, corrupting on demand (tests only)",
+		Hardware:    true,
+		Module:      TestAESModule,
+		Match:       Match{Bus: BusModule},
+		API:         APIAFALG,
+		Async:       true,
+		TestOnly:    true,
+		Requires:    "the ocfw_testaes module built for the image's kernel (package internal/testengine); it is in no kernel package",
+		Ciphers: []CipherSupport{
+			{Cipher: "aes-128-cbc", Driver: TestAESDriver, Priority: TestAESPriority, HWKeyBits: aesBits},
+			{Cipher: "aes-192-cbc", Driver: TestAESDriver, Priority: TestAESPriority, HWKeyBits: aesBits},
+			{Cipher: "aes-256-cbc", Driver: TestAESDriver, Priority: TestAESPriority, HWKeyBits: aesBits},
+		},
+		Quirks: []string{
+			"test only: a kernel module that does AES in software on the CPU, standing in for a card",
+			"parameters under /sys/module/ocfw_testaes/parameters: delay_us (a card's per-request setup cost), corrupt_min (corrupt every request of at least that many bytes; 0 never)",
+			"requests are done one at a time, in order, so the delay limits throughput as a card's setup cost would",
+		},
+	},
+	{
 		ID:          KernelSoft,
 		Description: "Linux kernel software crypto (generic C/asm implementations)",
 		Match:       Match{Bus: BusNone},
@@ -253,7 +330,8 @@ func goCiphers() []CipherSupport {
 	return out
 }
 
-// Engines returns the catalog: hardware engines first, then software.
+// Engines returns the catalog: hardware engines first, then the
+// stand-ins, then software.
 func Engines() []Engine { return append([]Engine(nil), engines...) }
 
 // EngineIDs returns the catalog's engine IDs.

@@ -14,7 +14,11 @@ func (p *Plan) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "board:\t%s (%s)\n", p.Board, p.Description)
 	for _, c := range p.Cards {
-		fmt.Fprintf(tw, "card:\t%s in %s: %s, PCI %s, engine %s\n", c.Name, c.Slot, c.Chip, c.PCI, c.Engine)
+		pci := ", PCI " + c.PCI
+		if c.PCI == "" {
+			pci = "" // the test engine: a module, no device
+		}
+		fmt.Fprintf(tw, "card:\t%s in %s: %s%s, engine %s\n", c.Name, c.Slot, c.Chip, pci, c.Engine)
 	}
 	fmt.Fprintf(tw, "go target:\t%s\n", strings.Join(p.Go.Env(), " "))
 	fmt.Fprintf(tw, "console:\t%s %d 8N1 (%s)\n", p.Console.Device, p.Console.Baud, p.Console.KernelArg)

@@ -38,7 +38,8 @@ func TestBoardsJSON(t *testing.T) {
 		kinds[l.Name] = l.Kind
 	}
 	for _, l := range list.Cards {
-		if l.Description == "" || l.PCI == "" {
+		// Only the test engine, a module, has no PCI id.
+		if l.Description == "" || (l.PCI == "" && l.Name != "testaes") {
 			t.Errorf("%s has no description or PCI id", l.Name)
 		}
 		kinds[l.Name] = l.Kind

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
@@ -151,7 +152,13 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			opt.Log("%s", n)
 		}
 	}
-	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, Timeout: opt.Timeout, Echo: echo, NICs: nics})
+	devices, notes := StandInArgs(pl)
+	if opt.Log != nil {
+		for _, n := range notes {
+			opt.Log("%s", n)
+		}
+	}
+	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, Timeout: opt.Timeout, Echo: echo, NICs: nics, Args: devices})
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +210,23 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		return res, fmt.Errorf("%w: %s", ErrNoReport, why)
 	}
 	return res, nil
+}
+
+// StandInArgs are the emulator options that create the devices of the
+// plan's engines that exist only in QEMU (the virtio-crypto card), once
+// per engine, and a note for each; none for a plan without them.
+func StandInArgs(pl *plan.Plan) (args []string, notes []string) {
+	seen := map[string]bool{}
+	for _, pe := range pl.Engines {
+		e, ok := drivers.LookupEngine(pe.ID)
+		if !ok || !e.Emulated() || seen[e.ID] {
+			continue
+		}
+		seen[e.ID] = true
+		args = append(args, e.QEMU...)
+		notes = append(notes, fmt.Sprintf("engine %s: QEMU device attached (%s)", e.ID, strings.Join(e.QEMU, " ")))
+	}
+	return args, notes
 }
 
 // ramReason finds the firmware's last "report kept in RAM only: <why>"

@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/qemu"
 )
 
 // A sparse image is copied byte for byte, with its holes kept.
@@ -120,5 +123,52 @@ func TestWatchdogErrorLast(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[3], "watchdog fired after 10m0s (--timeout): the guest was killed") {
 		t.Errorf("last line %q", lines[3])
+	}
+}
+
+// The virtio-crypto device goes on QEMU's command line exactly when the
+// image's plan has its engine, once; the test engine (a module, no
+// device) and real cards add nothing.
+func TestStandInArgs(t *testing.T) {
+	cat, err := boards.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	device := "-object cryptodev-backend-builtin,id=ocfwcrypto0 -device virtio-crypto-pci,cryptodev=ocfwcrypto0"
+	for _, tc := range []struct {
+		cards []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"vpn1411"}, ""},
+		{[]string{"testaes"}, ""},
+		{[]string{"virtio-crypto"}, device},
+		{[]string{"testaes", "vpn1411", "virtio-crypto"}, device},
+	} {
+		pl, err := cat.Resolve(boards.Request{Board: "alix2d13", Cards: tc.cards})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args, notes := StandInArgs(pl)
+		if got := strings.Join(args, " "); got != tc.want {
+			t.Errorf("cards %v: args %q, want %q", tc.cards, got, tc.want)
+		}
+		if (len(notes) == 1) != (tc.want != "") {
+			t.Errorf("cards %v: notes %q", tc.cards, notes)
+		}
+		// The options go on the emulator's command line as they are.
+		cl, err := qemu.Config{Arch: "i386", Disk: "x.img", Args: args}.CommandLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(cl, " "); strings.Contains(got, "virtio-crypto-pci") != (tc.want != "") || (tc.want != "" && !strings.HasSuffix(got, " "+device)) {
+			t.Errorf("cards %v: command line %s", tc.cards, got)
+		}
+	}
+	// A plan with the engine twice (an edited plan) still gets one device.
+	pl, _ := cat.Resolve(boards.Request{Board: "alix2d13", Cards: []string{"virtio-crypto"}})
+	pl.Engines = append(pl.Engines, pl.Engines...)
+	if args, _ := StandInArgs(pl); strings.Join(args, " ") != device {
+		t.Errorf("engine twice: %q", args)
 	}
 }

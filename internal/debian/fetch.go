@@ -77,42 +77,8 @@ func (f *Fetcher) FetchKernel(ctx context.Context, pkg, arch string) (string, er
 			return deb, nil
 		}
 	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "", fmt.Errorf("fetching %s needs apt-get (a Debian or Ubuntu host): %w", pkg, err)
-	}
-	for _, p := range []string{d.lists, filepath.Join(d.lists, "partial"), filepath.Join(d.aptCache, "archives", "partial"), d.debs} {
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return "", err
-		}
-	}
-	updated := false
-	if f.Refresh || !d.haveLists() {
-		f.logf("apt-get update for %s", arch)
-		if _, err := d.apt(ctx, "apt-get", "update"); err != nil {
-			return "", err
-		}
-		updated = true
-	}
-	tmp, err := os.MkdirTemp(d.debs, ".download-")
+	deb, err := f.get(ctx, d, pkg, func(dir string) (string, error) { return f.download(ctx, d, pkg, dir) })
 	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	got, err := f.download(ctx, d, pkg, tmp)
-	if err != nil && !updated {
-		// Package lists from an earlier run may name a version the
-		// archive has since dropped: update once and try again.
-		f.logf("%v; apt-get update for %s and retry", err, arch)
-		if _, uerr := d.apt(ctx, "apt-get", "update"); uerr != nil {
-			return "", uerr
-		}
-		got, err = f.download(ctx, d, pkg, tmp)
-	}
-	if err != nil {
-		return "", err
-	}
-	deb := filepath.Join(d.debs, filepath.Base(got))
-	if err := os.Rename(got, deb); err != nil {
 		return "", err
 	}
 	// Remember which file the (meta)package name resolved to, so later runs
@@ -124,6 +90,108 @@ func (f *Fetcher) FetchKernel(ctx context.Context, pkg, arch string) (string, er
 		return "", err
 	}
 	return deb, nil
+}
+
+// get downloads a package into the cache with download (which leaves
+// one .deb in the directory it is given), updating the package lists
+// first when there are none, and once more to retry when lists from an
+// earlier run name a version the archive has dropped.
+func (f *Fetcher) get(ctx context.Context, d *aptDirs, pkg string, download func(dir string) (string, error)) (string, error) {
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return "", fmt.Errorf("fetching %s needs apt-get (a Debian or Ubuntu host): %w", pkg, err)
+	}
+	for _, p := range []string{d.lists, filepath.Join(d.lists, "partial"), filepath.Join(d.aptCache, "archives", "partial"), d.debs} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return "", err
+		}
+	}
+	updated := false
+	if f.Refresh || !d.haveLists() {
+		f.logf("apt-get update for %s", d.arch)
+		if _, err := d.apt(ctx, "apt-get", "update"); err != nil {
+			return "", err
+		}
+		updated = true
+	}
+	tmp, err := os.MkdirTemp(d.debs, ".download-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	got, err := download(tmp)
+	if err != nil && !updated {
+		f.logf("%v; apt-get update for %s and retry", err, d.arch)
+		if _, uerr := d.apt(ctx, "apt-get", "update"); uerr != nil {
+			return "", uerr
+		}
+		got, err = download(tmp)
+	}
+	if err != nil {
+		return "", err
+	}
+	deb := filepath.Join(d.debs, filepath.Base(got))
+	if err := os.Rename(got, deb); err != nil {
+		return "", err
+	}
+	return deb, nil
+}
+
+// FetchExact returns the cached .deb of package pkg at exactly version,
+// from arch's package lists (an "all" package comes from any arch's),
+// downloading it with apt-get when it is not cached: the way to get
+// packages that must match a kernel package already fetched, such as its
+// headers. A version the archive no longer has is an error that says so.
+func (f *Fetcher) FetchExact(ctx context.Context, pkg, version, arch string) (string, error) {
+	if err := checkName("package", pkg); err != nil {
+		return "", err
+	}
+	if err := checkName("architecture", arch); err != nil {
+		return "", err
+	}
+	if !debVersion.MatchString(version) {
+		return "", fmt.Errorf("invalid Debian version %q", version)
+	}
+	d, err := f.dirs(arch)
+	if err != nil {
+		return "", err
+	}
+	cached := func() string {
+		// apt-get download names files name_version_arch.deb, with an
+		// epoch's colon escaped.
+		m, _ := filepath.Glob(filepath.Join(d.debs, pkg+"_"+strings.ReplaceAll(version, ":", "%3a")+"_*.deb"))
+		if len(m) == 1 {
+			return m[0]
+		}
+		return ""
+	}
+	if deb := cached(); deb != "" && !f.Refresh {
+		return deb, nil
+	}
+	spec := pkg + ":" + arch + "=" + version
+	return f.get(ctx, d, pkg, func(dir string) (string, error) {
+		f.logf("apt-get download %s", spec)
+		if _, err := d.aptIn(ctx, dir, "apt-get", "download", spec); err != nil {
+			return "", fmt.Errorf("%w (the archive keeps only current versions: refresh the kernel package, e.g. ocfw kernel fetch --refresh, to match)", err)
+		}
+		got, err := filepath.Glob(filepath.Join(dir, "*.deb"))
+		if err != nil || len(got) != 1 {
+			return "", fmt.Errorf("apt-get download %s left %d .deb files, want 1", spec, len(got))
+		}
+		return got[0], nil
+	})
+}
+
+var debVersion = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~:-]*$`)
+
+// ParseDebName splits the name apt-get download gives a package file,
+// name_version_arch.deb, into its parts (an epoch's %3a unescaped).
+func ParseDebName(file string) (name, version, arch string, ok bool) {
+	base, found := strings.CutSuffix(filepath.Base(file), ".deb")
+	parts := strings.Split(base, "_")
+	if !found || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], strings.ReplaceAll(parts[1], "%3a", ":"), parts[2], true
 }
 
 // download resolves pkg and downloads it into dir, returning the .deb.

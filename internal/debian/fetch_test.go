@@ -28,6 +28,9 @@ case "$*" in
 		echo "E: Failed to fetch linux-image-9.9-686_9.9-1_i386.deb  404  Not Found" >&2; exit 100
 	fi
 	echo deb > linux-image-9.9-686_9.9-1_i386.deb ;;
+*" download linux-headers-9.9-common:i386=9.9-1") echo deb > linux-headers-9.9-common_9.9-1_all.deb ;;
+*" download linux-kbuild-9.9:i386=1:9.9-1") echo deb > linux-kbuild-9.9_1%3a9.9-1_i386.deb ;;
+*" download linux-headers-9.9-common:i386="*) echo "E: Version '${last#*=}' for 'linux-headers-9.9-common' was not found" >&2; exit 100 ;;
 *) echo "E: unexpected: $*" >&2; exit 100 ;;
 esac
 `
@@ -178,5 +181,61 @@ func TestDefaultCacheDir(t *testing.T) {
 	t.Setenv("HOME", "/home/u")
 	if d, _ := DefaultCacheDir(); d != "/home/u/.cache/ocfw" {
 		t.Errorf("HOME: %s", d)
+	}
+}
+
+// FetchExact downloads exactly the version asked for (an "all" package
+// through the arch's lists, an epoch escaped in the file name), finds it
+// in the cache the next time without apt, and says what to do when the
+// archive has no such version.
+func TestFetchExact(t *testing.T) {
+	logFile := fakeApt(t)
+	cache := t.TempDir()
+	ctx := context.Background()
+	f := &Fetcher{CacheDir: cache}
+	for _, tc := range []struct{ pkg, version, file string }{
+		{"linux-headers-9.9-common", "9.9-1", "linux-headers-9.9-common_9.9-1_all.deb"},
+		{"linux-kbuild-9.9", "1:9.9-1", "linux-kbuild-9.9_1%3a9.9-1_i386.deb"},
+	} {
+		deb, err := f.FetchExact(ctx, tc.pkg, tc.version, "i386")
+		if err != nil || deb != filepath.Join(cache, "debian", "i386", "debs", tc.file) {
+			t.Fatalf("%s %s: %s, %v", tc.pkg, tc.version, deb, err)
+		}
+		n := len(calls(t, logFile))
+		again, err := f.FetchExact(ctx, tc.pkg, tc.version, "i386")
+		if err != nil || again != deb || len(calls(t, logFile)) != n {
+			t.Errorf("%s again: %s, %v, apt calls %d -> %d", tc.pkg, again, err, n, len(calls(t, logFile)))
+		}
+		name, version, _, ok := ParseDebName(deb)
+		if !ok || name != tc.pkg || version != tc.version {
+			t.Errorf("ParseDebName(%s) = %s %s %v", deb, name, version, ok)
+		}
+	}
+	_, err := f.FetchExact(ctx, "linux-headers-9.9-common", "9.8-1", "i386")
+	if err == nil || !strings.Contains(err.Error(), "Version '9.8-1'") || !strings.Contains(err.Error(), "--refresh") {
+		t.Errorf("missing version: %v", err)
+	}
+	for _, bad := range [][2]string{{"linux-kbuild-9.9", "9.9 -oX=1"}, {"linux-kbuild-9.9", ""}, {"../x", "1"}} {
+		if _, err := f.FetchExact(ctx, bad[0], bad[1], "i386"); err == nil || !strings.Contains(err.Error(), "invalid Debian") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestParseDebName(t *testing.T) {
+	for _, tc := range []struct {
+		file, name, version, arch string
+		ok                        bool
+	}{
+		{"/c/linux-image-6.1.0-57-686_6.1.192-3_i386.deb", "linux-image-6.1.0-57-686", "6.1.192-3", "i386", true},
+		{"x_2%3a1.0_all.deb", "x", "2:1.0", "all", true},
+		{"x_1.0.deb", "", "", "", false},
+		{"x_1.0_i386.tar", "", "", "", false},
+		{"_1.0_i386.deb", "", "", "", false},
+	} {
+		n, v, a, ok := ParseDebName(tc.file)
+		if n != tc.name || v != tc.version || a != tc.arch || ok != tc.ok {
+			t.Errorf("%s: %q %q %q %v", tc.file, n, v, a, ok)
+		}
 	}
 }

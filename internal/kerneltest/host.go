@@ -27,6 +27,10 @@ type Options struct {
 	// Modules to load before the tests; their modules.dep dependencies
 	// are added, modules built into the kernel are skipped.
 	Modules []string
+	// ModuleFiles are host paths of module files from outside the kernel
+	// package (an out-of-tree test module built for this kernel), loaded
+	// after Modules, in order; whatever they need must be in Modules.
+	ModuleFiles []string
 	// Run, Bench and Benchtime become the guest's -test.run, -test.bench
 	// and -test.benchtime. The environment variables OCFW_KERNELTEST_RUN,
 	// OCFW_KERNELTEST_BENCH and OCFW_KERNELTEST_BENCHTIME override them,
@@ -184,7 +188,7 @@ func Boot(t testing.TB, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ir := &Initramfs{Init: bin, Kernel: kernel, Modules: mods}
+	ir := &Initramfs{Init: bin, Kernel: kernel, Modules: mods, ModuleFiles: opts.ModuleFiles}
 	if err := ir.Write(f); err != nil {
 		f.Close()
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/u-root/u-root/pkg/cpio"
@@ -17,6 +18,9 @@ type Initramfs struct {
 	Init    string           // host path of the program to run as /init
 	Kernel  *debian.Kernel   // where the modules come from
 	Modules []*debian.Module // modules to load, in load order (from Closure)
+	// ModuleFiles are host paths of more modules, loaded after Modules
+	// in order, from /kerneltest/extra/.
+	ModuleFiles []string
 }
 
 // Write writes the initramfs as a newc cpio archive. The same inputs give
@@ -58,6 +62,20 @@ func (ir *Initramfs) Write(w io.Writer) error {
 			recs = append(recs, rec)
 			fmt.Fprintf(&list, "/%s/%s\n", modRoot, m.Path)
 		}
+	}
+	seen := map[string]bool{}
+	for _, f := range ir.ModuleFiles {
+		name := path.Join("kerneltest/extra", filepath.Base(f))
+		if seen[name] {
+			return fmt.Errorf("initramfs: two module files named %s", filepath.Base(f))
+		}
+		seen[name] = true
+		rec, err := fileRecord(f, name, 0o644)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, rec)
+		fmt.Fprintf(&list, "/%s\n", name)
 	}
 	recs = append(recs, cpio.StaticFile(strings.TrimPrefix(modulesList, "/"), list.String(), 0o644))
 

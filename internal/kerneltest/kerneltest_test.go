@@ -269,6 +269,55 @@ func TestInitramfs(t *testing.T) {
 	}
 }
 
+// Module files from outside the kernel package go under
+// /kerneltest/extra and load after the kernel's own, in the order given;
+// two with one name are refused rather than one hiding the other.
+func TestInitramfsModuleFiles(t *testing.T) {
+	k := fakeKernel(t)
+	idx, err := k.Modules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, _, err := idx.Closure("af_alg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	init := filepath.Join(dir, "init")
+	os.WriteFile(init, []byte("\x7fELF test binary"), 0o600)
+	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "b"), 0o755)
+	extra := []string{filepath.Join(dir, "a", "zz_test.ko"), filepath.Join(dir, "b", "aa_test.ko")}
+	os.WriteFile(extra[0], []byte("ZZ"), 0o600)
+	os.WriteFile(extra[1], []byte("AA"), 0o600)
+	var buf bytes.Buffer
+	if err := (&Initramfs{Init: init, Kernel: k, Modules: mods, ModuleFiles: extra}).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := cpio.ReadAllRecords(cpio.Newc.Reader(bytes.NewReader(buf.Bytes())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range recs {
+		if r.Mode&cpio.S_IFMT == cpio.S_IFREG {
+			b, _ := io.ReadAll(io.NewSectionReader(r.ReaderAt, 0, int64(r.FileSize)))
+			got[r.Name] = string(b)
+		}
+	}
+	if s := got["kerneltest/modules"]; s != "/lib/modules/9.9-test/kernel/crypto/af_alg.ko\n/kerneltest/extra/zz_test.ko\n/kerneltest/extra/aa_test.ko\n" {
+		t.Errorf("load list = %q", s)
+	}
+	if got["kerneltest/extra/zz_test.ko"] != "ZZ" || got["kerneltest/extra/aa_test.ko"] != "AA" {
+		t.Errorf("module files: %q %q", got["kerneltest/extra/zz_test.ko"], got["kerneltest/extra/aa_test.ko"])
+	}
+	os.WriteFile(filepath.Join(dir, "b", "zz_test.ko"), []byte("ZZ2"), 0o600)
+	err = (&Initramfs{Init: init, ModuleFiles: []string{extra[0], filepath.Join(dir, "b", "zz_test.ko")}}).Write(io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "two module files named zz_test.ko") {
+		t.Errorf("same name twice: %v", err)
+	}
+}
+
 func TestLoadModulesReportsMissingFile(t *testing.T) {
 	list := filepath.Join(t.TempDir(), "modules")
 	os.WriteFile(list, []byte("\n/lib/modules/none/kernel/crypto/af_alg.ko\n"), 0o644)

@@ -62,12 +62,18 @@ type Options struct {
 	ProcCrypto string
 }
 
-// hardwareModules are the modules of the engines this firmware targets
-// (and VIA PadLock), whose implementations offload the CPU.
-var hardwareModules = map[string]bool{
-	"geode_aes": true, "hifn_795x": true, "ixp4xx_crypto": true,
-	"padlock_aes": true, "padlock_sha": true,
-}
+// hardwareModules are the modules of the catalog's hardware engines
+// (the stand-ins for cards in QEMU among them) and VIA PadLock's, whose
+// implementations offload the CPU or stand in for an engine that does.
+var hardwareModules = func() map[string]bool {
+	m := map[string]bool{"padlock_aes": true, "padlock_sha": true}
+	for _, e := range drivers.Engines() {
+		if e.Hardware && e.Module != "" {
+			m[e.Module] = true
+		}
+	}
+	return m
+}()
 
 // Driver is the kernel crypto API as an ocf.Driver.
 type Driver struct {

@@ -78,6 +78,8 @@ func moduleFor(name string) string {
 		{"hifn", "hifn_795x"},
 		{"geode", "geode_aes"},
 		{"ixp4xx", "ixp4xx_crypto"},
+		{"virtio_crypto", "virtio_crypto"},
+		{"ocfw_testaes", "ocfw_testaes"},
 		{"des", "des_generic"},
 		{"cipher_null", "crypto_null"},
 		{"md5", "md5"},
