@@ -291,7 +291,7 @@ func (h *Handle) Remove(t Tunnel) error {
 		if err == nil {
 			_, err = h.request(msgDelPolicy, body, true, 0)
 		}
-		if err != nil && !errors.Is(err, unix.ENOENT) {
+		if err != nil && !gone(err) {
 			errs = append(errs, fmt.Errorf("delete policy %s (%s -> %s): %w", dirNames[p.dir], p.src, p.dst, err))
 		}
 	}
@@ -299,7 +299,7 @@ func (h *Handle) Remove(t Tunnel) error {
 		dir string
 		sa  SA
 	}{{"out", out}, {"in", in}} {
-		if err := h.delSA(sa.sa.Dst, sa.sa.SPI); err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := h.delSA(sa.sa.Dst, sa.sa.SPI); err != nil && !gone(err) {
 			errs = append(errs, fmt.Errorf("delete SA %s (spi %#x): %w", sa.dir, sa.sa.SPI, err))
 		}
 	}
@@ -308,6 +308,10 @@ func (h *Handle) Remove(t Tunnel) error {
 	}
 	return nil
 }
+
+// gone reports whether a delete failed because there was nothing to
+// delete: the kernel says ENOENT for a policy, ESRCH for an SA.
+func gone(err error) bool { return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) }
 
 // SACounters are one SA's counters since it was installed, as the
 // kernel keeps them. Bytes count the inner IP packets (before ESP on the
