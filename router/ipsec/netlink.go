@@ -261,7 +261,7 @@ func hint(err error, op string) string {
 	case errno == unix.ENOSYS:
 		return " (algorithm unknown to the kernel: modules xfrm_algo and the cipher's loaded?)"
 	case errno == unix.ENOENT && op == "add SA":
-		return " (the kernel could not build the ESP transform: modules esp4, authenc, echainiv, seqiv, drbg, ctr and the cipher's loaded, in that order of need? see Modules)"
+		return " (the kernel could not build the ESP transform: modules esp4, authenc (authencesn for ESN), echainiv, seqiv, drbg, ctr and the cipher's loaded? see ipsec.Modules)"
 	case errno == unix.EINVAL:
 		return " (the kernel refused the message: a struct layout for another architecture, or a value out of range)"
 	case errno == unix.EPERM:

@@ -15,11 +15,14 @@ import (
 // as modules and are skipped where built in. The order matters without
 // modprobe: adding an SA fails with ENOENT until drbg is loaded (ESP's IV
 // generators seed from the default RNG), and drbg needs ctr and
-// sha512_generic before it. des_generic (with libdes) serves des-ede3-cbc.
+// sha512_generic before it. des_generic (with libdes) serves des-ede3-cbc;
+// authencesn is the AEAD template ESP uses for SAs with extended sequence
+// numbers (without it such an SA fails with ENOENT, "Kernel was unable to
+// initialize cryptographic operations").
 var Modules = []string{
 	"ctr", "sha512_generic", "drbg",
 	"cbc", "hmac", "sha1_generic", "sha256_generic", "des_generic",
-	"xfrm_algo", "xfrm_user", "esp4", "authenc", "echainiv", "seqiv",
+	"xfrm_algo", "xfrm_user", "esp4", "authenc", "authencesn", "echainiv", "seqiv",
 }
 
 // SA is one direction of a tunnel: an ESP security association with
@@ -192,7 +195,7 @@ func (h *Handle) Install(t Tunnel) error {
 		sa  SA
 	}{{"out", out}, {"in", in}} {
 		if err := h.installSA(sa.sa.msg()); err != nil {
-			return fmt.Errorf("ipsec: tunnel %s: %s SA %s (spi %#x, %s -> %s): %w",
+			return fmt.Errorf("ipsec: tunnel %s: %s %s (spi %#x, %s -> %s): %w",
 				t.Name, opOf(err), sa.dir, sa.sa.SPI, sa.sa.Src, sa.sa.Dst, err)
 		}
 	}
