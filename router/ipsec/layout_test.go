@@ -84,58 +84,59 @@ func TestLayouts(t *testing.T) {
 // hand-written offsets against the compiler. On arm Go aligns uint64 to
 // 4 where the EABI says 8, so the mirror would be wrong there.
 type (
-	cAddr     [4]uint32 // a union holding __be32 a4: aligned to 4
+	cAddr [4]uint32 // a union holding __be32 a4: aligned to 4
+	// Exported fields: they exist for their offsets only.
 	cSelector struct {
-		daddr, saddr                            cAddr
-		dport, dportMask, sport, sportMask, fam uint16
-		prefixlenD, prefixlenS, proto           uint8
-		ifindex                                 int32
-		user                                    uint32
+		Daddr, Saddr                            cAddr
+		Dport, DportMask, Sport, SportMask, Fam uint16
+		PrefixlenD, PrefixlenS, Proto           uint8
+		Ifindex                                 int32
+		User                                    uint32
 	}
 	cID struct {
-		daddr cAddr
-		spi   uint32
-		proto uint8
+		Daddr cAddr
+		Spi   uint32
+		Proto uint8
 	}
-	cLifetimeCfg struct{ v [8]uint64 }
-	cLifetimeCur struct{ bytes, packets, addTime, useTime uint64 }
-	cStats       struct{ replayWindow, replay, integrityFailed uint32 }
+	cLifetimeCfg struct{ V [8]uint64 }
+	cLifetimeCur struct{ Bytes, Packets, AddTime, UseTime uint64 }
+	cStats       struct{ ReplayWindow, Replay, IntegrityFailed uint32 }
 	cUsersaInfo  struct {
-		sel                       cSelector
-		id                        cID
-		saddr                     cAddr
-		lft                       cLifetimeCfg
-		curlft                    cLifetimeCur
-		stats                     cStats
-		seq, reqid                uint32
-		family                    uint16
-		mode, replayWindow, flags uint8
+		Sel                       cSelector
+		ID                        cID
+		Saddr                     cAddr
+		Lft                       cLifetimeCfg
+		Curlft                    cLifetimeCur
+		Stats                     cStats
+		Seq, Reqid                uint32
+		Family                    uint16
+		Mode, ReplayWindow, Flags uint8
 	}
 	cUsersaID struct {
-		daddr  cAddr
-		spi    uint32
-		family uint16
-		proto  uint8
+		Daddr  cAddr
+		Spi    uint32
+		Family uint16
+		Proto  uint8
 	}
 	cUserpolicyInfo struct {
-		sel                        cSelector
-		lft                        cLifetimeCfg
-		curlft                     cLifetimeCur
-		priority, index            uint32
-		dir, action, flags, share2 uint8
+		Sel                       cSelector
+		Lft                       cLifetimeCfg
+		Curlft                    cLifetimeCur
+		Priority, Index           uint32
+		Dir, Action, Flags, Share uint8
 	}
 	cUserpolicyID struct {
-		sel   cSelector
-		index uint32
-		dir   uint8
+		Sel   cSelector
+		Index uint32
+		Dir   uint8
 	}
 	cUserTmpl struct {
-		id                     cID
-		family                 uint16
-		saddr                  cAddr
-		reqid                  uint32
-		mode, share, optional  uint8
-		aalgos, ealgos, calgos uint32
+		ID                     cID
+		Family                 uint16
+		Saddr                  cAddr
+		Reqid                  uint32
+		Mode, Share, Optional  uint8
+		Aalgos, Ealgos, Calgos uint32
 	}
 )
 
@@ -159,24 +160,24 @@ func TestLayoutMatchesGoCompiler(t *testing.T) {
 		offsets map[string]uintptr
 	}{
 		{selectorDef, unsafe.Sizeof(sel), map[string]uintptr{
-			"family": unsafe.Offsetof(sel.fam), "prefixlen_d": unsafe.Offsetof(sel.prefixlenD),
-			"proto": unsafe.Offsetof(sel.proto), "ifindex": unsafe.Offsetof(sel.ifindex), "user": unsafe.Offsetof(sel.user)}},
+			"family": unsafe.Offsetof(sel.Fam), "prefixlen_d": unsafe.Offsetof(sel.PrefixlenD),
+			"proto": unsafe.Offsetof(sel.Proto), "ifindex": unsafe.Offsetof(sel.Ifindex), "user": unsafe.Offsetof(sel.User)}},
 		{usersaInfoDef, unsafe.Sizeof(sa), map[string]uintptr{
-			"id": unsafe.Offsetof(sa.id), "saddr": unsafe.Offsetof(sa.saddr), "lft": unsafe.Offsetof(sa.lft),
-			"curlft": unsafe.Offsetof(sa.curlft), "stats": unsafe.Offsetof(sa.stats), "seq": unsafe.Offsetof(sa.seq),
-			"reqid": unsafe.Offsetof(sa.reqid), "family": unsafe.Offsetof(sa.family), "mode": unsafe.Offsetof(sa.mode),
-			"replay_window": unsafe.Offsetof(sa.replayWindow), "flags": unsafe.Offsetof(sa.flags)}},
+			"id": unsafe.Offsetof(sa.ID), "saddr": unsafe.Offsetof(sa.Saddr), "lft": unsafe.Offsetof(sa.Lft),
+			"curlft": unsafe.Offsetof(sa.Curlft), "stats": unsafe.Offsetof(sa.Stats), "seq": unsafe.Offsetof(sa.Seq),
+			"reqid": unsafe.Offsetof(sa.Reqid), "family": unsafe.Offsetof(sa.Family), "mode": unsafe.Offsetof(sa.Mode),
+			"replay_window": unsafe.Offsetof(sa.ReplayWindow), "flags": unsafe.Offsetof(sa.Flags)}},
 		{userpolicyInfoDef, unsafe.Sizeof(pi), map[string]uintptr{
-			"lft": unsafe.Offsetof(pi.lft), "curlft": unsafe.Offsetof(pi.curlft), "priority": unsafe.Offsetof(pi.priority),
-			"index": unsafe.Offsetof(pi.index), "dir": unsafe.Offsetof(pi.dir), "share": unsafe.Offsetof(pi.share2)}},
+			"lft": unsafe.Offsetof(pi.Lft), "curlft": unsafe.Offsetof(pi.Curlft), "priority": unsafe.Offsetof(pi.Priority),
+			"index": unsafe.Offsetof(pi.Index), "dir": unsafe.Offsetof(pi.Dir), "share": unsafe.Offsetof(pi.Share)}},
 		{userTmplDef, unsafe.Sizeof(tm), map[string]uintptr{
-			"family": unsafe.Offsetof(tm.family), "saddr": unsafe.Offsetof(tm.saddr), "reqid": unsafe.Offsetof(tm.reqid),
-			"mode": unsafe.Offsetof(tm.mode), "optional": unsafe.Offsetof(tm.optional), "aalgos": unsafe.Offsetof(tm.aalgos),
-			"calgos": unsafe.Offsetof(tm.calgos)}},
+			"family": unsafe.Offsetof(tm.Family), "saddr": unsafe.Offsetof(tm.Saddr), "reqid": unsafe.Offsetof(tm.Reqid),
+			"mode": unsafe.Offsetof(tm.Mode), "optional": unsafe.Offsetof(tm.Optional), "aalgos": unsafe.Offsetof(tm.Aalgos),
+			"calgos": unsafe.Offsetof(tm.Calgos)}},
 		{usersaIDDef, unsafe.Sizeof(id), map[string]uintptr{
-			"spi": unsafe.Offsetof(id.spi), "family": unsafe.Offsetof(id.family), "proto": unsafe.Offsetof(id.proto)}},
+			"spi": unsafe.Offsetof(id.Spi), "family": unsafe.Offsetof(id.Family), "proto": unsafe.Offsetof(id.Proto)}},
 		{userpolicyIDDef, unsafe.Sizeof(pid), map[string]uintptr{
-			"index": unsafe.Offsetof(pid.index), "dir": unsafe.Offsetof(pid.dir)}},
+			"index": unsafe.Offsetof(pid.Index), "dir": unsafe.Offsetof(pid.Dir)}},
 	}
 	for _, c := range cases {
 		l := c.def.layout(a)
