@@ -154,16 +154,20 @@ type capture struct {
 	stop       func()
 	mu         sync.Mutex
 	esp, clear int
+	lastESP    []byte // the last ESP frame, Ethernet header included
+	ifindex    int
+	fd         int
 }
 
 func (s *sites) capture(t *testing.T, ns *netNS, ifname string) *capture {
 	t.Helper()
-	var fd int
+	var fd, ifindex int
 	err := ns.do(func() error {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return err
 		}
+		ifindex = ifi.Index
 		const ethPAll = 0x0300 // htons(ETH_P_ALL)
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, ethPAll)
 		if err != nil {
@@ -178,7 +182,7 @@ func (s *sites) capture(t *testing.T, ns *netNS, ifname string) *capture {
 	if err != nil {
 		t.Fatalf("capture on %s: %v", ifname, err)
 	}
-	c := &capture{}
+	c := &capture{fd: fd, ifindex: ifindex}
 	done := make(chan struct{})
 	var quit sync.WaitGroup
 	quit.Add(1)
@@ -203,6 +207,7 @@ func (s *sites) capture(t *testing.T, ns *netNS, ifname string) *capture {
 			// Ethernet II, IPv4 (0x0800), protocol byte at 14+9.
 			if n > 14+20 && f[12] == 0x08 && f[13] == 0x00 && f[14+9] == unix.IPPROTO_ESP {
 				c.esp++
+				c.lastESP = append(c.lastESP[:0], f...)
 			}
 			if bytes.Contains(f, []byte(marker)) {
 				c.clear++
@@ -220,6 +225,23 @@ func (s *sites) capture(t *testing.T, ns *netNS, ifname string) *capture {
 	}
 	t.Cleanup(c.stop)
 	return c
+}
+
+// resend puts the last ESP frame captured on the wire again, as an
+// attacker on the WAN could. Call it before stop.
+func (c *capture) resend(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	f := append([]byte(nil), c.lastESP...)
+	c.mu.Unlock()
+	if len(f) == 0 {
+		t.Fatal("no ESP frame captured to resend")
+	}
+	to := &unix.SockaddrLinklayer{Protocol: 0x0008, Ifindex: c.ifindex, Halen: 6} // htons(ETH_P_IP)
+	copy(to.Addr[:], f[:6])
+	if err := unix.Sendto(c.fd, f, 0, to); err != nil {
+		t.Fatalf("resending an ESP frame: %v", err)
+	}
 }
 
 // xfrmErrors sums the XfrmIn* error counters of /proc/net/xfrm_stat in
@@ -275,15 +297,17 @@ func TestGuestTunnel(t *testing.T) {
 	for _, c := range []struct {
 		cipher, auth string
 		esn          bool
+		window       uint32
 	}{
-		{"aes-128-cbc", "hmac-sha1", true},
-		{"aes-192-cbc", "hmac-sha256", false},
-		{"aes-256-cbc", "hmac-sha256", true},
-		{"des-ede3-cbc", "hmac-sha1", false},
+		{"aes-128-cbc", "hmac-sha1", true, 128},
+		{"aes-192-cbc", "hmac-sha256", false, 64}, // anti-replay without ESN
+		{"aes-256-cbc", "hmac-sha256", true, 1024},
+		{"des-ede3-cbc", "hmac-sha1", false, 0}, // no anti-replay check
 	} {
 		t.Run(c.cipher+"+"+c.auth, func(t *testing.T) {
 			s := newSites(t)
 			a := testTunnel(c.cipher, c.auth, c.esn)
+			a.Out.ReplayWindow, a.In.ReplayWindow = c.window, c.window
 			b := mirror(a, "site-a")
 			install(t, s.hA, a)
 			install(t, s.hB, b)
@@ -293,7 +317,6 @@ func TestGuestTunnel(t *testing.T) {
 				t.Fatalf("%d of %d datagrams came back through the tunnel", got, n)
 			}
 			took := time.Since(start)
-			wanA.stop()
 			wanB.stop()
 			if esp, clear := wanA.esp+wanB.esp, wanA.clear+wanB.clear; esp != 2*n || clear != 0 {
 				t.Errorf("the WAN link carried %d ESP packets (want %d) and %d with the marker in the clear (want 0)", esp, 2*n, clear)
@@ -318,6 +341,29 @@ func TestGuestTunnel(t *testing.T) {
 			}
 			if ca.Out.SPI != a.Out.SPI || cb.In.SPI != a.Out.SPI {
 				t.Errorf("SPIs %#x / %#x, want %#x", ca.Out.SPI, cb.In.SPI, a.Out.SPI)
+			}
+
+			// A replayed ESP packet: dropped and counted with a
+			// window, accepted without one (and then maybe followed
+			// by lanA's ICMP port unreachable for the echo, as the
+			// client socket is closed: hence "at least").
+			wanA.resend(t)
+			wanA.stop()
+			wantDrops, wantPackets := uint32(1), uint64(n)
+			if c.window == 0 {
+				wantDrops, wantPackets = 0, n+1
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			var in SACounters
+			for {
+				in = counters(t, s.hB, b).In
+				if in.ReplayDrops+in.WindowDrops == wantDrops && in.Packets >= wantPackets || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if in.ReplayDrops != wantDrops || in.Packets < wantPackets || c.window > 0 && in.Packets != wantPackets {
+				t.Errorf("after a replayed packet with window %d: B in %+v, want %d replay drops and %d packets", c.window, in, wantDrops, wantPackets)
 			}
 		})
 	}

@@ -48,7 +48,13 @@ type SA struct {
 }
 
 // Tunnel is a site-to-site ESP tunnel in tunnel mode between two WAN
-// addresses, carrying traffic between two subnets.
+// addresses, carrying traffic between two subnets. Only packets from
+// LocalNet to RemoteNet are sent through it, so the box needs a route
+// to RemoteNet (via the WAN gateway, or the peer) for the kernel to
+// find before the policy applies, and the box's own packets go through
+// it only if that route gives them a LocalNet source address (a route's
+// preferred source); the firewall must let ESP (IP protocol 50) in from
+// Remote and forward RemoteNet <-> LocalNet.
 type Tunnel struct {
 	Name          string       // for messages, e.g. "site-b"
 	Local, Remote netip.Addr   // WAN addresses, this box's and the peer's
