@@ -1,0 +1,13 @@
+package ipsec
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ocfw/ocfw/internal/kerneltest"
+)
+
+// TestMain hands over to the kernel-in-the-loop harness: on the host it
+// just runs the tests; as /init of the QEMU guest it loads the modules,
+// runs the tests with OCFW_IN_GUEST=1 and powers off.
+func TestMain(m *testing.M) { os.Exit(kerneltest.Main(m)) }
