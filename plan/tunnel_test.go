@@ -54,7 +54,9 @@ func TestTunnelValidate(t *testing.T) {
 		{"remote overlaps WAN", func(s *Site) { s.Tunnels[0].RemoteSubnet = "198.51.100.128/25" }, []string{
 			"tunnels[0].remote_subnet: 198.51.100.128/25 overlaps the WAN network 198.51.100.0/24",
 		}},
-		{"not proper prefixes", func(s *Site) { s.Tunnels[0].RemoteSubnet, s.Tunnels[0].LocalSubnet = "192.168.2.1/24", "192.168.1.0/33" }, []string{
+		{"not proper prefixes", func(s *Site) {
+			s.Tunnels[0].RemoteSubnet, s.Tunnels[0].LocalSubnet = "192.168.2.1/24", "192.168.1.0/33"
+		}, []string{
 			`tunnels[0].remote_subnet: "192.168.2.1/24": not a network address: did you mean 192.168.2.0/24?`,
 			`tunnels[0].local_subnet: "192.168.1.0/33": want an IPv4 network`,
 		}},
@@ -223,7 +225,7 @@ func TestTunnelKeysRedraw(t *testing.T) {
 	in = append(in, 0, 0, 0, 5) // reserved SPI: drawn again
 	in = append(in, 0, 0, 1, 0) // 0x100: the first usable
 	three := bytes.Repeat([]byte{7}, 24)
-	in = append(in, three...)              // K1 == K2: drawn again
+	in = append(in, three...) // K1 == K2: drawn again
 	in = append(in, []byte("0123456789abcdefghijklmn")...)
 	in = append(in, bytes.Repeat([]byte{1}, 20)...) // MAC key
 	in = append(in, 0, 0, 1, 0)                     // same SPI as the other direction: drawn again
