@@ -68,7 +68,13 @@ func CheckTunnels(docs []*SiteDoc, read func(name string) ([]byte, error)) Error
 			at := fmt.Sprintf("tunnels[%d].keys", i)
 			f := load(path)
 			if err := f.err; errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, d.At(at, fmt.Sprintf("key file %s not found: make it with ocfw tunnel keys --site %s --site PEER-SITE.yaml --tunnel %s", path, d.File, t.Name)))
+				other := "PEER-SITE.yaml"
+				for _, o := range docs {
+					if o != d && o.Tunnel(t.Name) >= 0 {
+						other = o.File
+					}
+				}
+				errs = append(errs, d.At(at, fmt.Sprintf("key file %s not found: make it with ocfw tunnel keys --site %s --site %s --tunnel %s", path, d.File, other, t.Name)))
 				continue
 			} else if err != nil {
 				errs = append(errs, d.At(at, err.Error()))
