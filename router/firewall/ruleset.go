@@ -80,12 +80,12 @@ type Rule struct {
 	// addresses, and this is what tells it from the same addresses sent
 	// in the clear.
 	IPsec    bool
-	Proto    string       // "tcp", "udp", "icmp" (needs IPv4) or "esp"
-	SPort    uint16       // transport source port (tcp or udp)
-	DPort    uint16       // transport destination port (tcp or udp)
-	ICMPType string       // "echo-request" (icmp)
-	CTState  []string     // any of "established", "related", "new", "invalid"
-	CTStatus string       // "dnat": the connection was destination-NATed
+	Proto    string   // "tcp", "udp", "icmp" (needs IPv4) or "esp"
+	SPort    uint16   // transport source port (tcp or udp)
+	DPort    uint16   // transport destination port (tcp or udp)
+	ICMPType string   // "echo-request" (icmp)
+	CTState  []string // any of "established", "related", "new", "invalid"
+	CTStatus string   // "dnat": the connection was destination-NATed
 	Limit    *Limit
 	Counter  string // named counter of the table
 	Verdict  string // "accept", "drop", "dnat" or "masquerade"
