@@ -20,19 +20,43 @@ const KindSite = "site"
 // its board's ports from the catalog. Every problem comes back at once,
 // each at FILE:LINE:COLUMN, as an ErrorList.
 func (c *Catalog) ParseSite(file string, data []byte) (*plan.Site, *Board, error) {
+	d, err := c.ParseSiteDoc(file, data)
+	if d == nil {
+		return nil, nil, err
+	}
+	return d.Site, d.Board, err
+}
+
+// SiteDoc is a site config as parsed, with where each field stands in its
+// file, so that checks made later (its tunnels' key files) still point at
+// a line and column.
+type SiteDoc struct {
+	File  string
+	Site  *plan.Site
+	Board *Board // nil when the site names no known board
+	pos   positions
+}
+
+// At places a message at a field path ("tunnels[0].keys"), or at its
+// nearest parent's position when the field is not in the file.
+func (d *SiteDoc) At(path, msg string) *Error { return located(d.File, d.pos, path, msg) }
+
+// ParseSiteDoc is ParseSite keeping the positions. The doc is nil only
+// when the file is not a mapping at all.
+func (c *Catalog) ParseSiteDoc(file string, data []byte) (*SiteDoc, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil, ErrorList{{File: file, Msg: `empty file: a site config needs at least "kind: site", "board" and "hostname"`}}
+		return nil, ErrorList{{File: file, Msg: `empty file: a site config needs at least "kind: site", "board" and "hostname"`}}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, nil, ErrorList{{File: file, Msg: "empty file (only comments)"}}
+			return nil, ErrorList{{File: file, Msg: "empty file (only comments)"}}
 		}
-		return nil, nil, ErrorList{syntaxError(file, err)}
+		return nil, ErrorList{syntaxError(file, err)}
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, nil, ErrorList{{File: file, Line: doc.Line, Col: doc.Column, Msg: "want a mapping of fields (kind: site, board: ..., hostname: ...)"}}
+		return nil, ErrorList{{File: file, Line: doc.Line, Col: doc.Column, Msg: "want a mapping of fields (kind: site, board: ..., hostname: ...)"}}
 	}
 	s := &plan.Site{}
 	d := &decoder{file: file, what: "site config", pos: positions{}, bad: map[string]bool{}}
@@ -55,7 +79,7 @@ func (c *Catalog) ParseSite(file string, data []byte) (*plan.Site, *Board, error
 		}
 		d.errs = append(d.errs, located(file, d.pos, e.Path, e.Msg))
 	}
-	return s, board, d.errs.err()
+	return &SiteDoc{File: file, Site: s, Board: board, pos: d.pos}, d.errs.err()
 }
 
 // located places a message at a field path's position, or its nearest

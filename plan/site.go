@@ -54,6 +54,8 @@ type Site struct {
 	Firewall SiteFirewall `yaml:"firewall" json:"firewall"`
 	SSH      SiteSSH      `yaml:"ssh" json:"ssh"`
 	NTP      SiteNTP      `yaml:"ntp" json:"ntp"`
+	// Tunnels are site-to-site IPsec tunnels with manual keys (tunnel.go).
+	Tunnels []SiteTunnel `yaml:"tunnels" json:"tunnels,omitempty"`
 }
 
 // SiteWAN is the port towards the internet.
@@ -345,6 +347,11 @@ func (s *Site) Validate(ports []Port) []SiteError {
 			bad(fmt.Sprintf("ntp.servers[%d]", i), "%q: want a host name or address", n)
 		}
 	}
+	var lanNet netip.Prefix
+	if hasLAN && lanOK {
+		lanNet = lan.Masked()
+	}
+	s.checkTunnels(bad, wanNet, lanNet)
 	return errs
 }
 

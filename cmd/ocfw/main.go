@@ -126,6 +126,7 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newPlanCmd(g),
 		newValidateCmd(g),
 		newSiteCmd(g),
+		newTunnelCmd(g),
 		withPlanFlags(g, ocfcmd.NewSelftestCmd),
 		withPlanFlags(g, ocfcmd.NewSpeedCmd),
 		ocfcmd.NewPolicyCmd("policy.json"),

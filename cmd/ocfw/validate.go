@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,8 +18,10 @@ func newValidateCmd(g *globalFlags) *cobra.Command {
 		Long: `validate parses each profile or site config file strictly (unknown fields, wrong
 types, unknown engines, impossible slot or boot combinations; for a site config
 (kind: site) its ports, addresses, DHCP range, port forwards and keys against its
-board) and reports every problem as FILE:LINE:COLUMN with what would be valid,
-all in one run. Names must be unique among the profiles given; a site config may
+board, and each tunnel's key file, read beside the site config, against the
+tunnel; the two ends of a tunnel given together are checked against each other)
+and reports every problem as FILE:LINE:COLUMN with what would be valid, all in
+one run. Names must be unique among the profiles given; a site config may
 name a board given alongside. Exit status 1 when anything is wrong.`,
 		Args: needArgs(1, -1, "one or more profile or site config files", "ocfw validate myboard.yaml site.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -78,12 +81,13 @@ func validateSites(cmd *cobra.Command, g *globalFlags, sites []string, profiles 
 	}
 	cat.Add(profiles)
 	var all boards.ErrorList
+	var docs []*boards.SiteDoc
 	for _, f := range sites {
 		data, err := readProfileFile(f)
 		if err != nil {
 			return err
 		}
-		s, _, err := cat.ParseSite(f, data)
+		d, err := cat.ParseSiteDoc(f, data)
 		var l boards.ErrorList
 		if errors.As(err, &l) {
 			all = append(all, l...)
@@ -91,7 +95,27 @@ func validateSites(cmd *cobra.Command, g *globalFlags, sites []string, profiles 
 		} else if err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (site %s for %s)\n", f, s.Hostname, s.Board)
+		docs = append(docs, d)
+	}
+	// Key files are checked only for sites that are right themselves:
+	// a wrong address would make every key check wrong too.
+	all = append(all, boards.CheckTunnels(docs, readTunnelKeys)...)
+	wrong := map[string]bool{}
+	for _, e := range all {
+		wrong[e.File] = true
+	}
+	for _, d := range docs {
+		var ks []string
+		ok := !wrong[d.File]
+		for _, t := range d.Site.Tunnels {
+			k := boards.TunnelKeysPath(d.File, t)
+			ok = ok && !wrong[k]
+			ks = append(ks, fmt.Sprintf("; tunnel %s to %s, keys %s", t.Name, t.Peer, k))
+		}
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (site %s for %s%s)\n", d.File, d.Site.Hostname, d.Site.Board, strings.Join(ks, ""))
 	}
 	if len(all) > 0 {
 		return all

@@ -87,6 +87,8 @@ func TestGuestRouter(t *testing.T) {
 		Firewall: plan.SiteFirewall{PortForwards: []plan.PortForward{
 			{Proto: "tcp", Port: 8080, To: lanHost, ToPort: 80},
 		}},
+		Tunnels: []plan.SiteTunnel{{Name: "a-b", Peer: tunnelPeer, RemoteSubnet: remoteNet,
+			Cipher: "aes-128-cbc", Auth: "hmac-sha1", Keys: "a-b.keys"}},
 	}
 	apply := func() {
 		t.Helper()
@@ -196,6 +198,8 @@ func TestGuestRouter(t *testing.T) {
 		}
 		t.Logf("%d of %d pings answered", got, sent)
 	})
+
+	tunnelChecks(t, wan, router, lan)
 
 	site.Firewall.WANServices = []string{"ssh"}
 	apply()

@@ -3,6 +3,7 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 
 	"github.com/google/nftables"
@@ -150,7 +151,15 @@ var ctStateBits = map[string]uint32{
 	"new":         expr.CtStateBitNEW,
 }
 
-var l4protos = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP, "icmp": unix.IPPROTO_ICMP}
+var l4protos = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP, "icmp": unix.IPPROTO_ICMP, "esp": unix.IPPROTO_ESP}
+
+// metaKeySecPath is NFT_META_SECPATH from linux/netfilter/nf_tables.h
+// (Linux 4.15 and later, with CONFIG_XFRM): whether the packet has a
+// secpath, i.e. came out of an IPsec SA. Neither golang.org/x/sys nor
+// google/nftables v0.3.0 names it; the meta expression takes the number
+// as it is. The kernel allows it in the prerouting, input and forward
+// hooks.
+const metaKeySecPath expr.MetaKey = 25
 
 var icmpTypes = map[string]byte{"echo-request": 8}
 
@@ -175,21 +184,34 @@ func (r Rule) exprs() ([]expr.Any, error) {
 		meta(expr.MetaKeyNFPROTO)
 		cmp(expr.CmpOpEq, []byte{unix.NFPROTO_IPV4})
 	}
-	if r.SAddr.IsValid() {
-		if !r.IPv4 || !r.SAddr.Addr().Is4() {
-			return nil, fmt.Errorf("ip saddr %v needs an IPv4 prefix and the IPv4 match", r.SAddr)
+	for _, a := range []struct {
+		what   string
+		p      netip.Prefix
+		offset uint32
+	}{{"saddr", r.SAddr, 12}, {"daddr", r.DAddr, 16}} {
+		if !a.p.IsValid() {
+			continue
 		}
-		p := r.SAddr.Masked()
+		if !r.IPv4 || !a.p.Addr().Is4() {
+			return nil, fmt.Errorf("ip %s %v needs an IPv4 prefix and the IPv4 match", a.what, a.p)
+		}
+		p := a.p.Masked()
 		mask := make([]byte, 4)
 		for i := 0; i < p.Bits(); i++ {
 			mask[i/8] |= 0x80 >> (i % 8)
 		}
-		a := p.Addr().As4()
+		addr := p.Addr().As4()
 		ex = append(ex,
-			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: a.offset, Len: 4},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
 		)
-		cmp(expr.CmpOpEq, a[:])
+		cmp(expr.CmpOpEq, addr[:])
+	}
+	if r.IPsec {
+		// The secpath key loads one byte, 1 when the packet was
+		// decrypted by an SA, as nft's "meta ipsec exists" does.
+		meta(metaKeySecPath)
+		cmp(expr.CmpOpEq, []byte{1})
 	}
 	if r.Proto != "" {
 		p, ok := l4protos[r.Proto]

@@ -74,12 +74,18 @@ type Rule struct {
 	IIf, OIf string       // interface names; "" matches any
 	IPv4     bool         // meta nfproto ipv4: needed before IPv4 header matches and NAT to an IPv4 address
 	SAddr    netip.Prefix // IPv4 source network (needs IPv4)
-	Proto    string       // "tcp", "udp" or "icmp" (icmp needs IPv4)
-	SPort    uint16       // transport source port (tcp or udp)
-	DPort    uint16       // transport destination port (tcp or udp)
-	ICMPType string       // "echo-request" (icmp)
-	CTState  []string     // any of "established", "related", "new", "invalid"
-	CTStatus string       // "dnat": the connection was destination-NATed
+	DAddr    netip.Prefix // IPv4 destination network (needs IPv4)
+	// IPsec matches packets the kernel decrypted (meta ipsec exists):
+	// inbound ESP in tunnel mode comes back in on the WAN with the inner
+	// addresses, and this is what tells it from the same addresses sent
+	// in the clear.
+	IPsec    bool
+	Proto    string   // "tcp", "udp", "icmp" (needs IPv4) or "esp"
+	SPort    uint16   // transport source port (tcp or udp)
+	DPort    uint16   // transport destination port (tcp or udp)
+	ICMPType string   // "echo-request" (icmp)
+	CTState  []string // any of "established", "related", "new", "invalid"
+	CTStatus string   // "dnat": the connection was destination-NATed
 	Limit    *Limit
 	Counter  string // named counter of the table
 	Verdict  string // "accept", "drop", "dnat" or "masquerade"
@@ -118,6 +124,13 @@ type Counter struct {
 // is counted in forward_drop and dropped. prerouting: one DNAT rule per
 // port forward on the WAN. postrouting: masquerade out of the WAN, so the
 // LAN leaves with the WAN address, static or from DHCP.
+//
+// Each tunnel adds: ESP on the WAN from its peer's address only (input);
+// decrypted packets from its remote subnet to its local subnet (forward);
+// and no masquerade for packets to its remote subnet (postrouting), which
+// must enter the tunnel with their LAN source addresses for its policy to
+// match. LAN to remote subnet needs no rule of its own: routing sends it
+// out of the WAN, where the LAN's rule accepts it and XFRM encrypts it.
 func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, error) {
 	if err := checkIfName("WAN", wan); err != nil {
 		return nil, err
@@ -141,6 +154,20 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 		}
 	}
 	lanNet := lanAddr.Masked()
+	if noLAN && len(site.Tunnels) > 0 {
+		return nil, errors.New("firewall: tunnels need a LAN")
+	}
+	var tunnels []plan.TunnelAddrs
+	for _, t := range site.Tunnels {
+		a, err := site.TunnelAddrs(t)
+		if err != nil {
+			return nil, fmt.Errorf("firewall: %w", err)
+		}
+		if !lanNet.Contains(a.LocalSubnet.Addr()) || a.LocalSubnet.Bits() < lanNet.Bits() || a.RemoteSubnet.Overlaps(lanNet) {
+			return nil, fmt.Errorf("firewall: tunnel %s: %s to %s: want a local subnet inside the LAN %s and a remote one outside it", t.Name, a.LocalSubnet, a.RemoteSubnet, lanNet)
+		}
+		tunnels = append(tunnels, a)
+	}
 
 	sshFromWAN := false
 	for _, s := range site.Firewall.WANServices {
@@ -222,6 +249,11 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 		input.Rules = append(input.Rules,
 			Rule{IIf: wan, Proto: "tcp", DPort: uint16(sshPort), Verdict: "accept", Comment: "SSH from the WAN (wan_services: ssh)"})
 	}
+	for i, a := range tunnels {
+		input.Rules = append(input.Rules, Rule{
+			IIf: wan, IPv4: true, SAddr: netip.PrefixFrom(a.Peer, 32), Proto: "esp", Verdict: "accept",
+			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", site.Tunnels[i].Name)})
+	}
 	input.Rules = append(input.Rules,
 		Rule{Counter: CounterInputDrop, Verdict: "drop", Comment: "everything else, counted"})
 
@@ -234,8 +266,23 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 			Rule{CTState: established, Verdict: "accept", Comment: "replies and related ICMP errors"},
 			Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
 			Rule{IIf: wan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
-			Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"},
 		)
+		// Decrypted packets arrive on the WAN with the inner addresses.
+		// The address match alone would also pass the same addresses sent
+		// in the clear by anyone on the WAN side; the kernel's forward
+		// policy check drops those too once the installer has put in an
+		// XFRM fwd policy, but the firewall does not count on it: meta
+		// ipsec exists (the secpath) says the packet came out of an SA.
+		// google/nftables v0.3.0 has no xfrm expression (nft's "ipsec in
+		// reqid"), so the SA itself is not named; the addresses and the
+		// kernel's policy check pin it to the tunnel.
+		for i, a := range tunnels {
+			forward.Rules = append(forward.Rules, Rule{
+				IIf: wan, OIf: lan, IPv4: true, SAddr: a.RemoteSubnet, DAddr: a.LocalSubnet, IPsec: true, Verdict: "accept",
+				Comment: fmt.Sprintf("tunnel %s: decrypted, from the peer's network to ours", site.Tunnels[i].Name)})
+		}
+		forward.Rules = append(forward.Rules,
+			Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"})
 	}
 
 	pre := Chain{Name: "prerouting", Type: "nat", Hook: "prerouting", Priority: -100, Policy: "accept"}
@@ -249,6 +296,12 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 	}
 
 	post := Chain{Name: "postrouting", Type: "nat", Hook: "postrouting", Priority: 100, Policy: "accept"}
+	for i, a := range tunnels {
+		// Accept in a NAT chain: no translation for the connection.
+		post.Rules = append(post.Rules, Rule{
+			OIf: wan, IPv4: true, DAddr: a.RemoteSubnet, Verdict: "accept",
+			Comment: fmt.Sprintf("tunnel %s: into the tunnel with LAN addresses, not masqueraded", site.Tunnels[i].Name)})
+	}
 	post.Rules = append(post.Rules,
 		Rule{OIf: wan, IPv4: true, Verdict: "masquerade", Comment: "the LAN leaves with the WAN address"})
 
@@ -285,6 +338,10 @@ func (rs *Ruleset) check() error {
 			return fmt.Errorf("firewall: chain %s: unknown policy %q", ch.Name, ch.Policy)
 		}
 		for i, r := range ch.Rules {
+			if r.IPsec && ch.Hook == "postrouting" {
+				// The kernel refuses the secpath key there.
+				return fmt.Errorf("firewall: chain %s rule %d: meta ipsec is only known on prerouting, input and forward", ch.Name, i)
+			}
 			if _, err := r.exprs(); err != nil {
 				return fmt.Errorf("firewall: chain %s rule %d: %w", ch.Name, i, err)
 			}
@@ -334,6 +391,15 @@ func priorityName(p int) string {
 	return strconv.Itoa(p)
 }
 
+// prefixString writes a prefix as nft lists it: a /32 as the bare
+// address.
+func prefixString(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
 // String renders one rule in nft's syntax, matches in evaluation order.
 func (r Rule) String() string {
 	var w []string
@@ -347,7 +413,13 @@ func (r Rule) String() string {
 		w = append(w, "meta nfproto ipv4")
 	}
 	if r.SAddr.IsValid() {
-		w = append(w, "ip saddr", r.SAddr.String())
+		w = append(w, "ip saddr", prefixString(r.SAddr))
+	}
+	if r.DAddr.IsValid() {
+		w = append(w, "ip daddr", prefixString(r.DAddr))
+	}
+	if r.IPsec {
+		w = append(w, "meta ipsec exists")
 	}
 	switch {
 	case r.Proto == "icmp" && r.ICMPType != "":

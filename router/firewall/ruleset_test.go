@@ -30,6 +30,18 @@ func baseSite() *plan.Site {
 
 var lanAddr = netip.MustParsePrefix("192.168.1.1/24")
 
+// tunnelSite is site A of the examples with a second tunnel to a third
+// site, on a static WAN address.
+func tunnelSite() *plan.Site {
+	s := baseSite()
+	s.WAN = plan.SiteWAN{Port: "wan", Address: "198.51.100.2/24", Gateway: "198.51.100.1"}
+	s.Tunnels = []plan.SiteTunnel{
+		{Name: "a-b", Peer: "203.0.113.2", RemoteSubnet: "192.168.2.0/24", Cipher: "aes-128-cbc", Auth: "hmac-sha256", Keys: "a-b.keys"},
+		{Name: "a-c", Peer: "192.0.2.7", LocalSubnet: "192.168.1.128/25", RemoteSubnet: "10.3.0.0/16", Cipher: "aes-256-cbc", Auth: "hmac-sha1", Keys: "a-c.keys"},
+	}
+	return s
+}
+
 // The golden files are the whole policy in nft's syntax: a change to what
 // the router lets through shows up as a diff a reviewer reads.
 func TestBuildGolden(t *testing.T) {
@@ -46,7 +58,7 @@ func TestBuildGolden(t *testing.T) {
 	host := baseSite()
 	host.LAN = plan.SiteLAN{}
 	host.Firewall.WANServices = []string{"ssh"}
-	for name, site := range map[string]*plan.Site{"closed": baseSite(), "forwards-ssh": forwards, "host-no-lan": host} {
+	for name, site := range map[string]*plan.Site{"closed": baseSite(), "forwards-ssh": forwards, "host-no-lan": host, "tunnels": tunnelSite()} {
 		t.Run(name, func(t *testing.T) {
 			lan, addr := "br0", lanAddr
 			if !site.LAN.HasLAN() {
@@ -112,6 +124,53 @@ func TestBuildPolicy(t *testing.T) {
 	}
 }
 
+// Tunnels open ESP to their peers only, forward only decrypted packets
+// between their subnets, and keep their traffic out of the masquerade.
+func TestBuildTunnelPolicy(t *testing.T) {
+	rs, err := Build(tunnelSite(), "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := map[string]Chain{}
+	for _, ch := range rs.Chains {
+		chains[ch.Name] = ch
+	}
+	var esp []string
+	for _, r := range chains["input"].Rules {
+		if r.Proto == "esp" {
+			if r.Verdict != "accept" || r.IIf != "eth0" || !r.SAddr.IsSingleIP() {
+				t.Errorf("input: %q, want ESP accepted on the WAN from one address", r)
+			}
+			esp = append(esp, r.SAddr.Addr().String())
+		}
+	}
+	if got := strings.Join(esp, " "); got != "203.0.113.2 192.0.2.7" {
+		t.Errorf("ESP accepted from %q, want the two peers", got)
+	}
+	var fwd []string
+	for _, r := range chains["forward"].Rules {
+		if r.IIf == "eth0" && r.SAddr.IsValid() {
+			if !r.IPsec || r.Verdict != "accept" || r.OIf != "br0" {
+				t.Errorf("forward: %q: WAN to LAN by address without meta ipsec", r)
+			}
+			fwd = append(fwd, r.SAddr.String()+">"+r.DAddr.String())
+		}
+	}
+	if got := strings.Join(fwd, " "); got != "192.168.2.0/24>192.168.1.0/24 10.3.0.0/16>192.168.1.128/25" {
+		t.Errorf("forwarded from the tunnels: %q", got)
+	}
+	post := chains["postrouting"].Rules
+	last := post[len(post)-1]
+	if last.Verdict != "masquerade" || len(post) != 3 {
+		t.Fatalf("postrouting: %v", post)
+	}
+	for i, want := range []string{"192.168.2.0/24", "10.3.0.0/16"} {
+		if r := post[i]; r.DAddr.String() != want || r.Verdict != "accept" || r.OIf != "eth0" {
+			t.Errorf("postrouting rule %d: %q, want no NAT to %s before the masquerade", i, r, want)
+		}
+	}
+}
+
 func TestBuildRefuses(t *testing.T) {
 	for name, tc := range map[string]struct {
 		edit     func(*plan.Site)
@@ -140,6 +199,19 @@ func TestBuildRefuses(t *testing.T) {
 		"forward twice": {func(s *plan.Site) {
 			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 80, To: "192.168.1.5"}, {Proto: "tcp", Port: 80, To: "192.168.1.6"}}
 		}, "eth0", "br0", lanAddr, "twice"},
+		"tunnel without LAN": {func(s *plan.Site) { *s = *tunnelSite(); s.LAN = plan.SiteLAN{} }, "eth0", "", netip.Prefix{}, "tunnels need a LAN"},
+		"tunnel peer": {func(s *plan.Site) {
+			*s = *tunnelSite()
+			s.Tunnels[0].Peer = "me"
+		}, "eth0", "br0", lanAddr, `tunnel a-b: peer "me"`},
+		"tunnel into the LAN": {func(s *plan.Site) {
+			*s = *tunnelSite()
+			s.Tunnels[1].RemoteSubnet = "192.168.0.0/16"
+		}, "eth0", "br0", lanAddr, "tunnel a-c: 192.168.1.128/25 to 192.168.0.0/16"},
+		"tunnel on DHCP without local": {func(s *plan.Site) {
+			*s = *tunnelSite()
+			s.WAN.Address = "dhcp"
+		}, "eth0", "br0", lanAddr, "tunnel a-b: local: the WAN has no static address"},
 		"forward over ssh": {func(s *plan.Site) {
 			s.Firewall.WANServices = []string{"ssh"}
 			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 22, To: "192.168.1.5"}}
@@ -206,8 +278,38 @@ func TestExprs(t *testing.T) {
 		t.Errorf("saddr network %v, want 192.168.0.0", c.Data)
 	}
 
+	ex, err = Rule{IIf: "eth0", IPv4: true, SAddr: netip.MustParsePrefix("192.168.2.0/24"), DAddr: netip.MustParsePrefix("192.168.1.0/24"), IPsec: true, Verdict: "accept"}.exprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ex[7].(*expr.Payload); p.Offset != 16 || p.Len != 4 || p.Base != expr.PayloadBaseNetworkHeader {
+		t.Errorf("daddr load %+v, want 4 bytes at offset 16 of the IP header", p)
+	}
+	if c := ex[9].(*expr.Cmp); !bytes.Equal(c.Data, []byte{192, 168, 1, 0}) {
+		t.Errorf("daddr network %v", c.Data)
+	}
+	// NFT_META_SECPATH is 25, loading one byte that is 1 for a packet
+	// out of an SA.
+	if m, c := ex[10].(*expr.Meta), ex[11].(*expr.Cmp); m.Key != 25 || c.Op != expr.CmpOpEq || !bytes.Equal(c.Data, []byte{1}) {
+		t.Errorf("ipsec match %+v %+v, want meta secpath (25) == 1", m, c)
+	}
+	ex, err = Rule{IPv4: true, SAddr: netip.MustParsePrefix("203.0.113.2/32"), Proto: "esp", Verdict: "accept"}.exprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ex[len(ex)-2].(*expr.Cmp); !bytes.Equal(c.Data, []byte{50}) {
+		t.Errorf("esp protocol %v, want 50", c.Data)
+	}
+	rs := &Ruleset{Table: TableName, Chains: []Chain{{Name: "postrouting", Type: "nat", Hook: "postrouting", Policy: "accept",
+		Rules: []Rule{{IPsec: true, Verdict: "accept"}}}}}
+	if err := rs.check(); err == nil {
+		t.Error("meta ipsec in postrouting passed the check; the kernel refuses it")
+	}
+
 	for _, bad := range []Rule{
 		{Proto: "tcp", Verdict: "reject"},
+		{DAddr: netip.MustParsePrefix("10.0.0.0/8"), Verdict: "accept"},
+		{Proto: "esp", DPort: 500, Verdict: "accept"},
 		{DPort: 80, Verdict: "accept"},
 		{Proto: "icmp", ICMPType: "echo-request", Verdict: "accept"}, // no IPv4 match
 		{IPv4: true, Verdict: "dnat"},

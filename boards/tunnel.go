@@ -1,0 +1,182 @@
+package boards
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ocfw/ocfw/plan"
+)
+
+// TunnelKeysPath is where the host finds a tunnel's key file: its name
+// taken beside the site config (on the box: in the card's ocfw folder).
+func TunnelKeysPath(siteFile string, t plan.SiteTunnel) string {
+	return filepath.Join(filepath.Dir(siteFile), t.Keys)
+}
+
+// Tunnel finds a tunnel by name: its index, or -1.
+func (d *SiteDoc) Tunnel(name string) int {
+	for i, t := range d.Site.Tunnels {
+		if t.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// CheckTunnels checks the tunnels of sites given together: each one's key
+// file (read beside its site config with read) on its own and against the
+// tunnel, and, for a tunnel whose other end is among the sites, that the
+// two configs mirror each other and that both ends' key files give the
+// same keys from opposite sides. Every problem is returned, each naming
+// the files involved. Sites with errors of their own are skipped.
+func CheckTunnels(docs []*SiteDoc, read func(name string) ([]byte, error)) ErrorList {
+	var errs ErrorList
+	setups := map[*SiteDoc][]*plan.TunnelSetup{}
+	// Both ends usually name one file: read and report it once.
+	type keyFile struct {
+		keys *plan.TunnelKeys
+		err  error
+	}
+	files := map[string]*keyFile{}
+	load := func(path string) *keyFile {
+		if f := files[path]; f != nil {
+			return f
+		}
+		f := &keyFile{}
+		files[path] = f
+		data, err := read(path)
+		if err != nil {
+			f.err = err
+			return f
+		}
+		var kerrs []error
+		f.keys, kerrs = plan.ReadTunnelKeys(path, data)
+		for _, e := range kerrs {
+			errs = append(errs, fileError(path, e))
+		}
+		return f
+	}
+	for _, d := range docs {
+		setups[d] = make([]*plan.TunnelSetup, len(d.Site.Tunnels))
+		for i, t := range d.Site.Tunnels {
+			path := TunnelKeysPath(d.File, t)
+			at := fmt.Sprintf("tunnels[%d].keys", i)
+			f := load(path)
+			if err := f.err; errors.Is(err, fs.ErrNotExist) {
+				other := "PEER-SITE.yaml"
+				for _, o := range docs {
+					if o != d && o.Tunnel(t.Name) >= 0 {
+						other = o.File
+					}
+				}
+				errs = append(errs, d.At(at, fmt.Sprintf("key file %s not found: make it with ocfw tunnel keys --site %s --site %s --tunnel %s", path, d.File, other, t.Name)))
+				continue
+			} else if err != nil {
+				errs = append(errs, d.At(at, err.Error()))
+				continue
+			}
+			if f.keys == nil {
+				continue
+			}
+			s, serrs := t.Setup(d.Site, f.keys)
+			for _, e := range serrs {
+				errs = append(errs, d.At(at, fmt.Sprintf("key file %s: %v", path, e)))
+			}
+			setups[d][i] = s
+		}
+	}
+	for x, a := range docs {
+		for ai, t := range a.Site.Tunnels {
+			for _, b := range docs[x+1:] {
+				bi := b.Tunnel(t.Name)
+				if bi < 0 {
+					continue
+				}
+				pe := CheckTunnelPair(a, ai, b, bi)
+				errs = append(errs, pe...)
+				sa, sb := setups[a][ai], setups[b][bi]
+				if len(pe) == 0 && sa != nil && sb != nil && (!sameSA(sa.Out, sb.In) || !sameSA(sa.In, sb.Out)) {
+					errs = append(errs, a.At(fmt.Sprintf("tunnels[%d].keys", ai), fmt.Sprintf(
+						"tunnel %s: key file %s and %s's %s give different keys: both ends need the same file (make new ones with ocfw tunnel keys and install them on both)",
+						t.Name, TunnelKeysPath(a.File, t), b.File, TunnelKeysPath(b.File, b.Site.Tunnels[bi]))))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+func sameSA(a, b plan.SAKeys) bool {
+	return a.SPI == b.SPI && bytes.Equal(a.EncKey, b.EncKey) && bytes.Equal(a.AuthKey, b.AuthKey)
+}
+
+// CheckTunnelPair checks that tunnel ai of site a and tunnel bi of site b
+// are the two ends of one tunnel: each one's local address is the other's
+// peer, each one's local subnet the other's remote subnet, and they use
+// the same algorithms. Problems are placed in a's file, naming b's.
+func CheckTunnelPair(a *SiteDoc, ai int, b *SiteDoc, bi int) ErrorList {
+	var errs ErrorList
+	ta, tb := a.Site.Tunnels[ai], b.Site.Tunnels[bi]
+	p := fmt.Sprintf("tunnels[%d]", ai)
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, a.At(p+field, fmt.Sprintf("tunnel %s: ", ta.Name)+fmt.Sprintf(format, args...)))
+	}
+	aa, errA := a.Site.TunnelAddrs(ta)
+	ba, errB := b.Site.TunnelAddrs(tb)
+	if errA != nil || errB != nil {
+		return nil // reported by each site's own checks
+	}
+	if aa.Peer != ba.Local {
+		bad(".peer", "peer %s, but %s's end is at %s", aa.Peer, b.File, ba.Local)
+	}
+	if ba.Peer != aa.Local {
+		bad(".local", "this end is at %s, but %s's peer is %s", aa.Local, b.File, ba.Peer)
+	}
+	if aa.LocalSubnet != ba.RemoteSubnet {
+		bad(".local_subnet", "local_subnet %s, but %s's remote_subnet is %s", aa.LocalSubnet, b.File, ba.RemoteSubnet)
+	}
+	if aa.RemoteSubnet != ba.LocalSubnet {
+		bad(".remote_subnet", "remote_subnet %s, but %s's local_subnet is %s", aa.RemoteSubnet, b.File, ba.LocalSubnet)
+	}
+	if ta.Cipher != tb.Cipher {
+		bad(".cipher", "cipher %s, but %s's is %s", ta.Cipher, b.File, tb.Cipher)
+	}
+	if ta.Auth != tb.Auth {
+		bad(".auth", "auth %s, but %s's is %s", ta.Auth, b.File, tb.Auth)
+	}
+	return errs
+}
+
+// fileError turns one of plan's "FILE[:LINE:COL]: message" errors into a
+// located Error, so the list sorts and prints like the others.
+func fileError(file string, err error) *Error {
+	msg := strings.TrimPrefix(err.Error(), file)
+	e := &Error{File: file}
+	if rest, ok := strings.CutPrefix(msg, ":"); ok {
+		msg = rest
+		if l, c, m, ok := lineColPrefix(msg); ok {
+			e.Line, e.Col, msg = l, c, m
+		}
+	}
+	e.Msg = strings.TrimPrefix(msg, " ")
+	return e
+}
+
+// lineColPrefix splits "3:13: message".
+func lineColPrefix(s string) (line, col int, msg string, ok bool) {
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 {
+		return 0, 0, s, false
+	}
+	l, err1 := strconv.Atoi(parts[0])
+	c, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return 0, 0, s, false
+	}
+	return l, c, parts[2], true
+}
