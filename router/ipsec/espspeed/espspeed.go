@@ -19,9 +19,11 @@
 // Afterwards the SAs and namespaces are gone and every priority it
 // changed is back as it found it.
 //
-// The whole run is bounded by Config.Budget: each (engine, size) gets an
-// equal share as its window, and no step waits on an engine beyond its
-// own deadline, so a stalled engine costs its share, not the boot.
+// The whole run is bounded by Config.Budget: each (engine, size) step's
+// window is an equal share of what is left of it (engine changes and
+// the wait for an engine's queue to drain between steps come out of the
+// same budget), and no step waits on an engine beyond its own deadline,
+// so a stalled engine costs its share, not the boot.
 package espspeed
 
 import (
@@ -154,12 +156,17 @@ const (
 	replayWindow = 128
 	// sndBuf bounds the datagrams in flight: with an asynchronous engine
 	// they wait in its queue charged to the sender's socket, as on a card
-	// with a bounded queue, and one step's backlog drains quickly.
-	sndBuf = 32 << 10
+	// with a bounded queue, and one step's backlog drains quickly. The
+	// kernel doubles it: a few MTU-sized datagrams, a dozen small ones.
+	// Software ESP is not held back by it: veth frees a datagram from
+	// the socket's account as it crosses into the other namespace.
+	sndBuf = 4 << 10
 	rcvBuf = 512 << 10
-	// sendShare is the part of the budget spent in windows; the rest is
-	// setup, engine changes, warm-ups and drains.
-	sendShare = 0.7
+	// sendShare is the part of the budget left that a step's window
+	// takes; the rest is for drains, engine changes and warm-ups.
+	sendShare = 0.8
+	// minWindow is the shortest window worth measuring.
+	minWindow = 50 * time.Millisecond
 )
 
 // Measure runs the measurement (see the package comment). It returns an
@@ -225,47 +232,60 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("espspeed: %w", err)
 	}
 
-	steps := len(engines) * len(cfg.Sizes)
-	window := time.Duration(float64(cfg.Budget) * sendShare / float64(steps))
+	// The budget's end, less a twentieth for putting the kernel back.
+	end := start.Add(cfg.Budget - cfg.Budget/20)
+	stepsLeft := len(engines) * len(cfg.Sizes)
+	// window is a step's share of what is left; steps is how many of the
+	// engine's own are still to come.
+	window := func(steps int) time.Duration {
+		return time.Duration(float64(time.Until(end)) * sendShare / float64(stepsLeft-len(cfg.Sizes)+steps))
+	}
 	tag := uint32(0)
 	for i, e := range engines {
 		rows := make([]Row, len(cfg.Sizes))
 		for j, s := range cfg.Sizes {
 			rows[j] = Row{Engine: e.ID, Driver: e.Driver, Hardware: e.Hardware, Size: s}
 		}
-		fail := func(err error) {
-			for j := range rows {
-				rows[j].Err = err.Error()
-			}
-		}
-		tun := tunnel(i, cfg.Cipher, cfg.Auth, ciph.KeySize, auth.KeySize)
-		sa, err := n.choose(e, tun, ciph.Kernel, cat.KernelType, built)
-		for j := range rows {
-			rows[j].SADriver = sa
-		}
-		switch {
-		case ctx.Err() != nil:
-			fail(fmt.Errorf("not measured: the run's budget of %v was spent", cfg.Budget))
-		case err != nil:
-			fail(err)
-		default:
-			if err := n.warmUp(ctx, window); err != nil {
-				fail(err)
-				break
-			}
-			for j := range rows {
-				if ctx.Err() != nil {
-					rows[j].Err = fmt.Sprintf("not measured: the run's budget of %v was spent", cfg.Budget)
-					continue
-				}
-				tag++
-				n.step(ctx, &rows[j], tag, window)
-			}
-		}
-		res.Rows = append(res.Rows, rows...)
+		res.Rows = append(res.Rows, n.engine(ctx, e, rows, tunnel(i, cfg.Cipher, cfg.Auth, ciph.KeySize, auth.KeySize), ciph.Kernel, cat.KernelType, built, &tag, window)...)
+		stepsLeft -= len(rows)
 		n.removeTunnel()
 	}
 	return res, nil
+}
+
+// engine measures one engine: rows (one per size, filled in) after
+// making it the kernel's choice and installing tun.
+func (n *network) engine(ctx context.Context, e Engine, rows []Row, tun ipsec.Tunnel, name, typ string, built map[string]int, tag *uint32, window func(int) time.Duration) []Row {
+	fail := func(err error) []Row {
+		for j := range rows {
+			rows[j].Err = err.Error()
+		}
+		return rows
+	}
+	spent := errors.New("not measured: the run's budget was spent")
+	if ctx.Err() != nil || window(len(rows)) < minWindow {
+		return fail(spent)
+	}
+	sa, err := n.choose(e, tun, name, typ, built)
+	for j := range rows {
+		rows[j].SADriver = sa
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := n.warmUp(ctx, window(len(rows))); err != nil {
+		return fail(err)
+	}
+	for j := range rows {
+		w := window(len(rows) - j)
+		if ctx.Err() != nil || w < minWindow {
+			rows[j].Err = spent.Error()
+			continue
+		}
+		*tag++
+		n.step(ctx, &rows[j], *tag, w)
+	}
+	return rows
 }
 
 // withSoftware puts the software reference first: the engine listed
@@ -617,8 +637,8 @@ func (n *network) warmUp(ctx context.Context, limit time.Duration) error {
 }
 
 // step measures one row: datagrams of row.Size tagged with tag, sent for
-// window; then it waits (a bounded while) for the engine's queue to
-// drain so that the next step starts clean.
+// window; then it waits (at most an eighth of the window) for the
+// engine's queue to drain so that the next step starts clean.
 func (n *network) step(ctx context.Context, row *Row, tag uint32, window time.Duration) {
 	n.tag.Store(tag)
 	n.bytes.Store(0)
@@ -662,16 +682,28 @@ func (n *network) step(ctx context.Context, row *Row, tag uint32, window time.Du
 	case pkts == 0:
 		row.Err = fmt.Sprintf("nothing received in %v (%d sent)", window.Round(time.Millisecond), sent)
 	}
-	// Drain: until the count stops rising, at most an eighth of a window.
-	limit := time.Now().Add(window / 8)
-	last := n.pkts.Load()
-	for time.Now().Before(limit) && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-		now := n.pkts.Load()
-		if now == last {
-			break
+	n.drain(ctx, window/8)
+}
+
+// drain waits until the receiving SA has taken in as many packets as the
+// sending SA put out (the engine's queue is empty), or until that count
+// stops rising for a while (packets lost on the way), at most limit.
+func (n *network) drain(ctx context.Context, limit time.Duration) {
+	until := time.Now().Add(limit)
+	var last uint64
+	lastMove := time.Now()
+	for time.Now().Before(until) && ctx.Err() == nil {
+		out, err1 := n.ha.Counters(*n.tun)
+		in, err2 := n.hb.Counters(mirror(*n.tun))
+		if err1 != nil || err2 != nil || in.In.Packets >= out.Out.Packets {
+			return
 		}
-		last = now
+		if in.In.Packets != last {
+			last, lastMove = in.In.Packets, time.Now()
+		} else if time.Since(lastMove) > 200*time.Millisecond {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
