@@ -18,15 +18,6 @@ import (
 	"github.com/ocfw/ocfw/router/ipsec"
 )
 
-// EnvBench asks the guest for bench/run's ESP section: TestGuestBench
-// runs Measure that many times with the test engine's delay_us set to
-// EnvBenchDelay and prints each result as a JSON line after BenchMarker.
-const (
-	EnvBench      = "OCFW_ESP_BENCH_TRIALS"
-	EnvBenchDelay = "OCFW_ESP_BENCH_DELAY_US"
-	BenchMarker   = "ESPBENCH "
-)
-
 // guestModules: XFRM and ESP, veth, the crypto user API and AF_ALG (the
 // engine choice and its check), aes_ti (the better software AES), and
 // virtio-crypto; the test module is loaded after them.
