@@ -207,14 +207,17 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Budget+cfg.Budget/2)
 	defer cancel()
 
-	before, err := kcrypto.List("")
-	if err != nil {
-		return nil, fmt.Errorf("espspeed: %w", err)
-	}
+	// What the kernel resolves now, then its registrations: resolving
+	// may build an instance (as any user's first bind would), which is
+	// then part of the state to come back to.
 	if r, err := kcrypto.Resolve(ciph.Kernel, cat.KernelType); err == nil {
 		res.Default = r.Driver
 	} else {
 		res.Notes = append(res.Notes, fmt.Sprintf("what the kernel resolves %s to before the run: %v", ciph.Kernel, err))
+	}
+	before, err := kcrypto.List("")
+	if err != nil {
+		return nil, fmt.Errorf("espspeed: %w", err)
 	}
 
 	engines, err := withSoftware(cfg.Engines, ciph.Kernel, cat.KernelType, before)
@@ -412,11 +415,10 @@ type network struct {
 	send   *net.UDPConn  // in A
 	recv   *net.UDPConn  // in B
 	// The receiver counts datagrams whose first four bytes are tag.
-	tag           atomic.Uint32
-	bytes, pkts   atomic.Int64
-	recvDone      chan struct{}
-	payload       []byte
-	lastSendError error
+	tag         atomic.Uint32
+	bytes, pkts atomic.Int64
+	recvDone    chan struct{}
+	payload     []byte
 }
 
 func (n *network) open() error {
@@ -531,6 +533,9 @@ func (n *network) choose(e Engine, tun ipsec.Tunnel, name, typ string, built map
 		return "", err
 	}
 	if _, ok := kcrypto.Find(algs, e.Driver); !ok {
+		if !strings.Contains(e.Driver, "(") {
+			return "", fmt.Errorf("the kernel has no driver %s registered (module not loaded, or the device absent?)", e.Driver)
+		}
 		// A template instance (software) not built yet: binding its
 		// driver name builds it, as any user's bind would.
 		fd, err := afalg.Bind(typ, e.Driver)
@@ -770,6 +775,12 @@ func restore(res *Result, before []kcrypto.Alg, built map[string]int, typ string
 			want = b.Priority
 		} else if p, ok := built[a.Driver]; ok {
 			want = p
+		} else if _, arg := split(a.Driver); arg != "" {
+			// An instance something else built during the run: the
+			// priority the kernel gives it, its inner implementation's.
+			if in, ok := kcrypto.Find(now, arg); ok {
+				want = in.Priority
+			}
 		}
 		if want != a.Priority {
 			if err := kcrypto.SetPriority(a.Driver, uint32(want)); err != nil {
