@@ -3,12 +3,13 @@
 // openssl speed (on this host, and as the boards' 386 build against
 // Debian's i386 openssl with Geode-LX instructions only), the
 // dispatcher's overhead, AF_ALG against Go inside one QEMU boot, and,
-// where the firmware builder exists, build cost, sizes and boot time.
+// where the firmware builder exists, build cost, sizes and boot time, and
+// ESP throughput with ocfw's engine choice against the kernel's default.
 //
 // Figures are ratios of runs made side by side, interleaved, best of
 // -trials: the host is shared, and noise only ever slows a run down.
 //
-//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,boot]
+//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,boot,esp]
 package main
 
 import (
@@ -36,6 +37,7 @@ var sections = []struct {
 	{"afalg", runAFALG},
 	{"build", runBuild},
 	{"boot", runBoot},
+	{"esp", runESP},
 }
 
 func main() {
@@ -47,7 +49,7 @@ func main() {
 		return
 	}
 	trials := flag.Int("trials", 3, "runs per side; the best counts")
-	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,boot")
+	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,boot,esp")
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
 	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")

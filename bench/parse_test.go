@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -172,5 +174,55 @@ func TestSymbolsByPackageErrors(t *testing.T) {
 	}
 	if _, err := symbolsByPackage(notELF, 5); err == nil {
 		t.Error("symbolsByPackage accepted a file that is not ELF")
+	}
+}
+
+func TestESPCompare(t *testing.T) {
+	row := func(id, drv string, hw bool, size int, mbps float64) string {
+		return fmt.Sprintf(`{"engine":%q,"driver":%q,"hardware":%v,"size":%d,"mbytes_per_sec":%g,"cpu":0.5,"received":10}`, id, drv, hw, size, mbps)
+	}
+	run := func(soft, virtio, testaes [2]float64) string {
+		rows := []string{
+			row("software", "cbc(aes-fixed-time)", false, 64, soft[0]), row("software", "cbc(aes-fixed-time)", false, 1400, soft[1]),
+			row("virtio-crypto", "virtio_crypto_aes_cbc", true, 64, virtio[0]), row("virtio-crypto", "virtio_crypto_aes_cbc", true, 1400, virtio[1]),
+			row("testaes", "ocfw_testaes_cbc", true, 64, testaes[0]), row("testaes", "ocfw_testaes_cbc", true, 1400, testaes[1]),
+		}
+		return `    kernel_test.go:240: ESPBENCH {"cipher":"aes-128-cbc","auth":"hmac-sha1","kernel_name":"cbc(aes)","default_driver":"ocfw_testaes_cbc","rows":[` + strings.Join(rows, ",") + `]}`
+	}
+	out := "=== RUN TestGuestBench\n" +
+		run([2]float64{0.09, 0.9}, [2]float64{0.08, 1.2}, [2]float64{0.02, 0.3}) + "\n" +
+		// a slower second trial, except virtio at 1400 and software at 64
+		run([2]float64{0.10, 0.5}, [2]float64{0.05, 1.3}, [2]float64{0.01, 0.2}) + "\n--- PASS"
+	runs, err := parseESP(out)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("parseESP: %d runs, %v", len(runs), err)
+	}
+	res, err := espCompare(runs, 1400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.DefaultID != "testaes" || res.ChoiceID != "virtio-crypto" || res.Trials != 2 || len(res.Rows) != 2 {
+		t.Fatalf("%+v", res)
+	}
+	for i, w := range []espRow{{Size: 64, Default: 0.02, Choice: 0.08, Ratio: 4}, {Size: 1400, Default: 0.3, Choice: 1.3, Ratio: 1.3 / 0.3}} {
+		g := res.Rows[i]
+		if g.Size != w.Size || g.Default != w.Default || g.Choice != w.Choice || math.Abs(g.Ratio-w.Ratio) > 1e-9 {
+			t.Errorf("row %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if sw, _ := res.Measurement.Row("software", 64); sw.MBps != 0.10 {
+		t.Errorf("best software at 64 bytes: %v, want 0.10", sw.MBps)
+	}
+	res, err = espCompare(runs[:1], 1400)
+	if err != nil || res.ChoiceID != "virtio-crypto" {
+		t.Errorf("one trial: %+v, %v", res, err)
+	}
+	// Software is the choice when no engine beats it by the margin at 1400.
+	slow, _ := parseESP(run([2]float64{0.09, 1.2}, [2]float64{0.08, 1.3}, [2]float64{0.02, 0.3}))
+	if res, err := espCompare(slow, 1400); err != nil || res.ChoiceID != "software" || res.Rows[1].Ratio != 4 {
+		t.Errorf("virtio within the margin: %+v, %v", res, err)
+	}
+	if _, err := parseESP("no results\n"); err == nil {
+		t.Error("parseESP accepted output without results")
 	}
 }

@@ -25,6 +25,7 @@ type results struct {
 	AFALG     *afalgResult    `json:"afalg,omitempty"`
 	Build     *buildResult    `json:"build,omitempty"`
 	Boot      *bootResult     `json:"boot,omitempty"`
+	ESP       *espResult      `json:"esp,omitempty"`
 }
 
 type sectionStatus struct {
@@ -129,6 +130,9 @@ func (r *results) markdown() string {
 	}
 	if r.Boot != nil {
 		bootTable(&b, r.Boot)
+	}
+	if r.ESP != nil {
+		espTable(&b, r.ESP)
 	}
 	var notes []string
 	for _, s := range r.Sections {
