@@ -284,7 +284,7 @@ func TestResolveStandIns(t *testing.T) {
 		}
 	}
 	notes := strings.Join(p.Notes, "\n")
-	for _, w := range []string{"virtio-crypto is a QEMU stand-in: ocfw run and ocfw try attach", "testaes is ocfw's test engine", "ocfw_testaes module built for the image's kernel"} {
+	for _, w := range []string{"virtio-crypto is a QEMU stand-in: ocfw run and ocfw try attach", "testaes is ocfw's test engine", "ocfw_testaes module built for the image's kernel, which ocfw build compiles"} {
 		if !strings.Contains(notes, w) {
 			t.Errorf("notes lack %q:\n%s", w, notes)
 		}

@@ -219,6 +219,7 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		case s := <-res:
 			choice, engineNotes = s.choice, s.notes
 		default:
+			engineNotes = append(engineNotes, "engine choice: demoting the hardware engines did not finish: the kernel chooses by its drivers' own priorities")
 		}
 	}
 

@@ -150,3 +150,32 @@ func TestEngineChoiceAtBoot(t *testing.T) {
 		})
 	}
 }
+
+// hangingChoice never returns from a demotion: a wedged netlink socket.
+type hangingChoice struct{ fakeChoice }
+
+func (*hangingChoice) DemoteHardware([]kcrypto.HWEngine, []string) (*kcrypto.Outcome, error) {
+	select {}
+}
+
+// A demotion that hangs is left behind: the boot ends, says so, and
+// promotes nothing.
+func TestEngineChoiceHangs(t *testing.T) {
+	cat, err := boards.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cat.Resolve(boards.Request{Board: "alix2d13", Cards: []string{"virtio-crypto"}, Ciphers: []string{"aes-128-cbc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := fakeRoot(t, p, `{"speed_budget": "0s"}`)
+	con := &syncBuffer{}
+	out := Run(context.Background(), Config{Root: root, Console: con, DataWait: 1, StepTimeout: 2e9, Loader: &fakeLoader{}, Engines: &hangingChoice{}})
+	if !strings.Contains(con.String(), plan.MarkDone) || out.Report.EngineChoice != nil {
+		t.Errorf("boot with a hanging demotion: engine choice %+v\n%s", out.Report.EngineChoice, con.String())
+	}
+	if notes := strings.Join(out.Report.Notes, "\n"); !strings.Contains(notes, "engine choice: demoting the hardware engines did not finish") {
+		t.Errorf("notes %q", notes)
+	}
+}
