@@ -318,7 +318,7 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 		}
 	}
 	add(plan.Module{Name: "af_alg", For: "AF_ALG socket family (kernel crypto API from user space)"})
-	var skc, hash, des bool
+	var skc, hash, des, aes bool
 	for _, c := range chosen {
 		switch c.KernelType {
 		case "skcipher":
@@ -329,6 +329,9 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 		if strings.HasPrefix(c.Name, "des") {
 			des = true
 		}
+		if strings.HasPrefix(c.Name, "aes") {
+			aes = true
+		}
 	}
 	if skc {
 		add(plan.Module{Name: "algif_skcipher", For: "AF_ALG skcipher sockets"})
@@ -336,8 +339,18 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 	if hash {
 		add(plan.Module{Name: "algif_hash", For: "AF_ALG hash sockets"})
 	}
+	// The crypto user API (NETLINK_CRYPTO): the boot sequence keeps the
+	// kernel's own users (IPsec) off hardware engines until the self-test
+	// proves them, and then puts the proven ones in the policy's order.
+	add(plan.Module{Name: "crypto_user", For: "kernel engine choice (NETLINK_CRYPTO): demote hardware until proven, then promote"})
 	if des {
 		add(plan.Module{Name: "des_generic", For: "kernel software DES/3DES (cross-check and fallback)"})
+	}
+	// Debian's 686 kernel has no assembler AES (aes-i586 needs an i686
+	// build); aes_ti's fixed-time AES ranks above aes-generic and is
+	// what the kernel falls back to while hardware is demoted.
+	if aes && p.Go.GOARCH == "386" {
+		add(plan.Module{Name: "aes_ti", For: "kernel software AES, fixed-time (the fallback while hardware is demoted)", Optional: true})
 	}
 	cryptodev := false
 	for _, e := range p.Engines {

@@ -105,7 +105,7 @@ func TestResolveModules(t *testing.T) {
 	// Crypto first, then the ports' NIC driver, QEMU's NIC (x86 boards),
 	// and what the router's firewall, NAT and LAN bridge need.
 	router := " via_rhine e1000 crc32c_generic libcrc32c nfnetlink nf_tables nft_objref nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nft_ct nf_nat nft_chain_nat nft_nat nft_masq nft_limit bridge"
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash des_generic geode_aes hifn_795x"+router; got != want {
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}
 	// Only AES: no hash socket, no DES.
@@ -114,8 +114,38 @@ func TestResolveModules(t *testing.T) {
 	for _, m := range p.Modules {
 		names = append(names, m.Name)
 	}
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher geode_aes"+router; got != want {
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes"+router; got != want {
 		t.Errorf("aes-only modules %q, want %q", got, want)
+	}
+	for _, m := range p.Modules {
+		if m.Optional != (m.Name == "aes_ti") {
+			t.Errorf("%s optional %v: only aes_ti is (a kernel without it still boots)", m.Name, m.Optional)
+		}
+	}
+	// The stand-ins load after the AF_ALG sockets and crypto_user, the
+	// test module last of the crypto modules.
+	p, err = c.Resolve(Request{Board: "alix2d13", Cards: []string{"virtio-crypto", "testaes"}, Ciphers: []string{"aes-128-cbc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = nil
+	for _, m := range p.Modules {
+		names = append(names, m.Name)
+	}
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes virtio_pci virtio_crypto ocfw_testaes"+router; got != want {
+		t.Errorf("stand-ins' modules %q, want %q", got, want)
+	}
+	// ARM: crypto_user, no aes_ti (the kernel has its own ARM AES).
+	p, err = c.Resolve(Request{Board: "nslu2", Ciphers: []string{"aes-128-cbc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = nil
+	for _, m := range p.Modules {
+		names = append(names, m.Name)
+	}
+	if got := strings.Join(names, " "); !strings.HasPrefix(got, "af_alg algif_skcipher crypto_user ixp4xx_crypto") || strings.Contains(got, "aes_ti") {
+		t.Errorf("nslu2 modules %q", got)
 	}
 	// SafeNet: out-of-tree OCF modules, and the plan says so.
 	p, err = c.Resolve(Request{Board: "net5501", Cards: []string{"safenet1141"}})
@@ -254,7 +284,7 @@ func TestResolveStandIns(t *testing.T) {
 		}
 	}
 	notes := strings.Join(p.Notes, "\n")
-	for _, w := range []string{"virtio-crypto is a QEMU stand-in: ocfw run and ocfw try attach", "testaes is ocfw's test engine", "ocfw_testaes module built for the image's kernel"} {
+	for _, w := range []string{"virtio-crypto is a QEMU stand-in: ocfw run and ocfw try attach", "testaes is ocfw's test engine", "ocfw_testaes module built for the image's kernel, which ocfw build compiles"} {
 		if !strings.Contains(notes, w) {
 			t.Errorf("notes lack %q:\n%s", w, notes)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/fault"
+	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/ocf/probe"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
@@ -57,6 +58,13 @@ type Config struct {
 	NoNetwork bool
 	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
 	LinkWait time.Duration
+	// Engines changes the kernel's choice of engine; nil means package
+	// kcrypto on the running kernel, or nothing at all on a fake Root.
+	Engines KernelChoice
+	// TrafficCiphers are the ciphers the kernel's own users (IPsec)
+	// carry, which the kernel's engine choice is made for; nil means
+	// every cipher of the plan.
+	TrafficCiphers []string
 }
 
 // Outcome is what a boot did; the console has the same in words.
@@ -193,6 +201,28 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		cfg.printf("ocfw: module %s", l)
 	}
 
+	// The kernel's own users (IPsec) get no hardware engine until the
+	// self-test has proved it: demoted before any interface is up.
+	var engineNotes []string
+	var choice *report.EngineChoice
+	if pl != nil {
+		// The step's results come back over a channel: a step that
+		// overruns is left running, and must not write into what the
+		// report is made of.
+		res := make(chan engineStep, 1)
+		problem(step(ctx, "demoting the hardware engines", cfg.StepTimeout, func() error {
+			ec := &report.EngineChoice{Ciphers: cfg.trafficCiphers(pl), Size: kcrypto.MTU}
+			res <- engineStep{ec, demoteHardware(&cfg, pl, ec)}
+			return nil
+		}))
+		select {
+		case s := <-res:
+			choice, engineNotes = s.choice, s.notes
+		default:
+			engineNotes = append(engineNotes, "engine choice: demoting the hardware engines did not finish: the kernel chooses by its drivers' own priorities")
+		}
+	}
+
 	// 4. The network, before the crypto checks: a router that is down
 	// for the length of a benchmark at every boot is a bad router.
 	var netNotes []string
@@ -229,8 +259,27 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		out.Report = &report.Report{Version: report.Version, Env: report.HostEnvironment()}
 	}
 	r := out.Report
+	// The engines the self-test proved, in the policy's order, for the
+	// kernel; failed and slower ones stay below software.
+	if choice != nil && choice.Demote != nil {
+		res := make(chan engineStep, 1)
+		problem(step(ctx, "promoting the engines that passed", cfg.StepTimeout, func() error {
+			ec := *choice
+			res <- engineStep{&ec, promoteEngines(&cfg, pl, r, &ec)}
+			return nil
+		}))
+		select {
+		case s := <-res:
+			choice = s.choice
+			engineNotes = append(engineNotes, s.notes...)
+		default:
+			engineNotes = append(engineNotes, "engine choice: promoting did not finish: hardware stays below software")
+		}
+		r.EngineChoice = choice
+	}
 	r.Notes = append(r.Notes, out.Modules.Notes()...)
 	r.Notes = append(r.Notes, netNotes...)
+	r.Notes = append(r.Notes, engineNotes...)
 	if st == nil {
 		r.Notes = append(r.Notes, "no data partition: "+why)
 	}

@@ -155,13 +155,14 @@ func loadStore(t *testing.T, img string) *store.Contents {
 type fakeLoader struct {
 	mu      sync.Mutex
 	loaded  []string
+	params  map[string]string
 	missing map[string]bool
 	fail    map[string]bool
 	panics  map[string]bool
 	hang    map[string]bool
 }
 
-func (f *fakeLoader) Load(name string) error {
+func (f *fakeLoader) Load(name, params string) error {
 	if f.panics[name] {
 		panic("loader exploded on " + name)
 	}
@@ -177,6 +178,12 @@ func (f *fakeLoader) Load(name string) error {
 		return errors.New("init_module: no such device")
 	}
 	f.loaded = append(f.loaded, name)
+	if params != "" {
+		if f.params == nil {
+			f.params = map[string]string{}
+		}
+		f.params[name] = params
+	}
 	return nil
 }
 

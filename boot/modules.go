@@ -10,9 +10,10 @@ import (
 	"github.com/ocfw/ocfw/plan"
 )
 
-// ModuleLoader loads one kernel module and its dependencies.
+// ModuleLoader loads one kernel module and its dependencies; params
+// ("delay_us=2000 corrupt_min=0", "" for none) go to the module itself.
 type ModuleLoader interface {
-	Load(name string) error
+	Load(name, params string) error
 }
 
 // ErrModuleNotFound marks a module the initramfs does not have: not
@@ -34,6 +35,8 @@ type ModuleResult struct {
 	Status string
 	Err    string
 	For    string
+	// Params were given to the module from the kernel command line.
+	Params string
 }
 
 // ModuleResults are a boot's module outcomes, in load order.
@@ -44,6 +47,9 @@ func (rs ModuleResults) Lines() []string {
 	var out []string
 	for _, r := range rs {
 		l := fmt.Sprintf("%-16s %s", r.Name, r.Status)
+		if r.Params != "" {
+			l += " with " + r.Params + " (kernel command line)"
+		}
 		if r.Err != "" {
 			l += ": " + r.Err
 		}
@@ -88,20 +94,24 @@ func loadModules(cfg *Config, names []string, pl *plan.Plan) ModuleResults {
 		}
 	}
 	why := map[string]string{}
+	optional := map[string]bool{}
 	if pl != nil {
 		for _, m := range pl.Modules {
 			why[m.Name] = m.For
+			optional[m.Name] = m.Optional
 		}
 	}
+	cmdline, _ := os.ReadFile(cfg.path("/proc/cmdline"))
+	params := ModuleParams(string(cmdline))
 	var rs ModuleResults
 	for _, n := range names {
-		r := ModuleResult{Name: n, For: why[n]}
-		switch err := loader.Load(n); {
+		r := ModuleResult{Name: n, For: why[n], Params: params[canonical(n)]}
+		switch err := loader.Load(n, r.Params); {
 		case builtin[canonical(n)]:
 			r.Status = ModBuiltin
 		case err == nil:
 			r.Status = ModLoaded
-		case errors.Is(err, ErrModuleNotFound) && pl == nil:
+		case errors.Is(err, ErrModuleNotFound) && (pl == nil || optional[n]):
 			r.Status = ModOptional
 		case errors.Is(err, ErrModuleNotFound):
 			r.Status, r.Err = ModMissing, err.Error()
@@ -114,6 +124,61 @@ func loadModules(cfg *Config, names []string, pl *plan.Plan) ModuleResults {
 }
 
 func canonical(n string) string { return strings.ReplaceAll(n, "-", "_") }
+
+// ModuleParams collects the module parameters of a kernel command line,
+// MODULE.PARAM=VALUE as modprobe reads them from /proc/cmdline for a
+// loadable module (the kernel itself applies them only to built-in
+// ones): per module (dashes as underscores), "PARAM=VALUE ..." in command
+// line order. A value may be double-quoted to hold spaces. So a card's
+// module option is set by editing the APPEND line of syslinux.cfg on the
+// boot partition, with no rebuild: hifn_795x.hifn_pll_ref=ext, or the
+// test engine's ocfw_testaes.delay_us=2000.
+func ModuleParams(cmdline string) map[string]string {
+	out := map[string]string{}
+	for _, arg := range splitCmdline(cmdline) {
+		key, val, ok := strings.Cut(arg, "=")
+		mod, param, dot := strings.Cut(key, ".")
+		if !ok || !dot || mod == "" || param == "" || strings.ContainsAny(mod, "/") {
+			continue
+		}
+		if strings.ContainsAny(val, " \t") {
+			val = `"` + val + `"`
+		}
+		mod = canonical(mod)
+		if out[mod] != "" {
+			out[mod] += " "
+		}
+		out[mod] += param + "=" + val
+	}
+	return out
+}
+
+// splitCmdline splits at spaces outside double quotes, dropping the
+// quotes, as the kernel's next_arg does.
+func splitCmdline(s string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted, have := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			quoted, have = !quoted, true
+		case (r == ' ' || r == '\t' || r == '\n') && !quoted:
+			if have {
+				out = append(out, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+			have = true
+		}
+	}
+	if have {
+		out = append(out, cur.String())
+	}
+	return out
+}
 
 // builtinModules reads modules.builtin of the running kernel's modules.
 func builtinModules(cfg *Config) map[string]bool {
@@ -135,4 +200,4 @@ func builtinModules(cfg *Config) map[string]bool {
 
 type noModules struct{ err error }
 
-func (n noModules) Load(string) error { return fmt.Errorf("%w: %v", ErrModuleNotFound, n.err) }
+func (n noModules) Load(string, string) error { return fmt.Errorf("%w: %v", ErrModuleNotFound, n.err) }

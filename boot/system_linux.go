@@ -64,8 +64,8 @@ func newKmoduleLoader(root string) (*kmoduleLoader, error) {
 	return &kmoduleLoader{p: p}, nil
 }
 
-func (l *kmoduleLoader) Load(name string) error {
-	err := l.p.Probe(name, "")
+func (l *kmoduleLoader) Load(name, params string) error {
+	err := l.p.Probe(name, params)
 	if err != nil && strings.Contains(err.Error(), "could not find module path") {
 		return fmt.Errorf("%w: %v", ErrModuleNotFound, err)
 	}

@@ -278,7 +278,7 @@ var engines = []Engine{
 		API:         APIAFALG,
 		Async:       true,
 		TestOnly:    true,
-		Requires:    "the ocfw_testaes module built for the image's kernel (package internal/testengine); it is in no kernel package",
+		Requires:    "the ocfw_testaes module built for the image's kernel, which ocfw build compiles from the board's Debian kernel headers (make, gcc-12); it is in no kernel package",
 		Ciphers: []CipherSupport{
 			{Cipher: "aes-128-cbc", Driver: TestAESDriver, Priority: TestAESPriority, HWKeyBits: aesBits},
 			{Cipher: "aes-192-cbc", Driver: TestAESDriver, Priority: TestAESPriority, HWKeyBits: aesBits},

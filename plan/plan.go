@@ -139,6 +139,10 @@ type Module struct {
 	For  string `json:"for"`
 	// OutOfTree modules are not in any distribution kernel (OCF).
 	OutOfTree bool `json:"out_of_tree,omitempty"`
+	// Optional modules improve on what the kernel has without them (a
+	// better software AES); a kernel that lacks one is not refused, and
+	// the boot says it is not there.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Engine is one engine instance the firmware will look for.

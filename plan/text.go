@@ -60,6 +60,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 		if m.OutOfTree {
 			n += " (out of tree)"
 		}
+		if m.Optional {
+			n += " (optional)"
+		}
 		mods = append(mods, n)
 	}
 	fmt.Fprintf(tw, "modules:\t%s\n", strings.Join(mods, ", "))

@@ -46,6 +46,12 @@ type Options struct {
 	// microcode the drivers load (the IXP4xx NPE-B and NPE-C), which
 	// ocfw cannot ship.
 	FirmwareFiles []string
+	// ExtraModules are kernel modules built outside the kernel package
+	// (.ko files: the test engine's ocfw_testaes), put under
+	// lib/modules/VERSION/extra/ and into modules.dep, so the boot loads
+	// them by name like the kernel's own. Each must be a module the plan
+	// names and built for this kernel (its vermagic).
+	ExtraModules []string
 	// SourceDir is a directory inside the ocfw module (cmd/ocf is built
 	// from source); "" means the current directory or a parent of it.
 	SourceDir string
@@ -214,7 +220,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		fwSums[name] = sum(data)
 		extra = append(extra, cpio.StaticFile("lib/firmware/"+name, string(data), 0o644))
 	}
-	mods, modRecs, storage, err := moduleRecords(pl, k)
+	mods, modRecs, storage, extraSums, err := moduleRecords(pl, k, opts.ExtraModules)
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +281,9 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	}
 	for name, h := range fwSums {
 		inputs["firmware/"+name] = h
+	}
+	for name, h := range extraSums {
+		inputs["module/"+name] = h
 	}
 	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: pi.Size(), Modules: mods, Kernel: k, Inputs: inputs,
 		Parts: parts, Took: time.Since(start)}, nil
@@ -409,16 +418,55 @@ func setenv(vars map[string]string) func() {
 	}
 }
 
+// extraDir is where modules from outside the kernel package go, as
+// depmod's convention has it.
+const extraDir = "extra"
+
 // moduleRecords puts the planned and storage modules the kernel has
 // (with their dependencies, from modules.dep) under lib/modules/VERSION,
-// with a modules.dep and modules.builtin for them.
-func moduleRecords(pl *plan.Plan, k *Kernel) (names []string, recs []cpio.Record, storage []string, err error) {
+// with a modules.dep and modules.builtin for them; extra module files go
+// under extra/.
+func moduleRecords(pl *plan.Plan, k *Kernel, extra []string) (names []string, recs []cpio.Record, storage []string, sums map[string]string, err error) {
 	if k.ModulesDir == "" {
-		return nil, nil, nil, nil
+		if len(extra) > 0 {
+			return nil, nil, nil, nil, fmt.Errorf("kernel %s has no modules directory to add %s to", k.Source, strings.Join(extra, ", "))
+		}
+		return nil, nil, nil, nil, nil
 	}
 	idx, err := debian.LoadModuleIndex(k.ModulesDir)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	files := map[string]string{} // slash path in the tree -> file on this host
+	sums = map[string]string{}
+	for _, f := range extra {
+		name := debian.ModuleName(f)
+		planned := false
+		for _, m := range pl.Modules {
+			planned = planned || debian.ModuleName(m.Name) == name
+		}
+		if !planned {
+			return nil, nil, nil, nil, fmt.Errorf("kernel module %s: the plan for %s does not load %s", f, pl.Board, name)
+		}
+		info, err := debian.Modinfo(f)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		// vermagic starts with the release the module was built for;
+		// the kernel refuses any other.
+		if vm := strings.Fields(info["vermagic"]); len(vm) == 0 || vm[0] != k.Version {
+			return nil, nil, nil, nil, fmt.Errorf("kernel module %s was built for kernel %q, not this image's %s", f, info["vermagic"], k.Version)
+		}
+		m, err := idx.AddFile(f, extraDir+"/"+name+".ko")
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		files[m.Path] = f
+		sums[name+".ko"] = sum(data)
 	}
 	var want []string
 	for _, m := range pl.Modules {
@@ -439,12 +487,12 @@ func moduleRecords(pl *plan.Plan, k *Kernel) (names []string, recs []cpio.Record
 	}
 	load, builtin, err := idx.Closure(have...)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	root := path.Join("lib/modules", k.Version)
 	var dep strings.Builder
 	if err := idx.WriteDep(&dep, load); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	recs = append(recs, cpio.StaticFile(path.Join(root, "modules.dep"), dep.String(), 0o644))
 	var bl strings.Builder
@@ -453,14 +501,18 @@ func moduleRecords(pl *plan.Plan, k *Kernel) (names []string, recs []cpio.Record
 	}
 	recs = append(recs, cpio.StaticFile(path.Join(root, "modules.builtin"), bl.String(), 0o644))
 	for _, m := range load {
-		data, err := os.ReadFile(filepath.Join(k.ModulesDir, filepath.FromSlash(m.Path)))
+		file := filepath.Join(k.ModulesDir, filepath.FromSlash(m.Path))
+		if f, ok := files[m.Path]; ok {
+			file = f
+		}
+		data, err := os.ReadFile(file)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		recs = append(recs, cpio.StaticFile(path.Join(root, m.Path), string(data), 0o644))
 		names = append(names, m.Name)
 	}
-	return names, recs, storage, nil
+	return names, recs, storage, sums, nil
 }
 
 // baseRecords are the nodes and directories the kernel and u-root's init

@@ -37,8 +37,9 @@ type Kernel struct {
 
 	// Builtin are planned modules the kernel has built in (no file to load).
 	Builtin []string
-	// Absent are out-of-tree planned modules this kernel lacks (OCF): the
-	// firmware reports their engines absent rather than failing.
+	// Absent are out-of-tree (OCF) or optional (aes_ti) planned modules
+	// this kernel lacks: the firmware reports their engines absent, or
+	// does without, rather than failing.
 	Absent []string
 }
 
@@ -324,6 +325,8 @@ var configSymbols = map[string]string{
 	"algif_skcipher": "CONFIG_CRYPTO_USER_API_SKCIPHER",
 	"algif_hash":     "CONFIG_CRYPTO_USER_API_HASH",
 	"des_generic":    "CONFIG_CRYPTO_DES",
+	"crypto_user":    "CONFIG_CRYPTO_USER",
+	"aes_ti":         "CONFIG_CRYPTO_AES_TI",
 	"geode_aes":      "CONFIG_CRYPTO_DEV_GEODE",
 	"hifn_795x":      "CONFIG_CRYPTO_DEV_HIFN_795X",
 	"ixp4xx_crypto":  "CONFIG_CRYPTO_DEV_IXP4XX",
@@ -397,7 +400,7 @@ func neededOptions(p *plan.Plan) [][2]string {
 		opts = append(opts, [2]string{"CONFIG_RD_GZIP", "the gzip-compressed initramfs"})
 	}
 	for _, m := range p.Modules {
-		if sym, ok := configSymbols[m.Name]; ok && !m.OutOfTree {
+		if sym, ok := configSymbols[m.Name]; ok && !m.OutOfTree && !m.Optional {
 			opts = append(opts, [2]string{sym, "module " + m.Name + " (" + m.For + ")"})
 		}
 	}
@@ -447,7 +450,7 @@ func (k *Kernel) check(p *plan.Plan) error {
 		if k.ModulesDir == "" {
 			var inTree []string
 			for _, m := range p.Modules {
-				if contains(want, m.Name) && !m.OutOfTree {
+				if contains(want, m.Name) && !m.OutOfTree && !m.Optional {
 					inTree = append(inTree, m.Name)
 				} else if contains(want, m.Name) {
 					k.Absent = append(k.Absent, m.Name)
@@ -467,7 +470,7 @@ func (k *Kernel) check(p *plan.Plan) error {
 				_, builtin, err := idx.Closure(m.Name)
 				var mm *debian.MissingModulesError
 				switch {
-				case errors.As(err, &mm) && m.OutOfTree:
+				case errors.As(err, &mm) && (m.OutOfTree || m.Optional):
 					k.Absent = append(k.Absent, m.Name)
 				case errors.As(err, &mm):
 					missing = append(missing, mm.Missing...)

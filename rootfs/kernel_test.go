@@ -105,6 +105,7 @@ CONFIG_RD_XZ=y
 CONFIG_CRYPTO_USER_API=m
 CONFIG_CRYPTO_USER_API_SKCIPHER=m
 CONFIG_CRYPTO_USER_API_HASH=m
+CONFIG_CRYPTO_USER=m
 CONFIG_CRYPTO_DES=m
 CONFIG_CRYPTO_DEV_GEODE=m
 CONFIG_CRYPTO_DEV_IXP4XX=y
@@ -166,7 +167,7 @@ func TestLoadKernelBadInputs(t *testing.T) {
 		{"config lacks AF_ALG options", alix, func(t *testing.T, d string) string {
 			write(t, filepath.Join(d, "vmlinuz"), bzImage())
 			modulesTree(t, d, "6.1.0-test", allModules(alix), nil)
-			write(t, filepath.Join(d, "config"), []byte("CONFIG_BLK_DEV_INITRD=y\nCONFIG_DEVTMPFS=y\nCONFIG_RD_XZ=y\nCONFIG_CRYPTO_USER_API=m\nCONFIG_CRYPTO_DES=m\nCONFIG_CRYPTO_DEV_GEODE=m\n"+routerConfig))
+			write(t, filepath.Join(d, "config"), []byte("CONFIG_BLK_DEV_INITRD=y\nCONFIG_DEVTMPFS=y\nCONFIG_RD_XZ=y\nCONFIG_CRYPTO_USER_API=m\nCONFIG_CRYPTO_USER=m\nCONFIG_CRYPTO_DES=m\nCONFIG_CRYPTO_DEV_GEODE=m\n"+routerConfig))
 			return d
 		}, []string{"CONFIG_CRYPTO_USER_API_SKCIPHER is not set", "CONFIG_CRYPTO_USER_API_HASH is not set"}, 2},
 		{"everything wrong at once", alix, func(t *testing.T, d string) string {
@@ -244,6 +245,19 @@ func TestLoadKernelForms(t *testing.T) {
 		}
 		if k.Arch != ArchX86 || k.Version != "6.1.0-test" || k.Config == "" || len(k.SHA256) != 64 {
 			t.Errorf("kernel %+v", k)
+		}
+	})
+	t.Run("without the optional aes_ti", func(t *testing.T) {
+		d := t.TempDir()
+		write(t, filepath.Join(d, "bzImage"), bzImage())
+		modulesTree(t, d, "6.1.0-test", without(allModules(alix), "aes_ti"), nil)
+		write(t, filepath.Join(d, "config"), []byte(goodConfig))
+		k, err := LoadKernel(context.Background(), alix, d, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !contains(k.Absent, "aes_ti") {
+			t.Errorf("absent %v, want aes_ti", k.Absent)
 		}
 	})
 	t.Run("zImage:modules with a built-in driver", func(t *testing.T) {

@@ -121,7 +121,7 @@ missing).`,
 				fmt.Fprintf(w, "  built in %s\n", strings.Join(k.Builtin, " "))
 			}
 			if len(k.Absent) > 0 {
-				fmt.Fprintf(w, "  absent   %s (out of tree: their engines will be reported absent)\n", strings.Join(k.Absent, " "))
+				fmt.Fprintf(w, "  absent   %s (out of tree or optional: engines reported absent, or done without)\n", strings.Join(k.Absent, " "))
 			}
 			return nil
 		},

@@ -10,12 +10,12 @@ import (
 // The --kernel forms the help and README document, as accepted or
 // refused by kernel check (rootfs.LoadKernel).
 func TestKernelSpecForms(t *testing.T) {
-	dir := fakeKernelDir(t, false, "af_alg", "algif_skcipher", "algif_hash", "des_generic", "geode_aes",
+	dir := fakeKernelDir(t, false, "af_alg", "algif_skcipher", "algif_hash", "crypto_user", "des_generic", "geode_aes",
 		"via_rhine", "e1000", "crc32c_generic", "libcrc32c", "nfnetlink", "nf_tables", "nft_objref", "nf_defrag_ipv4", "nf_defrag_ipv6", "nf_conntrack", "nft_ct", "nf_nat", "nft_chain_nat", "nft_nat", "nft_masq", "nft_limit", "bridge")
 	img := filepath.Join(dir, "bzImage")
 	allY := filepath.Join(t.TempDir(), "config")
 	var cfg strings.Builder
-	for _, o := range []string{"BLK_DEV_INITRD", "DEVTMPFS", "RD_XZ", "CRYPTO_USER_API", "CRYPTO_USER_API_SKCIPHER", "CRYPTO_USER_API_HASH", "CRYPTO_DES", "CRYPTO_DEV_GEODE",
+	for _, o := range []string{"BLK_DEV_INITRD", "DEVTMPFS", "RD_XZ", "CRYPTO_USER_API", "CRYPTO_USER_API_SKCIPHER", "CRYPTO_USER_API_HASH", "CRYPTO_USER", "CRYPTO_DES", "CRYPTO_DEV_GEODE",
 		"VIA_RHINE", "E1000", "CRYPTO_CRC32C", "LIBCRC32C", "NETFILTER_NETLINK", "NF_TABLES", "NFT_OBJREF", "NF_DEFRAG_IPV4", "NF_DEFRAG_IPV6", "NF_CONNTRACK", "NFT_CT", "NF_NAT", "NFT_NAT", "NFT_MASQ", "NFT_LIMIT", "BRIDGE"} {
 		cfg.WriteString("CONFIG_" + o + "=y\n")
 	}
@@ -29,7 +29,7 @@ func TestKernelSpecForms(t *testing.T) {
 		{"IMAGE:MODULESDIR", img + ":" + filepath.Join(dir, "lib/modules/6.1.0-t"), true, "kernel 6.1.0-t"},
 		{"IMAGE:MODULESDIR above lib/modules", img + ":" + dir, true, "kernel 6.1.0-t"},
 		{"IMAGE:MODULESDIR:CONFIG", img + ":" + dir + ":" + allY, true, "config   " + allY},
-		{"IMAGE::CONFIG, everything built in", img + "::" + allY, true, "built in af_alg algif_skcipher algif_hash des_generic geode_aes"},
+		{"IMAGE::CONFIG, everything built in", img + "::" + allY, true, "built in af_alg algif_skcipher algif_hash crypto_user des_generic geode_aes"},
 		{"IMAGE alone", img, false, "no modules directory given"},
 	} {
 		out, errs, code := ocfw(t, "kernel", "check", "--board", "alix2d13", "--kernel", tc.spec)

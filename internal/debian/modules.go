@@ -133,6 +133,22 @@ func (idx *ModuleIndex) scan() error {
 
 // modinfoDepends returns the depends= list from a module's .modinfo.
 func modinfoDepends(file string) ([]string, error) {
+	info, err := Modinfo(file)
+	if err != nil {
+		return nil, err
+	}
+	var deps []string
+	for _, d := range strings.Split(info["depends"], ",") {
+		if d != "" {
+			deps = append(deps, ModuleName(d))
+		}
+	}
+	return deps, nil
+}
+
+// Modinfo reads a module file's .modinfo fields (name, depends,
+// vermagic, ...), the first value of each.
+func Modinfo(file string) (map[string]string, error) {
 	f, err := elf.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("kernel module %s: %w", file, err)
@@ -146,18 +162,35 @@ func modinfoDepends(file string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernel module %s: .modinfo: %w", file, err)
 	}
+	info := map[string]string{}
 	for _, field := range bytes.Split(data, []byte{0}) {
-		if v, ok := bytes.CutPrefix(field, []byte("depends=")); ok {
-			var deps []string
-			for _, d := range strings.Split(string(v), ",") {
-				if d != "" {
-					deps = append(deps, ModuleName(d))
-				}
-			}
-			return deps, nil
+		k, v, ok := bytes.Cut(field, []byte("="))
+		if _, seen := info[string(k)]; ok && !seen {
+			info[string(k)] = string(v)
 		}
 	}
-	return nil, nil
+	return info, nil
+}
+
+// AddFile adds a module built outside the kernel's tree (file, on this
+// host) to the index at rel, a slash path under the modules directory
+// such as "extra/ocfw_testaes.ko", with the dependencies its .modinfo
+// names; a module of the same name already there is an error.
+func (idx *ModuleIndex) AddFile(file, rel string) (*Module, error) {
+	deps, err := modinfoDepends(file)
+	if err != nil {
+		return nil, err
+	}
+	m := &Module{Name: ModuleName(rel), Path: rel, Deps: deps}
+	if old, ok := idx.Modules[m.Name]; ok || idx.Builtin[m.Name] {
+		where := "built in"
+		if ok {
+			where = old.Path
+		}
+		return nil, fmt.Errorf("kernel module %s: the kernel has its own %s (%s)", file, m.Name, where)
+	}
+	idx.Modules[m.Name] = m
+	return m, nil
 }
 
 // MissingModulesError lists every requested module the kernel has neither

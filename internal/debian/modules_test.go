@@ -163,6 +163,34 @@ func TestLoadModuleIndexFromModinfo(t *testing.T) {
 		t.Errorf("path = %q", got)
 	}
 
+	// A module built outside the tree joins the index with its own
+	// dependencies, and its modules.dep line names them.
+	extra := filepath.Join(t.TempDir(), "ocfw_testaes.ko")
+	if err := os.WriteFile(extra, fakeModule("ocfw_testaes", "af_alg"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Modinfo(extra)
+	if err != nil || info["name"] != "ocfw_testaes" || info["depends"] != "af_alg" {
+		t.Errorf("Modinfo = %v, %v", info, err)
+	}
+	m, err := idx.AddFile(extra, "extra/ocfw_testaes.ko")
+	if err != nil || m.Name != "ocfw_testaes" {
+		t.Fatalf("AddFile = %+v, %v", m, err)
+	}
+	load, _, err = idx.Closure("ocfw_testaes")
+	var dep strings.Builder
+	if err == nil {
+		err = idx.WriteDep(&dep, load)
+	}
+	if err != nil || names(load) != "af_alg ocfw_testaes" || !strings.Contains(dep.String(), "extra/ocfw_testaes.ko: kernel/crypto/af_alg.ko\n") {
+		t.Errorf("closure %q, modules.dep %q, %v", names(load), dep.String(), err)
+	}
+	for _, rel := range []string{"extra/ocfw_testaes.ko", "extra/hmac.ko"} {
+		if _, err := idx.AddFile(extra, rel); err == nil || !strings.Contains(err.Error(), "the kernel has its own") {
+			t.Errorf("AddFile %s twice or over a built-in: %v", rel, err)
+		}
+	}
+
 	os.WriteFile(filepath.Join(dir, "kernel/bad.ko"), []byte("not elf"), 0o644)
 	if _, err := LoadModuleIndex(dir); err == nil || !strings.Contains(err.Error(), "bad.ko") {
 		t.Errorf("corrupt module: err = %v, want it to name bad.ko", err)

@@ -15,8 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocfw/ocfw/drivers"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/progress"
+	"github.com/ocfw/ocfw/internal/testengine"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -92,6 +94,9 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if opts.Initramfs != "" && len(opts.FirmwareFiles) > 0 {
 		return nil, errors.New("--firmware-file goes into the initramfs ocfw builds: it cannot change a given --initramfs")
 	}
+	if opts.Initramfs != "" && testEngine(pl) {
+		return nil, fmt.Errorf("--card %s: its module %s goes into the initramfs ocfw builds: it cannot change a given --initramfs", drivers.TestAES, testengine.Module)
+	}
 	// What the manifest says about the source tree, read before this
 	// build puts its temporary files anywhere (they would count as
 	// uncommitted changes in a checkout).
@@ -135,6 +140,22 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	res.Kernel = k
 	step("kernel", t0)
 
+	// The test engine's module is in no kernel package: built here for
+	// this kernel, before the slow userland build, and only when the plan
+	// names it (--card testaes).
+	var extra []string
+	if testEngine(pl) {
+		t0 = time.Now()
+		stop := progress.Start(opts.Progress, "building the test engine's kernel module")
+		ko, err := buildTestEngine(ctx, pl, k, opts.Log)
+		stop()
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, ko)
+		step("test engine", t0)
+	}
+
 	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: opts.Initramfs, Inputs: map[string]string{}}
 	if opts.Initramfs == "" {
 		t0 = time.Now()
@@ -148,7 +169,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		}
 		stop := progress.Start(opts.Progress, fmt.Sprintf("building the Go userland and initramfs (%s)", goTarget(pl.Go)))
 		r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: opts.SourceDateEpoch,
-			Boot: opts.Boot, Site: opts.Site, FirmwareFiles: opts.FirmwareFiles, Log: opts.Log})
+			Boot: opts.Boot, Site: opts.Site, FirmwareFiles: opts.FirmwareFiles, ExtraModules: extra, Log: opts.Log})
 		stop()
 		if err != nil {
 			return nil, err
@@ -175,6 +196,35 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	step("image", t0)
 	ok = true
 	return res, nil
+}
+
+// testEngine reports whether the plan names the test engine (--card
+// testaes): the only way its module gets into an image.
+func testEngine(pl *plan.Plan) bool {
+	for _, e := range pl.Engines {
+		if e.ID == drivers.TestAES {
+			return true
+		}
+	}
+	return false
+}
+
+// buildTestEngine builds the test module for the plan's Debian kernel
+// package and checks it is the kernel this image boots.
+func buildTestEngine(ctx context.Context, pl *plan.Plan, k *rootfs.Kernel, logf func(string, ...any)) (string, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	logf("building the test engine's module %s for kernel %s", testengine.Module, k.Version)
+	m, err := testengine.Build(ctx, testengine.Options{KernelPackage: pl.Kernel.Package, Arch: pl.Kernel.Arch, Log: logf})
+	if err != nil {
+		return "", fmt.Errorf("--card %s: building its kernel module %s: %w", drivers.TestAES, testengine.Module, err)
+	}
+	if m.KernelRelease != k.Version {
+		return "", fmt.Errorf("--card %s: its module %s is built for Debian's kernel %s, but this image boots kernel %s (--kernel): the test engine needs the board's Debian kernel",
+			drivers.TestAES, testengine.Module, m.KernelRelease, k.Version)
+	}
+	return m.Path, nil
 }
 
 // goTarget is what sets the Go target apart: GOARCH and GO386 or GOARM.

@@ -21,6 +21,9 @@ type Outcome struct {
 	// "prefer" or "demote" (by hand, `ocf engines`).
 	Phase   string   `json:"phase"`
 	Changes []Change `json:"changes"`
+	// Kept are hardware drivers left below software without a change
+	// (Decision.Kept), with why.
+	Kept    []Change `json:"kept,omitempty"`
 	Ciphers []Choice `json:"ciphers"`
 	Notes   []string `json:"notes,omitempty"`
 }
@@ -91,7 +94,7 @@ func Promote(in Input) (*Outcome, error) {
 		in.Algs = algs
 	}
 	d := Promotions(in)
-	o := &Outcome{Phase: "promote", Changes: d.Changes, Ciphers: d.Ciphers}
+	o := &Outcome{Phase: "promote", Changes: d.Changes, Kept: d.Kept, Ciphers: d.Ciphers}
 	if err := Apply(o.Changes); err != nil {
 		return o, err
 	}

@@ -240,6 +240,10 @@ type Choice struct {
 type Decision struct {
 	Changes []Change `json:"changes"`
 	Ciphers []Choice `json:"ciphers"`
+	// Kept are the hardware drivers of the traffic's names left below
+	// software with no change needed (demoted at boot already), with
+	// why: a failed engine is named here, not only in Changes.
+	Kept []Change `json:"kept,omitempty"`
 }
 
 // Promotions decides, after the self-test and speed report, which
@@ -280,9 +284,10 @@ func Promotions(in Input) Decision {
 	var d Decision
 	promoted := map[string]bool{}
 	for _, name := range names {
-		ch, cs := promoteName(in, h, name, byName[name], size, margin)
+		ch, cs, kept := promoteName(in, h, name, byName[name], size, margin)
 		d.Changes = append(d.Changes, ch...)
 		d.Ciphers = append(d.Ciphers, cs...)
+		d.Kept = append(d.Kept, kept...)
 		for _, c := range ch {
 			if !c.Flush && c.To > c.From {
 				promoted[c.Driver] = true
@@ -320,7 +325,7 @@ type candidate struct {
 	kbps           float64 // at the traffic size, the slowest over the ciphers
 }
 
-func promoteName(in Input, h hardware, name string, ciphers []string, size int, margin float64) ([]Change, []Choice) {
+func promoteName(in Input, h hardware, name string, ciphers []string, size int, margin float64) (changes []Change, choices []Choice, kept []Change) {
 	p := in.Policy
 	// The hardware drivers of the plan registered under name.
 	var cands []candidate
@@ -337,7 +342,7 @@ func promoteName(in Input, h hardware, name string, ciphers []string, size int, 
 			cands = append(cands, candidate{driver: drv, engine: e.ID, alg: a})
 		}
 	}
-	choices := make([]Choice, len(ciphers))
+	choices = make([]Choice, len(ciphers))
 	for i, c := range ciphers {
 		choices[i] = Choice{Cipher: c, Kernel: name}
 	}
@@ -346,7 +351,7 @@ func promoteName(in Input, h hardware, name string, ciphers []string, size int, 
 		for i := range choices {
 			choices[i].Why = "no hardware engine of the plan serves " + name + " in this kernel: " + soft
 		}
-		return nil, choices
+		return nil, choices, nil
 	}
 
 	// The policy's choice at the traffic size, per cipher.
@@ -382,10 +387,13 @@ func promoteName(in Input, h hardware, name string, ciphers []string, size int, 
 
 	// Rank the rest: passed, permitted and faster than software at size.
 	var order []candidate
-	var changes []Change
 	keep := func(c candidate, reason string) {
-		if to := h.demotedFor(in.Algs, name); c.alg.Priority > to {
-			changes = append(changes, Change{Driver: c.driver, Name: name, From: c.alg.Priority, To: to, Reason: reason + ": below " + soft})
+		ch := Change{Driver: c.driver, Name: name, From: c.alg.Priority, To: h.demotedFor(in.Algs, name), Reason: reason + ": below " + soft}
+		if c.alg.Priority > ch.To {
+			changes = append(changes, ch)
+		} else {
+			ch.To = c.alg.Priority
+			kept = append(kept, ch)
 		}
 	}
 	for _, c := range cands {
@@ -463,7 +471,7 @@ func promoteName(in Input, h hardware, name string, ciphers []string, size int, 
 			choices[i].Why += ": " + soft
 		}
 	}
-	return changes, choices
+	return changes, choices, kept
 }
 
 func permitted(p ocf.Policy, driver string) bool {

@@ -144,6 +144,9 @@ func TestPromotions(t *testing.T) {
 		flushed []string
 		choice  string // Want of the first cipher
 		why     string // in the first cipher's Why
+		// kept: drivers left below software with no change, and a word
+		// of why
+		kept map[string]string
 	}
 	tests := []struct {
 		name    string
@@ -157,17 +160,23 @@ func TestPromotions(t *testing.T) {
 			to:      map[string]int{"cbc-aes-geode": 301, "cbc-aes-hifn0": 201},
 			flushed: []string{"virtio_crypto_aes_cbc", "cbc(aes-fixed-time)"},
 			choice:  "cbc-aes-geode", why: "from 256-byte requests",
+			kept: map[string]string{"virtio_crypto_aes_cbc": "not 15% faster than software for aes-128-cbc at 1024 bytes"},
 		}},
 		{"failed engine stays below software", booted, failedVirtio, []string{"aes-128-cbc"}, 0, want{
 			to:      map[string]int{"cbc-aes-geode": 301, "cbc-aes-hifn0": 201},
 			flushed: []string{"virtio_crypto_aes_cbc", "cbc(aes-fixed-time)"},
 			choice:  "cbc-aes-geode",
+			kept:    map[string]string{"virtio_crypto_aes_cbc": "failed its self-test (aes-128-cbc: wrong output at 4096 bytes)"},
 		}},
 		{"ciphers sharing cbc(aes) disagree: software first", booted, geodePolicy, []string{"aes-128-cbc", "aes-256-cbc"}, 0, want{
 			to: map[string]int{}, why: "do not agree",
+			kept: map[string]string{"cbc-aes-geode": "does not choose hardware", "cbc-aes-hifn0": "does not choose hardware",
+				"virtio_crypto_aes_cbc": "does not choose hardware"},
 		}},
 		{"policy uses hardware only above the packet size", booted, late, []string{"aes-128-cbc"}, 0, want{
 			to: map[string]int{}, why: "only from 8192 bytes",
+			kept: map[string]string{"cbc-aes-geode": "does not choose hardware", "cbc-aes-hifn0": "does not choose hardware",
+				"virtio_crypto_aes_cbc": "does not choose hardware"},
 		}},
 		{"large packets: the late choice applies", booted, late, []string{"aes-128-cbc"}, 9000, want{
 			// At 8192 bytes virtio (5000 kB/s) beats the kernel's software
@@ -178,6 +187,8 @@ func TestPromotions(t *testing.T) {
 		}},
 		{"denied engine is not promoted", booted, denied, []string{"aes-128-cbc"}, 0, want{
 			to: map[string]int{},
+			kept: map[string]string{"cbc-aes-geode": "not permitted by the policy", "cbc-aes-hifn0": "does not choose hardware",
+				"virtio_crypto_aes_cbc": "does not choose hardware"},
 		}},
 		{"not demoted at boot: a failed engine is demoted now", fixture(), failedVirtio, []string{"aes-128-cbc"}, 0, want{
 			to: map[string]int{"cbc-aes-geode": 301, "cbc-aes-hifn0": 201, "virtio_crypto_aes_cbc": 1,
@@ -216,6 +227,15 @@ func TestPromotions(t *testing.T) {
 			}
 			if len(tc.want.flushed) == 0 && len(flushed) > 0 {
 				t.Errorf("flushed %v with nothing promoted", flushed)
+			}
+			for drv, why := range tc.want.kept {
+				k, ok := byDriver(d.Kept)[drv]
+				if !ok || k.To != k.From || k.To > Demoted || !strings.Contains(k.Reason, why) {
+					t.Errorf("%s not recorded as kept below software with %q: %+v", drv, why, d.Kept)
+				}
+			}
+			if len(d.Kept) != len(tc.want.kept) {
+				t.Errorf("kept %+v, want %v", d.Kept, tc.want.kept)
 			}
 			if len(d.Ciphers) != len(tc.ciphers) {
 				t.Fatalf("%d choices for %d ciphers", len(d.Ciphers), len(tc.ciphers))

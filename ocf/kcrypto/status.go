@@ -184,6 +184,9 @@ func WriteOutcome(w io.Writer, o *Outcome) error {
 	for _, c := range o.Changes {
 		fmt.Fprintln(w, c.String())
 	}
+	for _, c := range o.Kept {
+		fmt.Fprintf(w, "%s (%s): stays at priority %d: %s\n", c.Driver, c.Name, c.To, c.Reason)
+	}
 	for _, n := range o.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}

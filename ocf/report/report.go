@@ -20,8 +20,13 @@ import (
 	"github.com/ocfw/ocfw/ocf/speed"
 )
 
-// Version of the JSON layout.
-const Version = 1
+// Version of the JSON layout: 2 added engine_choice (what the boot did
+// to the kernel's engine choice). Read takes every version from
+// MinVersion on: a field a version added is absent from older reports.
+const Version = 2
+
+// MinVersion is the oldest layout Read accepts.
+const MinVersion = 1
 
 // Environment is where the report was made.
 type Environment struct {
@@ -57,7 +62,11 @@ type Report struct {
 	SelfTest []selftest.Result `json:"selftest"`
 	Speed    []speed.Row       `json:"speed"`
 	Policy   ocf.Policy        `json:"policy"`
-	Notes    []string          `json:"notes,omitempty"`
+	// EngineChoice is what the boot did to the kernel crypto API's
+	// choice of engine (version 2; nil from a host run or an older
+	// report).
+	EngineChoice *EngineChoice `json:"engine_choice,omitempty"`
+	Notes        []string      `json:"notes,omitempty"`
 }
 
 // Failed reports whether any present engine failed its self-test.
@@ -109,11 +118,17 @@ func DerivePolicy(tests []selftest.Result, rows []speed.Row, margin float64) ocf
 		}
 		vs = append(vs, v)
 	}
+	return ocf.DerivePolicy(vs, Measurements(rows), soft.Name, margin)
+}
+
+// Measurements are the speed rows as the policy reads them (and
+// kcrypto.Promote, to rank engines beyond the policy's choice). A row
+// that ended in an error proves nothing about the sizes it skipped: it
+// has no measurements, so the engine is not chosen on it.
+func Measurements(rows []speed.Row) []ocf.Measurement {
 	var ms []ocf.Measurement
 	for _, r := range rows {
 		if r.Err != "" {
-			// A row that broke off proves nothing about the sizes it
-			// skipped; the engine is not chosen on it.
 			r.Cells = nil
 		}
 		m := ocf.Measurement{Engine: r.Engine, Cipher: r.Cipher, Hardware: r.Hardware}
@@ -123,7 +138,7 @@ func DerivePolicy(tests []selftest.Result, rows []speed.Row, margin float64) ocf
 		}
 		ms = append(ms, m)
 	}
-	return ocf.DerivePolicy(vs, ms, soft.Name, margin)
+	return ms
 }
 
 // JSON renders the report, indented, with a trailing newline.
@@ -142,8 +157,8 @@ func Read(rd io.Reader) (*Report, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("not an ocfw report: %w", err)
 	}
-	if r.Version != Version {
-		return nil, fmt.Errorf("report version %d: this ocfw reads version %d", r.Version, Version)
+	if r.Version < MinVersion || r.Version > Version {
+		return nil, fmt.Errorf("report version %d: this ocfw reads versions %d to %d", r.Version, MinVersion, Version)
 	}
 	return &r, nil
 }
@@ -180,6 +195,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\npolicy:\n")
 	WritePolicy(&b, r.Policy)
+	if r.EngineChoice != nil {
+		b.WriteString("\n")
+		WriteEngineChoice(&b, r.EngineChoice)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}

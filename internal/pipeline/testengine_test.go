@@ -1,0 +1,71 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/testengine"
+	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/rootfs"
+)
+
+func standInPlan(t *testing.T, cards ...string) *plan.Plan {
+	t.Helper()
+	cat, err := boards.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := cat.Resolve(boards.Request{Board: "alix2d13", Cards: cards, Ciphers: []string{"aes-128-cbc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+// The test module is built only for a plan that names testaes, and every
+// way it cannot be built is an error that says what to do.
+func TestTestEngineModule(t *testing.T) {
+	if testEngine(standInPlan(t)) || testEngine(standInPlan(t, "virtio-crypto")) || !testEngine(standInPlan(t, "testaes")) {
+		t.Error("the test engine is built for a plan without --card testaes, or not for one with it")
+	}
+	pl := standInPlan(t, "testaes")
+
+	// A given initramfs cannot take the module: refused before anything.
+	dir := t.TempDir()
+	_, err := Build(context.Background(), pl, Options{Output: filepath.Join(dir, "x.img"), Initramfs: filepath.Join(dir, "initrd")})
+	if err == nil || !strings.Contains(err.Error(), "--card testaes: its module ocfw_testaes goes into the initramfs ocfw builds") {
+		t.Errorf("--initramfs with testaes: %v", err)
+	}
+
+	// No make on PATH: the error names the tools and the package.
+	t.Run("no make", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		_, err := buildTestEngine(context.Background(), pl, &rootfs.Kernel{Version: "6.1.0-57-686"}, t.Logf)
+		if !errors.Is(err, testengine.ErrNoTools) || !strings.Contains(err.Error(), "--card testaes") || !strings.Contains(err.Error(), "apt-get install make gcc-12") {
+			t.Errorf("without make: %v", err)
+		}
+	})
+
+	// Built for Debian's kernel: another kernel (--kernel) is refused.
+	t.Run("another kernel", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("may fetch headers and compile the module; -short")
+		}
+		_, err := buildTestEngine(context.Background(), pl, &rootfs.Kernel{Version: "6.1.0-0-other"}, t.Logf)
+		if errors.Is(err, testengine.ErrNoTools) || errors.Is(err, testengine.ErrNoKernel) {
+			qemu.SkipOrFail(t, "%v", err)
+		}
+		if err == nil || !strings.Contains(err.Error(), "but this image boots kernel 6.1.0-0-other") {
+			t.Errorf("module for another kernel: %v", err)
+		}
+	})
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Errorf("left %v behind", es)
+	}
+}
