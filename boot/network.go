@@ -73,6 +73,7 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 		}}
 	if st != nil {
 		rc.Values = st
+		rc.Files = st // the tunnels' key files, beside site.json
 	} else {
 		notes = append(notes, "no data partition: SSH host keys and DHCP leases live in RAM only, new at every boot")
 	}

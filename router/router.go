@@ -51,6 +51,12 @@ type Config struct {
 	Shell string
 	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
 	LinkWait time.Duration
+	// Files reads the tunnels' key files from the card's ocfw folder;
+	// nil (no data partition) leaves every tunnel down.
+	Files Files
+	// TunnelCheck is how often the tunnels' counters are looked at; 0
+	// means DefaultTunnelCheck.
+	TunnelCheck time.Duration
 }
 
 // Router is the running router.
@@ -246,6 +252,7 @@ type Status struct {
 	} `json:"wan"`
 	LAN      string            `json:"lan_interface,omitempty"`
 	Services map[string]string `json:"services"`
+	Tunnels  []TunnelState     `json:"tunnels,omitempty"`
 	Leases   []string          `json:"leases,omitempty"`
 	Counters map[string]uint64 `json:"counters,omitempty"`
 	SSH      string            `json:"ssh_host_key,omitempty"`
@@ -323,6 +330,12 @@ func (r *Router) Status() Status {
 	st.Services = map[string]string{}
 	st.Memory = readMemory(r.cfg.Root)
 	r.serviceStatus(&st)
+	r.svc.mu.Lock()
+	ts := r.svc.tunnels
+	r.svc.mu.Unlock()
+	if ts != nil {
+		st.Tunnels = ts.status()
+	}
 	sort.Strings(st.Leases)
 	return st
 }
