@@ -40,10 +40,10 @@ type tunnelSet struct {
 
 // tunnelRun is one site tunnel.
 type tunnelRun struct {
-	site  plan.SiteTunnel
-	addrs plan.TunnelAddrs // for the status even when down
-	x     *ipsec.Tunnel    // nil until its key file was read and checked
-	keyErr string          // why it has no keys, once read
+	site   plan.SiteTunnel
+	addrs  plan.TunnelAddrs // for the status even when down
+	x      *ipsec.Tunnel    // nil until its key file was read and checked
+	keyErr string           // why it has no keys, once read
 
 	state string // "up", or "down: why"
 	since time.Time
