@@ -63,7 +63,10 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	if site == nil || cfg.NoNetwork {
 		return nil, notes, nil
 	}
-	rc := router.Config{Site: site, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait,
+	// WaitForCrypto: the tunnels come up once Run calls CryptoSettled,
+	// after the engines' self-test, so that their SAs bind to engines it
+	// proved.
+	rc := router.Config{Site: site, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true,
 		Log: func(format string, args ...any) {
 			line := fmt.Sprintf(format, args...)
 			cfg.printf("ocfw: %s", line)

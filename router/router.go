@@ -57,6 +57,14 @@ type Config struct {
 	// TunnelCheck is how often the tunnels' counters are looked at; 0
 	// means DefaultTunnelCheck.
 	TunnelCheck time.Duration
+	// WaitForCrypto holds the tunnels back until CryptoSettled is called
+	// (or CryptoWait has passed): an SA binds its cipher and HMAC to the
+	// kernel's choice of engine when it is installed and keeps them, so
+	// tunnels installed while unproven engines are demoted would never
+	// use the engines the self-test proves afterwards.
+	WaitForCrypto bool
+	// CryptoWait bounds that wait; 0 means DefaultCryptoWait.
+	CryptoWait time.Duration
 }
 
 // Router is the running router.
@@ -74,6 +82,9 @@ type Router struct {
 	started time.Time
 	svc     services
 	svcCtx  context.Context
+
+	cryptoOnce    sync.Once
+	cryptoSettled chan struct{} // closed by CryptoSettled
 }
 
 // wanState is what the WAN has now.
@@ -126,7 +137,10 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		cfg.Shell = "/bbin/gosh"
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Router{cfg: cfg, cancel: cancel, started: time.Now()}
+	r := &Router{cfg: cfg, cancel: cancel, started: time.Now(), cryptoSettled: make(chan struct{})}
+	if !cfg.WaitForCrypto {
+		close(r.cryptoSettled)
+	}
 	var problems []error
 	fail := func(err error) {
 		if err != nil {

@@ -21,6 +21,21 @@ type Files interface {
 	ReadFile(name string, max int64) ([]byte, error)
 }
 
+// DefaultCryptoWait bounds how long tunnels wait for the boot's engine
+// choice (Config.WaitForCrypto): the boot sequence's own backstop.
+const DefaultCryptoWait = 10 * time.Minute
+
+// CryptoSettled says the kernel's engine choice is final for this boot
+// (the self-test has run and its verdict is applied): the tunnels may
+// bind their transforms now. Calling it again does nothing.
+func (r *Router) CryptoSettled() {
+	r.cryptoOnce.Do(func() {
+		if r.cfg.WaitForCrypto {
+			close(r.cryptoSettled)
+		}
+	})
+}
+
 // DefaultTunnelCheck is how often the router looks at the tunnels' SA
 // counters to say when a peer sends nothing back or packets fail their
 // integrity check.
@@ -93,16 +108,21 @@ func saState(c ipsec.SACounters) *SAState {
 
 // startTunnels starts the ipsec service when the site has tunnels. It
 // returns at once: the tunnels come up in the background when the WAN
-// has its address (wanChanged kicks them), never on the boot's path.
+// has its address (wanChanged kicks them) and the kernel's engine choice
+// is settled (CryptoSettled), never on the boot's path.
 func (r *Router) startTunnels(ctx context.Context) {
 	s := r.cfg.Site
 	if len(s.Tunnels) == 0 {
 		return
 	}
 	ts := &tunnelSet{kick: make(chan struct{}, 1)}
+	state := "down: " + errNoWAN.Error()
+	if r.cfg.WaitForCrypto {
+		state = "down: waiting for the crypto engines' self-test (the tunnels use the engines it proves)"
+	}
 	for _, t := range s.Tunnels {
 		a, _ := s.TunnelAddrs(t)
-		ts.list = append(ts.list, &tunnelRun{site: t, addrs: a, state: "down: waiting for the WAN's address", since: time.Now()})
+		ts.list = append(ts.list, &tunnelRun{site: t, addrs: a, state: state, since: time.Now()})
 	}
 	r.svc.mu.Lock()
 	r.svc.tunnels = ts
@@ -113,6 +133,23 @@ func (r *Router) startTunnels(ctx context.Context) {
 		every = DefaultTunnelCheck
 	}
 	r.goService("ipsec", ctx, func(ctx context.Context) error {
+		select {
+		case <-r.cryptoSettled:
+		default:
+			r.svc.set("ipsec", fmt.Sprintf("%d tunnel(s), waiting for the crypto engines' self-test", len(ts.list)))
+			wait := r.cfg.CryptoWait
+			if wait <= 0 {
+				wait = DefaultCryptoWait
+			}
+			select {
+			case <-r.cryptoSettled:
+			case <-time.After(wait):
+				r.logf("ipsec: no word of the crypto engines' self-test after %v: the tunnels come up with the kernel's engines as they are", wait)
+			case <-ctx.Done():
+				return nil
+			}
+			r.tunnelsUp(ts) // a kick during the wait was taken by nobody
+		}
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
@@ -276,13 +313,15 @@ func (rt route) String() string {
 	return s
 }
 
+var errNoWAN = errors.New("the WAN has no address yet")
+
 // tunnelRoute works out a tunnel's route from the WAN as it is now. The
 // XFRM policy applies only to packets the kernel has a route for, so the
 // remote subnet needs one even where a default route would do.
 func tunnelRoute(site *plan.Site, a plan.TunnelAddrs, wan wanState) (route, error) {
 	switch {
 	case !wan.Addr.IsValid():
-		return route{}, errors.New("the WAN has no address yet")
+		return route{}, errNoWAN
 	case wan.Addr.Addr() != a.Local:
 		return route{}, fmt.Errorf("the WAN's address is %s, the tunnel's local end %s: the peer expects ESP from %s", wan.Addr.Addr(), a.Local, a.Local)
 	}
