@@ -378,6 +378,9 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 		for _, m := range drivers.RouterModules {
 			add(plan.Module{Name: m.Name, For: m.For})
 		}
+		for _, m := range drivers.TunnelModules {
+			add(plan.Module{Name: m.Name, For: m.For})
+		}
 	}
 	if cryptodev {
 		add(plan.Module{Name: "ocf", For: "OCF framework (OCF-patched kernel)", OutOfTree: true})

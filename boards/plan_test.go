@@ -103,9 +103,12 @@ func TestResolveModules(t *testing.T) {
 		names = append(names, m.Name)
 	}
 	// Crypto first, then the ports' NIC driver, QEMU's NIC (x86 boards),
-	// and what the router's firewall, NAT and LAN bridge need.
-	router := " via_rhine e1000 crc32c_generic libcrc32c nfnetlink nf_tables nft_objref nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nft_ct nf_nat nft_chain_nat nft_nat nft_masq nft_limit bridge"
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router; got != want {
+	// what the router's firewall, NAT and LAN bridge need, and its IPsec
+	// tunnels (des_generic once, where it comes first).
+	router := " via_rhine e1000 crc32c_generic libcrc32c nfnetlink nf_tables nft_objref nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nft_ct nf_nat nft_chain_nat nft_nat nft_masq nft_limit bridge" +
+		" ctr sha512_generic drbg cbc hmac sha1_generic sha256_generic"
+	ipsec := " xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv"
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router+ipsec; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}
 	// Only AES: no hash socket, no DES.
@@ -114,7 +117,7 @@ func TestResolveModules(t *testing.T) {
 	for _, m := range p.Modules {
 		names = append(names, m.Name)
 	}
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes"+router; got != want {
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes"+router+" des_generic"+ipsec; got != want {
 		t.Errorf("aes-only modules %q, want %q", got, want)
 	}
 	for _, m := range p.Modules {
@@ -132,7 +135,7 @@ func TestResolveModules(t *testing.T) {
 	for _, m := range p.Modules {
 		names = append(names, m.Name)
 	}
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes virtio_pci virtio_crypto ocfw_testaes"+router; got != want {
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes virtio_pci virtio_crypto ocfw_testaes"+router+" des_generic"+ipsec; got != want {
 		t.Errorf("stand-ins' modules %q, want %q", got, want)
 	}
 	// ARM: crypto_user, no aes_ti (the kernel has its own ARM AES).

@@ -253,6 +253,12 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		out.Report = r
 		return err
 	}))
+	// The router's tunnels install their SAs now, binding them to the
+	// kernel's engines as they are: keep this after the engine choice is
+	// applied to the kernel. The tunnels come up in the background.
+	if out.Router != nil {
+		out.Router.CryptoSettled()
+	}
 
 	// 6. Report.
 	if out.Report == nil {

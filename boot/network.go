@@ -63,7 +63,10 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	if site == nil || cfg.NoNetwork {
 		return nil, notes, nil
 	}
-	rc := router.Config{Site: site, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait,
+	// WaitForCrypto: the tunnels come up once Run calls CryptoSettled,
+	// after the engines' self-test, so that their SAs bind to engines it
+	// proved.
+	rc := router.Config{Site: site, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true,
 		Log: func(format string, args ...any) {
 			line := fmt.Sprintf(format, args...)
 			cfg.printf("ocfw: %s", line)
@@ -73,6 +76,7 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 		}}
 	if st != nil {
 		rc.Values = st
+		rc.Files = st // the tunnels' key files, beside site.json
 	} else {
 		notes = append(notes, "no data partition: SSH host keys and DHCP leases live in RAM only, new at every boot")
 	}

@@ -87,3 +87,40 @@ var RouterModules = []RouterModule{
 	{"nft_limit", "nftables: rate limits (pings)"},
 	{"bridge", "the LAN bridge when a site puts several ports on the LAN"},
 }
+
+// TunnelModules are what the site's IPsec tunnels (router/ipsec) need, in
+// load order, which matters without modprobe: adding an SA fails with
+// ENOENT until drbg is loaded (ESP's IV generators seed from the default
+// RNG), and drbg needs ctr and sha512_generic before it; authencesn is
+// the template of SAs with extended sequence numbers. cbc, hmac,
+// sha1_generic and sha256_generic are built into Debian's 686 kernel and
+// skipped there. Every router image has them, tunnels or not: a site.json
+// on the card may add tunnels without a new build, and they cost 213 KiB
+// of modules (64 KiB in the xz initramfs) on the 686 kernel.
+// router/ipsec.Modules is this list's names.
+var TunnelModules = []RouterModule{
+	{"ctr", "CTR mode, before drbg (IPsec)"},
+	{"sha512_generic", "SHA-512, before drbg (IPsec)"},
+	{"drbg", "the kernel's default RNG: ESP's IVs (IPsec)"},
+	{"cbc", "CBC mode (IPsec)"},
+	{"hmac", "HMAC (IPsec)"},
+	{"sha1_generic", "SHA-1 for hmac-sha1 (IPsec)"},
+	{"sha256_generic", "SHA-256 for hmac-sha256 (IPsec)"},
+	{"des_generic", "3DES for des-ede3-cbc (IPsec)"},
+	{"xfrm_algo", "XFRM algorithms (IPsec)"},
+	{"xfrm_user", "XFRM netlink: SAs and policies (IPsec)"},
+	{"esp4", "ESP over IPv4 (IPsec)"},
+	{"authenc", "cipher+HMAC as one transform (IPsec)"},
+	{"authencesn", "authenc with extended sequence numbers (IPsec)"},
+	{"echainiv", "ESP's IV generator (IPsec)"},
+	{"seqiv", "IV generator (IPsec)"},
+}
+
+// TunnelModuleNames are TunnelModules' names, in order.
+func TunnelModuleNames() []string {
+	var out []string
+	for _, m := range TunnelModules {
+		out = append(out, m.Name)
+	}
+	return out
+}

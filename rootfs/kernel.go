@@ -349,6 +349,21 @@ var configSymbols = map[string]string{
 	"nft_masq":       "CONFIG_NFT_MASQ",
 	"nft_limit":      "CONFIG_NFT_LIMIT",
 	"bridge":         "CONFIG_BRIDGE",
+	// IPsec tunnels (drivers.TunnelModules).
+	"ctr":            "CONFIG_CRYPTO_CTR",
+	"sha512_generic": "CONFIG_CRYPTO_SHA512",
+	"drbg":           "CONFIG_CRYPTO_DRBG",
+	"cbc":            "CONFIG_CRYPTO_CBC",
+	"hmac":           "CONFIG_CRYPTO_HMAC",
+	"sha1_generic":   "CONFIG_CRYPTO_SHA1",
+	"sha256_generic": "CONFIG_CRYPTO_SHA256",
+	"xfrm_algo":      "CONFIG_XFRM_ALGO",
+	"xfrm_user":      "CONFIG_XFRM_USER",
+	"esp4":           "CONFIG_INET_ESP",
+	"authenc":        "CONFIG_CRYPTO_AUTHENC",
+	"authencesn":     "CONFIG_CRYPTO_AUTHENC",
+	"echainiv":       "CONFIG_CRYPTO_ECHAINIV",
+	"seqiv":          "CONFIG_CRYPTO_SEQIV",
 }
 
 // ReadConfig parses a kernel config (plain, or gzip like /proc/config.gz)

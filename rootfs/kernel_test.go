@@ -111,7 +111,8 @@ CONFIG_CRYPTO_DEV_GEODE=m
 CONFIG_CRYPTO_DEV_IXP4XX=y
 ` + routerConfig
 
-// routerConfig has the options of the ports' NICs and the router's modules.
+// routerConfig has the options of the ports' NICs and the router's modules,
+// its tunnels' included.
 const routerConfig = `CONFIG_VIA_RHINE=m
 CONFIG_E1000=m
 CONFIG_IXP4XX_ETH=y
@@ -129,6 +130,19 @@ CONFIG_NFT_NAT=m
 CONFIG_NFT_MASQ=m
 CONFIG_NFT_LIMIT=m
 CONFIG_BRIDGE=m
+CONFIG_CRYPTO_CTR=m
+CONFIG_CRYPTO_SHA512=m
+CONFIG_CRYPTO_DRBG=m
+CONFIG_CRYPTO_CBC=y
+CONFIG_CRYPTO_HMAC=y
+CONFIG_CRYPTO_SHA1=y
+CONFIG_CRYPTO_SHA256=y
+CONFIG_XFRM_ALGO=m
+CONFIG_XFRM_USER=m
+CONFIG_INET_ESP=m
+CONFIG_CRYPTO_AUTHENC=m
+CONFIG_CRYPTO_ECHAINIV=m
+CONFIG_CRYPTO_SEQIV=m
 `
 
 // Each bad kernel input gives its own clear error; several problems come

@@ -141,6 +141,23 @@ func (l *links) defaultRoute(name string, gw netip.Addr) error {
 	return nil
 }
 
+// routeTo points a route out of name (a tunnel's remote subnet).
+func (l *links) routeTo(name string, rt route) error {
+	ln, err := l.h.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	nr := &netlink.Route{LinkIndex: ln.Attrs().Index, Gw: rt.Via.AsSlice(),
+		Dst: &net.IPNet{IP: rt.Dst.Addr().AsSlice(), Mask: net.CIDRMask(rt.Dst.Bits(), 32)}}
+	if rt.Src.IsValid() {
+		nr.Src = rt.Src.AsSlice()
+	}
+	if err := l.h.RouteReplace(nr); err != nil {
+		return fmt.Errorf("route %s on %s: %w", rt, name, err)
+	}
+	return nil
+}
+
 // addrs lists name's IPv4 addresses.
 func (l *links) addrs(name string) []netip.Prefix {
 	ln, err := l.h.LinkByName(name)

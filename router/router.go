@@ -51,6 +51,20 @@ type Config struct {
 	Shell string
 	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
 	LinkWait time.Duration
+	// Files reads the tunnels' key files from the card's ocfw folder;
+	// nil (no data partition) leaves every tunnel down.
+	Files Files
+	// TunnelCheck is how often the tunnels' counters are looked at; 0
+	// means DefaultTunnelCheck.
+	TunnelCheck time.Duration
+	// WaitForCrypto holds the tunnels back until CryptoSettled is called
+	// (or CryptoWait has passed): an SA binds its cipher and HMAC to the
+	// kernel's choice of engine when it is installed and keeps them, so
+	// tunnels installed while unproven engines are demoted would never
+	// use the engines the self-test proves afterwards.
+	WaitForCrypto bool
+	// CryptoWait bounds that wait; 0 means DefaultCryptoWait.
+	CryptoWait time.Duration
 }
 
 // Router is the running router.
@@ -68,6 +82,9 @@ type Router struct {
 	started time.Time
 	svc     services
 	svcCtx  context.Context
+
+	cryptoOnce    sync.Once
+	cryptoSettled chan struct{} // closed by CryptoSettled
 }
 
 // wanState is what the WAN has now.
@@ -120,7 +137,10 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		cfg.Shell = "/bbin/gosh"
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Router{cfg: cfg, cancel: cancel, started: time.Now()}
+	r := &Router{cfg: cfg, cancel: cancel, started: time.Now(), cryptoSettled: make(chan struct{})}
+	if !cfg.WaitForCrypto {
+		close(r.cryptoSettled)
+	}
 	var problems []error
 	fail := func(err error) {
 		if err != nil {
@@ -246,6 +266,7 @@ type Status struct {
 	} `json:"wan"`
 	LAN      string            `json:"lan_interface,omitempty"`
 	Services map[string]string `json:"services"`
+	Tunnels  []TunnelState     `json:"tunnels,omitempty"`
 	Leases   []string          `json:"leases,omitempty"`
 	Counters map[string]uint64 `json:"counters,omitempty"`
 	SSH      string            `json:"ssh_host_key,omitempty"`
@@ -323,6 +344,12 @@ func (r *Router) Status() Status {
 	st.Services = map[string]string{}
 	st.Memory = readMemory(r.cfg.Root)
 	r.serviceStatus(&st)
+	r.svc.mu.Lock()
+	ts := r.svc.tunnels
+	r.svc.mu.Unlock()
+	if ts != nil {
+		st.Tunnels = ts.status()
+	}
 	sort.Strings(st.Leases)
 	return st
 }

@@ -35,6 +35,7 @@ type services struct {
 	ssh     *sshd.Server
 	dns     *dns.Forwarder
 	dhcp    *dhcp.Server
+	tunnels *tunnelSet // nil without tunnels
 	ntpOnce sync.Once
 	state   map[string]string // service -> "running", "off: why"...
 }
@@ -112,6 +113,7 @@ func (r *Router) startServices(ctx context.Context) []error {
 	} else {
 		r.svc.set("dns", "off")
 	}
+	r.startTunnels(ctx)
 	r.svcCtx = ctx
 	r.mu.Lock()
 	static := r.wan.Addr.IsValid()
@@ -132,6 +134,7 @@ func (r *Router) wanChanged() {
 	if fwd != nil {
 		fwd.SetUpstreams(r.upstreams())
 	}
+	r.kickTunnels()
 	if r.svcCtx == nil {
 		return
 	}

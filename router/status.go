@@ -90,6 +90,9 @@ func (st *Status) WriteText(w io.Writer) error {
 	for _, k := range sortedKeys(st.Services) {
 		fmt.Fprintf(w, "service %s: %s\n", k, st.Services[k])
 	}
+	for _, t := range st.Tunnels {
+		t.writeText(w)
+	}
 	if st.SSH != "" {
 		fmt.Fprintf(w, "SSH host key %s\n", st.SSH)
 	}
@@ -119,4 +122,34 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// writeText prints a tunnel as two or three lines: what it joins and its
+// state, then each direction's SA counters while it is up.
+func (t TunnelState) writeText(w io.Writer) {
+	fmt.Fprintf(w, "tunnel %s: %s; peer %s, %s <-> %s, %s %s, keys %s\n", t.Name, t.State, t.Peer,
+		orDash(t.LocalSubnet), t.RemoteSubnet, t.Cipher, t.Auth, t.Keys)
+	for _, d := range []struct {
+		dir string
+		sa  *SAState
+	}{{"out", t.Out}, {"in ", t.In}} {
+		if d.sa == nil {
+			continue
+		}
+		fmt.Fprintf(w, "  %s spi %s: %d packets, %d bytes, %d errors", d.dir, d.sa.SPI, d.sa.Packets, d.sa.Bytes, d.sa.Errors)
+		if d.sa.Errors > 0 {
+			fmt.Fprintf(w, " (replayed %d, outside the window %d, integrity failed %d)", d.sa.ReplayDrops, d.sa.WindowDrops, d.sa.IntegrityFailed)
+		}
+		fmt.Fprintln(w)
+	}
+	if t.Out != nil && t.In != nil && t.Out.Packets > 0 && t.In.Packets == 0 {
+		fmt.Fprintf(w, "  nothing received from the peer yet\n")
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

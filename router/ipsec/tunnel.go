@@ -7,6 +7,8 @@ import (
 	"net/netip"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/drivers"
 )
 
 // Modules are the kernel modules a tunnel needs, in load order, as
@@ -18,12 +20,9 @@ import (
 // sha512_generic before it. des_generic (with libdes) serves des-ede3-cbc;
 // authencesn is the AEAD template ESP uses for SAs with extended sequence
 // numbers (without it such an SA fails with ENOENT, "Kernel was unable to
-// initialize cryptographic operations").
-var Modules = []string{
-	"ctr", "sha512_generic", "drbg",
-	"cbc", "hmac", "sha1_generic", "sha256_generic", "des_generic",
-	"xfrm_algo", "xfrm_user", "esp4", "authenc", "authencesn", "echainiv", "seqiv",
-}
+// initialize cryptographic operations"). The list lives in the catalog
+// (drivers.TunnelModules), which the firmware's plan loads at boot.
+var Modules = drivers.TunnelModuleNames()
 
 // SA is one direction of a tunnel: an ESP security association with
 // manual keys.

@@ -11,6 +11,8 @@
 //	addr NS IF CIDR           add an address                      -> "IF CIDR"
 //	up NS IF                  set the link up, wait for carrier   -> "IF up, carrier after 1.2s"
 //	route NS default|CIDR GW  add a route                         -> "default via GW"
+//	sysctl NS KEY VALUE       set a network sysctl (net.ipv4.ip_forward 1: a router)
+//	esp NS SRC DST SPI SEQ    send one forged ESP packet from any source address
 //	show NS                   links, addresses, routes            -> one per line
 //	dhcp-server NS IF FIRST LAST ROUTER|- DNS|- LEASE
 //	                          serve leases FIRST..LAST on IF (which needs an address)
@@ -76,6 +78,8 @@ func init() {
 		"up":          {"NS IF", 2, 2, 15 * time.Second, cmdUp},
 		"route":       {"NS default|CIDR GW", 3, 3, 15 * time.Second, cmdRoute},
 		"show":        {"NS", 1, 1, 15 * time.Second, cmdShow},
+		"sysctl":      {"NS KEY VALUE", 3, 3, 15 * time.Second, cmdSysctl},
+		"esp":         {"NS SRC DST SPI SEQ", 5, 5, 15 * time.Second, cmdESP},
 		"dhcp-server": {"NS IF FIRST LAST ROUTER|- DNS|- LEASE", 7, 7, 15 * time.Second, cmdDHCPServer},
 		"leases":      {"NS", 1, 1, 15 * time.Second, cmdLeases},
 		"dhcp-client": {"NS IF", 2, 2, 40 * time.Second, cmdDHCPClient},

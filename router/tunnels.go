@@ -1,0 +1,403 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ocfw/ocfw/internal/fat"
+	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router/ipsec"
+)
+
+// Files reads the files a user puts in the card's ocfw folder, beside
+// site.json: the tunnels' key files. The board's store is one; a missing
+// file's error wraps fat.ErrNotExist.
+type Files interface {
+	ReadFile(name string, max int64) ([]byte, error)
+}
+
+// DefaultCryptoWait bounds how long tunnels wait for the boot's engine
+// choice (Config.WaitForCrypto): the boot sequence's own backstop.
+const DefaultCryptoWait = 10 * time.Minute
+
+// CryptoSettled says the kernel's engine choice is final for this boot
+// (the self-test has run and its verdict is applied): the tunnels may
+// bind their transforms now. Calling it again does nothing.
+func (r *Router) CryptoSettled() {
+	r.cryptoOnce.Do(func() {
+		if r.cfg.WaitForCrypto {
+			close(r.cryptoSettled)
+		}
+	})
+}
+
+// DefaultTunnelCheck is how often the router looks at the tunnels' SA
+// counters to say when a peer sends nothing back or packets fail their
+// integrity check.
+const DefaultTunnelCheck = 20 * time.Second
+
+// tunnelSet is the site's tunnels as the router runs them. One goroutine
+// (the "ipsec" service) sets them up and watches them; Status reads them.
+// Nothing here waits for a peer: manual keys need no answer from it, so
+// a tunnel is up as soon as its SAs and policies are in the kernel.
+type tunnelSet struct {
+	kick chan struct{} // the WAN changed: set the tunnels up again
+
+	mu   sync.Mutex
+	h    *ipsec.Handle
+	list []*tunnelRun
+}
+
+// tunnelRun is one site tunnel.
+type tunnelRun struct {
+	site   plan.SiteTunnel
+	addrs  plan.TunnelAddrs // for the status even when down
+	x      *ipsec.Tunnel    // nil until its key file was read and checked
+	keyErr string           // why it has no keys, once read
+
+	state string // "up", or "down: why"
+	since time.Time
+	route string
+
+	// What the watch last said, so that it says it once.
+	silentSaid   bool
+	integritySaw uint32
+}
+
+// TunnelState is one tunnel in `ocf net`.
+type TunnelState struct {
+	Name         string `json:"name"`
+	Local        string `json:"local,omitempty"`
+	Peer         string `json:"peer"`
+	LocalSubnet  string `json:"local_subnet,omitempty"`
+	RemoteSubnet string `json:"remote_subnet"`
+	Cipher       string `json:"cipher"`
+	Auth         string `json:"auth"`
+	Keys         string `json:"keys"`
+	// State is "up" or "down: why".
+	State string `json:"state"`
+	Since string `json:"since,omitempty"`
+	Route string `json:"route,omitempty"`
+	// Out and In are the SAs' counters while the tunnel is up.
+	Out *SAState `json:"out,omitempty"`
+	In  *SAState `json:"in,omitempty"`
+}
+
+// SAState is one direction's SA counters: Bytes count the inner IP
+// packets; Errors are the packets the SA refused (replayed, older than
+// the window, failing the integrity check).
+type SAState struct {
+	SPI             string `json:"spi"`
+	Packets         uint64 `json:"packets"`
+	Bytes           uint64 `json:"bytes"`
+	Errors          uint64 `json:"errors"`
+	ReplayDrops     uint32 `json:"replay_drops"`
+	WindowDrops     uint32 `json:"window_drops"`
+	IntegrityFailed uint32 `json:"integrity_failed"`
+}
+
+func saState(c ipsec.SACounters) *SAState {
+	return &SAState{SPI: fmt.Sprintf("0x%08x", c.SPI), Packets: c.Packets, Bytes: c.Bytes, Errors: c.Errors(),
+		ReplayDrops: c.ReplayDrops, WindowDrops: c.WindowDrops, IntegrityFailed: c.IntegrityFailed}
+}
+
+// startTunnels starts the ipsec service when the site has tunnels. It
+// returns at once: the tunnels come up in the background when the WAN
+// has its address (wanChanged kicks them) and the kernel's engine choice
+// is settled (CryptoSettled), never on the boot's path.
+func (r *Router) startTunnels(ctx context.Context) {
+	s := r.cfg.Site
+	if len(s.Tunnels) == 0 {
+		return
+	}
+	ts := &tunnelSet{kick: make(chan struct{}, 1)}
+	state := "down: " + errNoWAN.Error()
+	if r.cfg.WaitForCrypto {
+		state = "down: waiting for the crypto engines' self-test (the tunnels use the engines it proves)"
+	}
+	for _, t := range s.Tunnels {
+		a, _ := s.TunnelAddrs(t)
+		ts.list = append(ts.list, &tunnelRun{site: t, addrs: a, state: state, since: time.Now()})
+	}
+	r.svc.mu.Lock()
+	r.svc.tunnels = ts
+	r.svc.mu.Unlock()
+	r.svc.set("ipsec", fmt.Sprintf("%d tunnel(s), waiting for the WAN's address", len(ts.list)))
+	every := r.cfg.TunnelCheck
+	if every <= 0 {
+		every = DefaultTunnelCheck
+	}
+	r.goService("ipsec", ctx, func(ctx context.Context) error {
+		select {
+		case <-r.cryptoSettled:
+		default:
+			r.svc.set("ipsec", fmt.Sprintf("%d tunnel(s), waiting for the crypto engines' self-test", len(ts.list)))
+			wait := r.cfg.CryptoWait
+			if wait <= 0 {
+				wait = DefaultCryptoWait
+			}
+			select {
+			case <-r.cryptoSettled:
+			case <-time.After(wait):
+				r.logf("ipsec: no word of the crypto engines' self-test after %v: the tunnels come up with the kernel's engines as they are", wait)
+			case <-ctx.Done():
+				return nil
+			}
+			r.tunnelsUp(ts) // a kick during the wait was taken by nobody
+		}
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ts.kick:
+				r.tunnelsUp(ts)
+			case <-tick.C:
+				r.watchTunnels(ts)
+			}
+		}
+	})
+}
+
+// kickTunnels asks the ipsec service to set the tunnels up again (the
+// WAN changed). It never blocks.
+func (r *Router) kickTunnels() {
+	r.svc.mu.Lock()
+	ts := r.svc.tunnels
+	r.svc.mu.Unlock()
+	if ts == nil {
+		return
+	}
+	select {
+	case ts.kick <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// tunnelsUp sets every tunnel up that can be: key file read and checked
+// against the site, the WAN holding the tunnel's local address, a route
+// to the remote subnet, the SAs and policies installed. A tunnel that
+// cannot come up is logged and left down; the others go on. Installing
+// is idempotent, so this runs again at every WAN change.
+func (r *Router) tunnelsUp(ts *tunnelSet) {
+	r.mu.Lock()
+	wan := r.wan
+	r.mu.Unlock()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.h == nil {
+		h, err := ipsec.Open()
+		if err != nil {
+			for _, t := range ts.list {
+				r.tunnelDown(t, fmt.Sprintf("no XFRM: %v", err))
+			}
+			r.svc.set("ipsec", "off: "+err.Error())
+			return
+		}
+		ts.h = h
+	}
+	up := 0
+	for _, t := range ts.list {
+		if t.x == nil && t.keyErr == "" {
+			t.x, t.keyErr = r.readTunnelKeys(t.site)
+		}
+		if t.x == nil {
+			r.tunnelDown(t, t.keyErr)
+			continue
+		}
+		rt, err := tunnelRoute(r.cfg.Site, t.addrs, wan)
+		if err != nil {
+			r.tunnelDown(t, err.Error())
+			continue
+		}
+		if err := r.links.routeTo(r.wanIf, rt); err != nil {
+			r.tunnelDown(t, err.Error())
+			continue
+		}
+		if err := ts.h.Install(*t.x); err != nil {
+			r.tunnelDown(t, err.Error())
+			continue
+		}
+		up++
+		if t.state == "up" && t.route == rt.String() {
+			continue
+		}
+		t.state, t.since, t.route = "up", time.Now(), rt.String()
+		t.silentSaid = false
+		r.logf("ipsec: tunnel %s up: %s <-> %s, %s <-> %s, %s %s, out spi 0x%08x, in spi 0x%08x; route %s",
+			t.site.Name, t.x.Local, t.x.Remote, t.x.LocalNet, t.x.RemoteNet, t.site.Cipher, t.site.Auth,
+			t.x.Out.SPI, t.x.In.SPI, t.route)
+	}
+	r.svc.set("ipsec", fmt.Sprintf("%d of %d tunnel(s) up", up, len(ts.list)))
+}
+
+// tunnelDown records why t is down and logs it when that changed.
+func (r *Router) tunnelDown(t *tunnelRun, why string) {
+	state := "down: " + why
+	if t.state == state {
+		return
+	}
+	t.state, t.since, t.route = state, time.Now(), ""
+	r.logf("ipsec: tunnel %s left down: %s", t.site.Name, why)
+}
+
+// readTunnelKeys reads a tunnel's key file from the card and checks it
+// against the site: the ipsec tunnel, or why there is none.
+func (r *Router) readTunnelKeys(t plan.SiteTunnel) (*ipsec.Tunnel, string) {
+	const where = "the card's ocfw folder"
+	if r.cfg.Files == nil {
+		return nil, fmt.Sprintf("no data partition: the key file %s is read from %s", t.Keys, where)
+	}
+	data, err := r.cfg.Files.ReadFile(t.Keys, plan.MaxTunnelKeysSize)
+	switch {
+	case errors.Is(err, fat.ErrNotExist):
+		return nil, fmt.Sprintf("no key file %s in %s (make it with ocfw tunnel keys and copy it beside site.json)", t.Keys, where)
+	case err != nil:
+		return nil, fmt.Sprintf("key file %s: %v", t.Keys, err)
+	}
+	x, errs := tunnelFromKeys(r.cfg.Site, t, data)
+	if len(errs) > 0 {
+		var msgs []string
+		for _, e := range errs {
+			msgs = append(msgs, e.Error())
+		}
+		return nil, strings.Join(msgs, "; ")
+	}
+	return x, ""
+}
+
+// tunnelFromKeys checks a key file against the site's tunnel and turns
+// both into what the kernel gets.
+func tunnelFromKeys(site *plan.Site, t plan.SiteTunnel, data []byte) (*ipsec.Tunnel, []error) {
+	keys, errs := plan.ReadTunnelKeys(t.Keys, data)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	s, errs := t.Setup(site, keys)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	sa := func(k plan.SAKeys) ipsec.SA {
+		return ipsec.SA{SPI: k.SPI, Cipher: s.Cipher, Auth: s.Auth, EncKey: k.EncKey, AuthKey: k.AuthKey,
+			ReplayWindow: uint32(s.ReplayWindow), ESN: s.ESN}
+	}
+	x := &ipsec.Tunnel{Name: s.Name, Local: s.Local, Remote: s.Peer, LocalNet: s.LocalSubnet, RemoteNet: s.RemoteSubnet,
+		Out: sa(s.Out), In: sa(s.In)}
+	if err := x.Validate(); err != nil {
+		return nil, []error{err}
+	}
+	return x, nil
+}
+
+// route is the route a tunnel's remote subnet takes: out of the WAN,
+// through its gateway or straight to the peer when the peer is on the
+// WAN's network, with the LAN address as the source of the box's own
+// packets so that they match the tunnel's policy too.
+type route struct {
+	Dst netip.Prefix
+	Via netip.Addr
+	Src netip.Addr // invalid: none
+}
+
+func (rt route) String() string {
+	s := fmt.Sprintf("%s via %s", rt.Dst, rt.Via)
+	if rt.Src.IsValid() {
+		s += " src " + rt.Src.String()
+	}
+	return s
+}
+
+var errNoWAN = errors.New("the WAN has no address yet")
+
+// tunnelRoute works out a tunnel's route from the WAN as it is now. The
+// XFRM policy applies only to packets the kernel has a route for, so the
+// remote subnet needs one even where a default route would do.
+func tunnelRoute(site *plan.Site, a plan.TunnelAddrs, wan wanState) (route, error) {
+	switch {
+	case !wan.Addr.IsValid():
+		return route{}, errNoWAN
+	case wan.Addr.Addr() != a.Local:
+		return route{}, fmt.Errorf("the WAN's address is %s, the tunnel's local end %s: the peer expects ESP from %s", wan.Addr.Addr(), a.Local, a.Local)
+	}
+	rt := route{Dst: a.RemoteSubnet}
+	switch {
+	case wan.Addr.Masked().Contains(a.Peer):
+		rt.Via = a.Peer
+	case wan.Gateway.IsValid():
+		rt.Via = wan.Gateway
+	default:
+		return route{}, fmt.Errorf("the peer %s is not on the WAN's network %s and the WAN has no gateway", a.Peer, wan.Addr.Masked())
+	}
+	if lan, err := netip.ParsePrefix(site.LAN.Address); err == nil && a.LocalSubnet.Contains(lan.Addr()) {
+		rt.Src = lan.Addr()
+	}
+	return rt, nil
+}
+
+// watchTunnels says, once each, when a tunnel's peer sends nothing back
+// and when packets from it fail their integrity check: with manual keys
+// nothing else would tell that the peer is down or has other keys.
+func (r *Router) watchTunnels(ts *tunnelSet) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.h == nil {
+		return
+	}
+	for _, t := range ts.list {
+		if t.state != "up" {
+			continue
+		}
+		c, err := ts.h.Counters(*t.x)
+		if err != nil {
+			r.tunnelDown(t, fmt.Sprintf("its SAs are gone from the kernel: %v", err))
+			continue
+		}
+		switch {
+		case c.Out.Packets > 0 && c.In.Packets == 0 && !t.silentSaid:
+			t.silentSaid = true
+			r.logf("ipsec: tunnel %s: %d packet(s) sent to the peer %s since %s and none back: is the peer up, with the same key file?",
+				t.site.Name, c.Out.Packets, t.x.Remote, t.since.UTC().Format(time.RFC3339))
+		case c.In.Packets > 0 && t.silentSaid:
+			t.silentSaid = false
+			r.logf("ipsec: tunnel %s: the peer %s answers", t.site.Name, t.x.Remote)
+		}
+		if c.In.IntegrityFailed > t.integritySaw {
+			r.logf("ipsec: tunnel %s: %d packet(s) from %s failed the integrity check: do both ends have the same key file?",
+				t.site.Name, c.In.IntegrityFailed-t.integritySaw, t.x.Remote)
+			t.integritySaw = c.In.IntegrityFailed
+		}
+	}
+}
+
+// tunnelStatus is every tunnel's state and counters now.
+func (ts *tunnelSet) status() []TunnelState {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	var out []TunnelState
+	for _, t := range ts.list {
+		st := TunnelState{Name: t.site.Name, Peer: t.site.Peer, RemoteSubnet: t.site.RemoteSubnet,
+			Cipher: t.site.Cipher, Auth: t.site.Auth, Keys: t.site.Keys, State: t.state, Route: t.route,
+			Since: t.since.UTC().Format(time.RFC3339)}
+		if t.addrs.Local.IsValid() {
+			st.Local = t.addrs.Local.String()
+		}
+		if t.addrs.LocalSubnet.IsValid() {
+			st.LocalSubnet = t.addrs.LocalSubnet.String()
+		}
+		if t.state == "up" && ts.h != nil {
+			if c, err := ts.h.Counters(*t.x); err == nil {
+				st.Out, st.In = saState(c.Out), saState(c.In)
+			} else {
+				st.State = "up, but its SAs cannot be read: " + err.Error()
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
