@@ -253,12 +253,6 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		out.Report = r
 		return err
 	}))
-	// The router's tunnels install their SAs now, binding them to the
-	// kernel's engines as they are: keep this after the engine choice is
-	// applied to the kernel. The tunnels come up in the background.
-	if out.Router != nil {
-		out.Router.CryptoSettled()
-	}
 
 	// 6. Report.
 	if out.Report == nil {
@@ -282,6 +276,13 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 			engineNotes = append(engineNotes, "engine choice: promoting did not finish: hardware stays below software")
 		}
 		r.EngineChoice = choice
+	}
+	// The router's tunnels install their SAs now, binding them to the
+	// kernel's engines as they are: this stays after the engine choice is
+	// applied (an SA keeps the transform it was made with). The tunnels
+	// come up in the background.
+	if out.Router != nil {
+		out.Router.CryptoSettled()
 	}
 	r.Notes = append(r.Notes, out.Modules.Notes()...)
 	r.Notes = append(r.Notes, netNotes...)
