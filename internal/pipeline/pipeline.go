@@ -135,7 +135,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	res.Kernel = k
 	step("kernel", t0)
 
-	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: opts.Initramfs, Inputs: map[string]string{}}
+	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: opts.Initramfs, DTB: k.DTB, Inputs: map[string]string{}}
 	if opts.Initramfs == "" {
 		t0 = time.Now()
 		work := opts.WorkDir
