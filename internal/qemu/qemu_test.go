@@ -37,7 +37,7 @@ func TestCommandLine(t *testing.T) {
 			name: "raspi stand-in with an SD card",
 			cfg:  RaspiStandIn.Config("/zImage", "/a-plus.dtb", "/initrd", RaspiStandIn.Cmdline("rdinit=/init"), "/sd.img"),
 			want: "-M raspi1ap -accel tcg -m 512 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -kernel /zImage -initrd /initrd -dtb /a-plus.dtb " +
-				"-append console=ttyAMA0 initcall_blacklist=bcm2835_power_driver_init rdinit=/init -drive file=/sd.img,format=raw,if=sd",
+				"-append console=ttyAMA0 initcall_blacklist=bcm2835_power_driver_init rdinit=/init -drive file=/sd.img,format=raw,if=sd -icount shift=auto",
 		},
 		{name: "nothing to boot", cfg: Config{}, err: "nothing to boot"},
 		{name: "dtb without kernel", cfg: Config{Disk: "/d", DTB: "/x.dtb"}, err: "need a Kernel"},

@@ -31,6 +31,16 @@ type StandIn struct {
 	// DiskPowerOfTwo: the machine takes a disk image only in a
 	// power-of-2 size (QEMU's SD cards).
 	DiskPowerOfTwo bool
+	// Args are emulator options the machine needs. The BCM2835's only
+	// clock event device is its system timer, which the kernel programs
+	// as "counter now + delta": when QEMU's vCPU thread is preempted
+	// between the read and the write (a loaded host), the compare value
+	// is already behind the counter, the interrupt never comes and the
+	// guest sits idle until the 32-bit counter wraps (71 minutes). Seen
+	// as boots stalling for minutes after init or between speed rows.
+	// With -icount the guest's clock follows its own instructions, so no
+	// host preemption falls between the read and the write.
+	Args []string
 }
 
 // RaspiStandIn is the ARM stand-in for the IXP4xx boards: QEMU's
@@ -48,6 +58,7 @@ var RaspiStandIn = StandIn{
 	KernelArgs:     []string{"initcall_blacklist=bcm2835_power_driver_init"},
 	DiskInterface:  "sd",
 	DiskPowerOfTwo: true,
+	Args:           []string{"-icount", "shift=auto"},
 }
 
 // Cmdline is the kernel command line on the stand-in: its console, what
@@ -60,7 +71,8 @@ func (s StandIn) Cmdline(extra ...string) string {
 // Config is the emulator configuration that boots kernel, dtb and initrd
 // on the stand-in, with disk (may be "") in its disk slot.
 func (s StandIn) Config(kernel, dtb, initrd, cmdline, disk string) Config {
-	c := Config{Arch: s.Arch, Machine: s.Machine, MemoryMB: s.MemoryMB, Kernel: kernel, DTB: dtb, Initrd: initrd, Append: cmdline}
+	c := Config{Arch: s.Arch, Machine: s.Machine, MemoryMB: s.MemoryMB, Kernel: kernel, DTB: dtb, Initrd: initrd, Append: cmdline,
+		Args: append([]string(nil), s.Args...)}
 	if disk != "" {
 		c.Disk, c.DiskInterface = disk, s.DiskInterface
 	}
