@@ -18,6 +18,9 @@ type Request struct {
 	// RequireHW names ciphers that must be done in hardware by some
 	// selected engine.
 	RequireHW []string
+	// StandIn builds the plan for QEMU's ARM stand-in for an IXP4xx
+	// board (qemu.RaspiStandIn) instead of for the board.
+	StandIn bool
 }
 
 // FlagError is a problem with one command-line value; Flag names it.
@@ -148,6 +151,11 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 
 	p.Modules = modules(p, chosen)
 	p.Notes = notes(p, b)
+	if req.StandIn {
+		if err := standIn(p, b); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 

@@ -300,3 +300,72 @@ func TestResolveStandIns(t *testing.T) {
 		}
 	}
 }
+
+// The stand-in plan keeps the board's userland, ciphers and budget, takes
+// the rpi kernel and its ARM crypto, drops the drivers the stand-in
+// cannot have and says why the board's engines are absent; x86 boards
+// have no stand-in.
+func TestResolveStandIn(t *testing.T) {
+	c := embeddedT(t)
+	board, err := c.Resolve(Request{Board: "nslu2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Resolve(Request{Board: "nslu2", StandIn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Boot != plan.BootQEMUARM || p.StandIn == nil || p.StandIn.Machine != "raspi1ap" || p.Kernel.Package != "linux-image-rpi" || p.Kernel.Arch != "armel" {
+		t.Fatalf("stand-in plan: boot %s, stand-in %+v, kernel %+v", p.Boot, p.StandIn, p.Kernel)
+	}
+	if p.Go != board.Go || p.Image.InitramfsBudgetKB != board.Image.InitramfsBudgetKB || len(p.Ciphers) != len(board.Ciphers) || p.Board != "nslu2" {
+		t.Errorf("the stand-in changed the board's target, budget or ciphers: %+v %+v", p.Go, p.Image)
+	}
+	if !strings.Contains(p.StandIn.Cmdline, "initcall_blacklist=bcm2835_power_driver_init") || !strings.HasPrefix(p.StandIn.Cmdline, "console=ttyAMA0") {
+		t.Errorf("cmdline %q", p.StandIn.Cmdline)
+	}
+	if len(p.StandIn.Limits) < 5 {
+		t.Errorf("limits: %q", p.StandIn.Limits)
+	}
+	var mods []string
+	for _, m := range p.Modules {
+		mods = append(mods, m.Name)
+	}
+	got := strings.Join(mods, " ")
+	for _, want := range []string{"af_alg", "algif_skcipher", "algif_hash", "aes_arm", "sha1_arm", "nf_tables"} {
+		if !strings.Contains(" "+got+" ", " "+want+" ") {
+			t.Errorf("modules %s lack %s", got, want)
+		}
+	}
+	for _, gone := range []string{"ixp4xx_crypto", "ixp4xx_eth"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("modules %s keep %s, which the stand-in kernel lacks", got, gone)
+		}
+	}
+	for _, e := range p.Engines {
+		switch {
+		case e.Hardware && !strings.Contains(e.Absent, "stand-in"):
+			t.Errorf("hardware engine %s without the stand-in's reason: %q", e.ID, e.Absent)
+		case !e.Hardware && e.Absent != "":
+			t.Errorf("software engine %s absent: %q", e.ID, e.Absent)
+		}
+	}
+	if board.StandIn != nil || board.Engines[0].Absent != "" {
+		t.Error("the board's own plan changed")
+	}
+	// An Avila's cards have no bus on the stand-in either.
+	av, err := c.Resolve(Request{Board: "avila-gw2348", Cards: []string{"vpn1411"}, StandIn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range av.Engines {
+		if e.Hardware && !strings.Contains(e.Absent, "stand-in") {
+			t.Errorf("avila %s: %q", e.ID, e.Absent)
+		}
+	}
+	_, err = c.Resolve(Request{Board: "alix2d13", StandIn: true})
+	var fe *FlagError
+	if !errors.As(err, &fe) || fe.Flag != "--stand-in" || !strings.Contains(err.Error(), "x86") {
+		t.Errorf("alix2d13 --stand-in: %v", err)
+	}
+}

@@ -25,6 +25,7 @@ type Input struct {
 	Kernel        string            // bzImage (x86) or zImage (ARM)
 	KernelVersion string            // e.g. 6.1.0-57-686, for the manifest
 	Initramfs     string            // compressed initramfs
+	DTB           string            // device tree (the QEMU ARM stand-in only)
 	Inputs        map[string]string // name -> sha256 of the rootfs step's inputs
 }
 
@@ -83,8 +84,11 @@ func CheckLayout(pl *plan.Plan, opts ImageOptions) error {
 			return err
 		}
 		return nil
+	case plan.BootQEMUARM:
+		_, err := standInDataSize(opts)
+		return err
 	}
-	return fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", pl.Board, pl.Boot, plan.BootBIOSCF, plan.BootRedBoot)
+	return fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s, %s)", pl.Board, pl.Boot, plan.BootBIOSCF, plan.BootRedBoot, plan.BootQEMUARM)
 }
 
 // Build lays out the image for plan's boot method and writes it, with
@@ -139,8 +143,10 @@ func Build(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions) (_ *
 		return buildBIOSCF(ctx, pl, in, opts, m)
 	case plan.BootRedBoot:
 		return buildRedBoot(ctx, pl, in, opts, m)
+	case plan.BootQEMUARM:
+		return buildQEMUARM(ctx, pl, in, opts, m)
 	}
-	return nil, fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s)", pl.Board, pl.Boot, plan.BootBIOSCF, plan.BootRedBoot)
+	return nil, fmt.Errorf("firmware: board %s boots by %q, which ocfw cannot lay out (have %s, %s, %s)", pl.Board, pl.Boot, plan.BootBIOSCF, plan.BootRedBoot, plan.BootQEMUARM)
 }
 
 // MakeOutputDir creates the directory an output file goes in, with its

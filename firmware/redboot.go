@@ -217,29 +217,8 @@ func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions,
 
 	var out atomicfile.Set
 	defer out.Cleanup()
-	for _, x := range [][2]string{{in.Kernel, kname}, {in.Initramfs, iname}} {
-		f, err := out.Create(x[1])
-		if err != nil {
-			return nil, err
-		}
-		src, err := os.Open(x[0])
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		_, err = io.Copy(f, src)
-		src.Close()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, err
-		}
-		sum, n, err := fileSHA256(x[0])
-		if err != nil {
-			return nil, err
-		}
-		m.Outputs = append(m.Outputs, File{Name: filepath.Base(x[1]), Size: n, SHA256: sum})
+	if err := copySidecars(&out, m, [][2]string{{in.Kernel, kname}, {in.Initramfs, iname}}); err != nil {
+		return nil, err
 	}
 	if err := out.WriteFile(cname, []byte(cmds)); err != nil {
 		return nil, err
@@ -251,11 +230,52 @@ func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions,
 		return nil, err
 	}
 	defer img.Close()
+	ranges, err := writeDataDisk(run, img, size, dataFAT, pl.Image.DataLabel, m, opts)
+	if err != nil {
+		return nil, err
+	}
+	return finish(img, size, ranges, m, &out, opts)
+}
+
+// copySidecars copies each {source, destination} pair into out (written
+// beside the image) and lists the copies in the manifest's outputs.
+func copySidecars(out *atomicfile.Set, m *Manifest, pairs [][2]string) error {
+	for _, x := range pairs {
+		f, err := out.Create(x[1])
+		if err != nil {
+			return err
+		}
+		src, err := os.Open(x[0])
+		if err != nil {
+			f.Close()
+			return err
+		}
+		_, err = io.Copy(f, src)
+		src.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		sum, n, err := fileSHA256(x[0])
+		if err != nil {
+			return err
+		}
+		m.Outputs = append(m.Outputs, File{Name: filepath.Base(x[1]), Size: n, SHA256: sum})
+	}
+	return nil
+}
+
+// writeDataDisk makes img a disk of size bytes holding only the data
+// partition (FAT fatBits, labelled label, at 1 MiB, the store
+// preallocated) and returns the ranges that hold data, for the block map.
+func writeDataDisk(run runner, img *os.File, size int64, fatBits int, label string, m *Manifest, opts ImageOptions) ([][2]int64, error) {
 	if err := img.Truncate(size); err != nil {
 		return nil, err
 	}
 	name := img.Name()
-	if err := mkfs(run, name, bootStart, size-bootStart, dataFAT, pl.Image.DataLabel, volumeSeed(m)^0xda7a); err != nil {
+	if err := mkfs(run, name, bootStart, size-bootStart, fatBits, label, volumeSeed(m)^0xda7a); err != nil {
 		return nil, err
 	}
 	if err := run.run(toolMmd, "-i", fmt.Sprintf("%s@@%d", name, bootStart), "::"+DataReportDir); err != nil {
@@ -270,7 +290,7 @@ func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions,
 		return nil, err
 	}
 	rec := mbr.MBR{Signature: volumeSeed(m) | 1}
-	rec.Partitions[0] = mbr.Partition{Type: fatType(dataFAT, size-bootStart), Start: bootStart / 512, Sectors: uint32((size - bootStart) / 512)}
+	rec.Partitions[0] = mbr.Partition{Type: fatType(fatBits, size-bootStart), Start: bootStart / 512, Sectors: uint32((size - bootStart) / 512)}
 	if _, err := img.WriteAt(rec.Bytes(), 0); err != nil {
 		return nil, err
 	}
@@ -282,8 +302,7 @@ func buildAvila(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions,
 	if err != nil {
 		return nil, err
 	}
-	ranges = append(ranges, fsRanges(fs, bootStart)...)
-	return finish(img, size, ranges, m, &out, opts)
+	return append(ranges, fsRanges(fs, bootStart)...), nil
 }
 
 // avilaCommands is the RedBoot session that stores the kernel and the

@@ -75,7 +75,7 @@ func (t hostTool) version(ctx context.Context) string {
 // CheckTools reports the first missing host tool for a boot method, naming
 // its Debian package.
 func CheckTools(boot string) error {
-	if boot != plan.BootBIOSCF && boot != plan.BootRedBoot {
+	if boot != plan.BootBIOSCF && boot != plan.BootRedBoot && boot != plan.BootQEMUARM {
 		return fmt.Errorf("unknown boot method %q", boot)
 	}
 	tools := []hostTool{toolMkfsFat, toolMcopy, toolMmd}

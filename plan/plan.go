@@ -16,6 +16,10 @@ import (
 const (
 	BootBIOSCF  = "bios-cf" // legacy BIOS booting a CompactFlash card (MBR, SYSLINUX)
 	BootRedBoot = "redboot" // RedBoot loading kernel and ramdisk from FIS flash partitions
+	// BootQEMUARM is a QEMU ARM machine booting the kernel, device tree
+	// and initramfs given on its command line, with an SD card image
+	// holding only the data partition: the stand-in for IXP4xx boards.
+	BootQEMUARM = "qemu-arm"
 )
 
 // Kernel sources.
@@ -49,6 +53,23 @@ type Plan struct {
 	Ciphers     []Cipher    `json:"ciphers"`
 	RequireHW   []string    `json:"require_hw,omitempty"`
 	Notes       []string    `json:"notes,omitempty"`
+	// StandIn is set when the firmware is built for a QEMU machine
+	// standing in for the board (which QEMU cannot emulate), not for the
+	// board itself.
+	StandIn *StandIn `json:"stand_in,omitempty"`
+}
+
+// StandIn is the QEMU machine and kernel a plan was built for in place of
+// its board, and what booting there does not prove about the board.
+type StandIn struct {
+	Name     string `json:"name"`
+	Machine  string `json:"machine"`   // QEMU -M
+	MemoryMB int    `json:"memory_mb"` // the machine's RAM, not the board's
+	DTB      string `json:"dtb"`       // device tree file from the kernel package
+	Cmdline  string `json:"cmdline"`   // the whole kernel command line
+	// Limits are what a boot on the stand-in does not prove about the
+	// board, one sentence each.
+	Limits []string `json:"limits"`
 }
 
 // Card is a card placed in a slot.
@@ -157,6 +178,10 @@ type Engine struct {
 	Mainline bool        `json:"mainline"`
 	Requires string      `json:"requires,omitempty"`
 	Quirks   []string    `json:"quirks,omitempty"`
+	// Absent, when set, says why the engine cannot be present in this
+	// build (a stand-in kernel without its driver): the firmware reports
+	// it absent with this reason instead of looking for it.
+	Absent string `json:"absent,omitempty"`
 }
 
 // Cipher lists the engines that can serve one cipher, best first, ending

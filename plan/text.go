@@ -32,6 +32,14 @@ func (p *Plan) WriteText(w io.Writer) error {
 			parts = append(parts, fmt.Sprintf("%s@0x%x+0x%x", f.Name, f.Offset, f.Size))
 		}
 		fmt.Fprintf(tw, "image:\t%d MiB flash: %s\n", p.Storage.FlashMB, strings.Join(parts, ", "))
+	case BootQEMUARM:
+		fmt.Fprintf(tw, "image:\tSD card image with only the data partition %q; kernel, device tree and initramfs beside it\n", p.DataPartitionLabel())
+	}
+	if p.StandIn != nil {
+		fmt.Fprintf(tw, "stand-in:\t%s (qemu -M %s, %d MiB, %s)\n", p.StandIn.Name, p.StandIn.Machine, p.StandIn.MemoryMB, p.StandIn.DTB)
+		for _, l := range p.StandIn.Limits {
+			fmt.Fprintf(tw, "\tdoes not prove: %s\n", l)
+		}
 	}
 	fmt.Fprintf(tw, "initramfs:\t%s", p.Image.Compression)
 	if p.Image.InitramfsBudgetKB > 0 {
@@ -81,7 +89,11 @@ func (p *Plan) WriteText(w io.Writer) error {
 		if mod == "" {
 			mod = "-"
 		}
-		fmt.Fprintf(tw, "  %s#%d\t%s\t%s\t%s\tmodule %s\n", e.ID, e.Instance, e.From, kind, e.API, mod)
+		line := fmt.Sprintf("  %s#%d\t%s\t%s\t%s\tmodule %s", e.ID, e.Instance, e.From, kind, e.API, mod)
+		if e.Absent != "" {
+			line += "\tabsent: " + e.Absent
+		}
+		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

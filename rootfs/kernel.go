@@ -32,8 +32,12 @@ type Kernel struct {
 	Arch       string // "x86" or "arm", from the image itself
 	ModulesDir string // .../lib/modules/VERSION, "" when none was given
 	Config     string // path of the kernel config (plain or gzip), "" when none
-	Source     string // what the user gave (or the cached .deb)
-	SHA256     string // of Source when it is a file, else of Image
+	// DTB is the device tree a QEMU stand-in boots the kernel with
+	// (plan.StandIn), from the kernel package; "" for a board.
+	DTB    string
+	dtbDir string // the package's device trees, when it has them
+	Source string // what the user gave (or the cached .deb)
+	SHA256 string // of Source when it is a file, else of Image
 
 	// Builtin are planned modules the kernel has built in (no file to load).
 	Builtin []string
@@ -149,7 +153,7 @@ func fromDeb(deb, cacheDir string) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Kernel{Version: dk.Version, Image: dk.Vmlinuz, ModulesDir: dk.ModulesDir, Config: dk.Config, Source: deb, SHA256: sum}, nil
+	return &Kernel{Version: dk.Version, Image: dk.Vmlinuz, ModulesDir: dk.ModulesDir, Config: dk.Config, Source: deb, SHA256: sum, dtbDir: dk.DTBDir}, nil
 }
 
 // fromDir accepts the Debian layout (boot/vmlinuz-V, lib/modules/V) or a
@@ -160,7 +164,7 @@ func fromDir(dir string) (*Kernel, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Kernel{Version: dk.Version, Image: dk.Vmlinuz, ModulesDir: dk.ModulesDir, Config: dk.Config, Source: dir, SHA256: sum}, nil
+		return &Kernel{Version: dk.Version, Image: dk.Vmlinuz, ModulesDir: dk.ModulesDir, Config: dk.Config, Source: dir, SHA256: sum, dtbDir: dk.DTBDir}, nil
 	}
 	var image string
 	for _, n := range []string{"vmlinuz", "bzImage", "zImage"} {
@@ -452,6 +456,18 @@ func (k *Kernel) check(p *plan.Plan) error {
 		}
 	}
 
+	if p.StandIn != nil {
+		k.DTB = ""
+		if k.dtbDir == "" {
+			problems = append(problems, fmt.Sprintf("the QEMU stand-in %s boots Debian's %s package with its device tree %s; this kernel comes with no device trees",
+				p.StandIn.Machine, p.Kernel.Package, p.StandIn.DTB))
+		} else if dtb := filepath.Join(k.dtbDir, p.StandIn.DTB); !isFile(dtb) {
+			problems = append(problems, fmt.Sprintf("the QEMU stand-in %s needs the device tree %s, which %s lacks", p.StandIn.Machine, p.StandIn.DTB, k.dtbDir))
+		} else {
+			k.DTB = dtb
+		}
+	}
+
 	k.Builtin, k.Absent = nil, nil
 	var want []string
 	for _, m := range p.Modules {
@@ -505,6 +521,11 @@ func (k *Kernel) check(p *plan.Plan) error {
 		return &KernelError{Source: k.Source, Problems: problems}
 	}
 	return nil
+}
+
+func isFile(name string) bool {
+	fi, err := os.Stat(name)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func archName(a string) string {

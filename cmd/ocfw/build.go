@@ -45,6 +45,11 @@ and lays out the image for the board's boot method:
   redboot, nslu2: the whole 8 MiB flash in the RedBoot/FIS layout (RedBoot itself
     left erased). avila-gw2348: kernel and initramfs files, the RedBoot commands that
     store them in flash, and a CF image with the data partition.
+  --stand-in (nslu2, avila-gw2348): not for the board but for QEMU's ARM stand-in
+    (raspi1ap with Debian armel's linux-image-rpi, 'ocfw kernel fetch --board nslu2
+    --stand-in'): the board's plan and GOARM=5 userland with the rpi kernel's modules,
+    an SD card image (default 32 MiB, a power of 2) holding only the data partition,
+    and BASE.zImage, BASE.dtb, BASE.initrd beside it, for 'ocfw run'.
 
 The image is written under a temporary name and renamed, with FILE.manifest.json
 (board, plan, sha256 of every input, block map) and a sha256sums file beside it.
@@ -52,7 +57,8 @@ The same inputs and SOURCE_DATE_EPOCH give a byte-identical image. Host tools:
 mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 		Example: `  ocfw build --board alix2d13 --card vpn1411 -o alix.img
   ocfw build --board net5501 --size 240 --card-mb 256 -o net5501.img
-  ocfw build --board nslu2 --kernel zImage:lib/modules/6.1.0 -o nslu2.bin`,
+  ocfw build --board nslu2 --kernel zImage:lib/modules/6.1.0 -o nslu2.bin
+  ocfw build --board nslu2 --stand-in -o nslu2-qemu.img && ocfw run --poweroff-after-report nslu2-qemu.img`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pl, err := f.resolve(g)

@@ -9,6 +9,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/progress"
+	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
 
@@ -30,23 +31,33 @@ func newKernelCmd(g *globalFlags) *cobra.Command {
 
 func newKernelFetchCmd(g *globalFlags) *cobra.Command {
 	var board, cache string
-	var refresh bool
+	var refresh, standIn bool
 	cmd := &cobra.Command{
 		Use:   "fetch --board BOARD",
 		Short: "Download the board's Debian kernel package into the cache (no root needed)",
 		Long: `fetch downloads the Debian kernel package a board's profile names (linux-image-686,
-i386, for the Geode boards) with apt-get download, using a private package list
+i386, for the Geode boards; with --stand-in, the IXP4xx boards' QEMU stand-in's
+linux-image-rpi, armel) with apt-get download, using a private package list
 for the package's architecture, into the cache (--cache, else $OCFW_CACHE, else
 $XDG_CACHE_HOME/ocfw or ~/.cache/ocfw). A package already cached is reused
 without network access; --refresh updates the lists and downloads again.`,
-		Example: `  ocfw kernel fetch --board alix2d13`,
-		Args:    cobra.NoArgs,
+		Example: `  ocfw kernel fetch --board alix2d13
+  ocfw kernel fetch --board nslu2 --stand-in   # linux-image-rpi (armel) for QEMU's raspi1ap`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := kernelBoard(g, board)
 			if err != nil {
 				return err
 			}
-			if b.Kernel.Source != "debian" || b.Kernel.Package == "" {
+			kernel := b.Kernel
+			if standIn {
+				pl, err := resolveStandIn(g, b.Name)
+				if err != nil {
+					return err
+				}
+				kernel = pl.Kernel
+			}
+			if kernel.Source != "debian" || kernel.Package == "" {
 				msg := fmt.Sprintf("board %s has no Debian kernel package to fetch: build ocfw images for it with --kernel", b.Name)
 				if b.Kernel.Note != "" {
 					msg += " (" + strings.TrimSpace(b.Kernel.Note) + ")"
@@ -56,17 +67,22 @@ without network access; --refresh updates the lists and downloads again.`,
 			f := &debian.Fetcher{CacheDir: cache, Refresh: refresh, Log: func(format string, args ...any) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...)
 			}}
-			stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+b.Kernel.Package)
-			deb, err := f.FetchKernel(cmd.Context(), b.Kernel.Package, b.Kernel.Arch)
+			stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+kernel.Package)
+			deb, err := f.FetchKernel(cmd.Context(), kernel.Package, kernel.Arch)
 			stop()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s) for %s: %s\n", b.Kernel.Package, b.Kernel.Arch, b.Name, deb)
+			what := b.Name
+			if standIn {
+				what += "'s QEMU stand-in"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s) for %s: %s\n", kernel.Package, kernel.Arch, what, deb)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&board, "board", "", "board name or alias (required)")
+	cmd.Flags().BoolVar(&standIn, "stand-in", false, "IXP4xx boards: the kernel of QEMU's ARM stand-in (Debian armel's linux-image-rpi), not the board's")
 	cmd.Flags().StringVar(&cache, "cache", "", "cache directory (default $OCFW_CACHE, else ~/.cache/ocfw)")
 	cmd.Flags().BoolVar(&refresh, "refresh", false, "update the package lists and download again")
 	return cmd
@@ -131,6 +147,15 @@ missing).`,
 	cmd.Flags().StringVar(&kernel, "kernel", "", kernelFlagHelp)
 	cmd.Flags().StringVar(&cache, "cache", "", "cache directory (default $OCFW_CACHE, else ~/.cache/ocfw)")
 	return cmd
+}
+
+// resolveStandIn is the plan of board for its QEMU stand-in.
+func resolveStandIn(g *globalFlags, board string) (*plan.Plan, error) {
+	cat, err := g.catalog()
+	if err != nil {
+		return nil, err
+	}
+	return cat.Resolve(boards.Request{Board: board, StandIn: true})
 }
 
 func kernelBoard(g *globalFlags, name string) (*boards.Board, error) {

@@ -59,6 +59,7 @@ type planRequest struct {
 	cards     []string
 	ciphers   []string
 	requireHW []string
+	standIn   bool
 }
 
 func (r *planRequest) register(cmd *cobra.Command, requireHW bool) {
@@ -69,6 +70,7 @@ func (r *planRequest) register(cmd *cobra.Command, requireHW bool) {
 	if requireHW {
 		fl.StringArrayVar(&r.requireHW, "require-hw", nil, "fail unless some selected engine does this cipher in hardware (repeat)")
 	}
+	fl.BoolVar(&r.standIn, "stand-in", false, "IXP4xx boards: for QEMU's ARM stand-in (raspi1ap with Debian's armel rpi kernel), not for the board: the same userland, the board's engines reported absent")
 }
 
 func (r *planRequest) resolve(g *globalFlags) (*plan.Plan, error) {
@@ -79,5 +81,5 @@ func (r *planRequest) resolve(g *globalFlags) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cat.Resolve(boards.Request{Board: r.board, Cards: r.cards, Ciphers: r.ciphers, RequireHW: r.requireHW})
+	return cat.Resolve(boards.Request{Board: r.board, Cards: r.cards, Ciphers: r.ciphers, RequireHW: r.requireHW, StandIn: r.standIn})
 }

@@ -65,11 +65,17 @@ func newRunCmd() *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run IMAGE",
-		Short: "Boot a CF image in QEMU as the board would, with its serial console here",
+		Short: "Boot a CF image (or an IXP4xx board's stand-in image) in QEMU, with its serial console here",
 		Long: `run boots an x86 CF image (alix2d13, net5501) with qemu-system-i386 -M pc -cpu
 pentium2 (no SSE2, like the Geode LX: a userland built without softfloat dies
 here as it would on the board), the board's RAM and the image as the IDE disk.
 The serial console is this terminal; on a terminal, Ctrl-A x ends the run.
+
+QEMU has no IXP4xx machine: an nslu2 or avila-gw2348 image built with 'ocfw build
+--stand-in' boots on qemu-system-arm -M raspi1ap with Debian armel's rpi kernel,
+its device tree and the initramfs built beside the image, the image as the SD
+card (its data partition). run first says what the stand-in does not prove and
+prints the QEMU command line. The stand-in has no network port.
 
 The board's Ethernet ports become QEMU e1000 cards (QEMU has no VIA Rhine; x86
 images carry the e1000 driver), in port order so the kernel names them as on the

@@ -56,8 +56,14 @@ type RunOptions struct {
 	KeepCopy string
 	// Network wires the board's ports (see NICs).
 	Network Network
-	// Log gets a line for each port saying what it is wired to.
+	// Log gets a line for each port saying what it is wired to, and for
+	// a stand-in image the QEMU command line.
 	Log func(format string, args ...any)
+	// Script, when set, runs once the boot sequence is done (the
+	// console showed plan.MarkDone), before PoweroffAfterReport types
+	// poweroff: it drives the shell (tests type commands and check
+	// what comes back). Its error ends the run.
+	Script func(ctx context.Context, vm *qemu.VM) error
 }
 
 // RunResult is what a run left behind.
@@ -104,7 +110,11 @@ var ErrNoReport = errors.New("no new report on the image's data partition")
 // Pentium II has no SSE2, like the Geode LX, so a userland built without
 // softfloat dies here as it would there; the board's RAM; the image (by
 // default a copy of it, see RunOptions.Persist) as the first IDE disk;
-// the serial console on Console.
+// the serial console on Console. An IXP4xx image built for the ARM
+// stand-in (plan.BootQEMUARM) boots on the plan's QEMU machine instead:
+// the kernel, device tree and initramfs beside the image, the image (or
+// its copy) as the machine's SD card; Log gets what the stand-in does not
+// prove and the QEMU command line.
 func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) {
 	info, err := firmware.Inspect(image)
 	if err != nil {
@@ -114,8 +124,20 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		return nil, fmt.Errorf("%s: no ocfw manifest in or beside the image: build it with ocfw build", image)
 	}
 	pl := info.Manifest.Plan
-	if pl.Boot != plan.BootBIOSCF {
-		return nil, fmt.Errorf("%s: a %s image for %s: QEMU has no IXP4xx machine, so only x86 CF images (bios-cf) can be run; write it to the board", image, pl.Boot, pl.Board)
+	if pl.Boot != plan.BootBIOSCF && pl.Boot != plan.BootQEMUARM {
+		return nil, fmt.Errorf("%s: a %s image for %s: QEMU has no IXP4xx machine, so it runs x86 CF images (bios-cf) and IXP4xx firmware built for its ARM stand-in (ocfw build --stand-in); write this one to the board", image, pl.Boot, pl.Board)
+	}
+	var side firmware.StandInFiles
+	if pl.Boot == plan.BootQEMUARM {
+		if pl.StandIn == nil {
+			return nil, fmt.Errorf("%s: a %s image whose plan names no stand-in machine", image, pl.Boot)
+		}
+		side = firmware.StandInSidecars(image)
+		for _, f := range []string{side.Kernel, side.DTB, side.Initramfs} {
+			if _, err := os.Stat(f); err != nil {
+				return nil, fmt.Errorf("%s: the stand-in boots the kernel, device tree and initramfs built beside the image: %w", image, err)
+			}
+		}
 	}
 	before := latestBoot(info)
 	mem := opt.MemoryMB
@@ -138,19 +160,24 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		echo = NewTermFilter(opt.Console)
 	}
 	var site *plan.Site
-	if len(pl.Ports) > 0 && !opt.Network.None {
+	if len(pl.Ports) > 0 && !opt.Network.None && pl.StandIn == nil {
 		if site, err = firmware.ImageSite(image); err != nil {
 			return nil, err
 		}
 	}
-	nics, notes, err := NICs(pl, site, opt.Network)
-	if err != nil {
-		return nil, err
-	}
-	if opt.Log != nil {
-		for _, n := range notes {
-			opt.Log("%s", n)
+	var nics []qemu.NIC
+	if pl.StandIn == nil {
+		var notes []string
+		if nics, notes, err = NICs(pl, site, opt.Network); err != nil {
+			return nil, err
 		}
+		if opt.Log != nil {
+			for _, n := range notes {
+				opt.Log("%s", n)
+			}
+		}
+	} else if len(opt.Network.Ports) > 0 {
+		return nil, fmt.Errorf("%s: the stand-in machine %s has no network port to wire (--port)", image, pl.StandIn.Machine)
 	}
 	devices, notes := StandInArgs(pl)
 	if opt.Log != nil {
@@ -158,7 +185,15 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			opt.Log("%s", n)
 		}
 	}
-	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, Timeout: opt.Timeout, Echo: echo, NICs: nics, Args: devices})
+	qc := qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, NICs: nics, Args: devices}
+	if pl.StandIn != nil {
+		qc, err = standInConfig(pl, side, disk, opt)
+		if err != nil {
+			return nil, err
+		}
+	}
+	qc.Timeout, qc.Echo = opt.Timeout, echo
+	vm, err := qemu.Start(ctx, qc)
 	if err != nil {
 		return nil, err
 	}
@@ -171,11 +206,20 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	case opt.Until != "":
 		err = vm.WaitFor(ctx, opt.Until)
 		vm.Kill()
-	case opt.PoweroffAfterReport:
+	case opt.PoweroffAfterReport || opt.Script != nil:
 		if err = vm.WaitFor(ctx, plan.MarkDone); err == nil {
 			// Give the shell a moment to take the console.
 			time.Sleep(500 * time.Millisecond)
-			if err = vm.Send("poweroff\n"); err == nil {
+			if opt.Script != nil {
+				err = opt.Script(ctx, vm)
+			}
+			switch {
+			case err != nil:
+			case opt.PoweroffAfterReport:
+				if err = vm.Send("poweroff\n"); err == nil {
+					err = vm.Wait()
+				}
+			default:
 				err = vm.Wait()
 			}
 		}
@@ -210,6 +254,35 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		return res, fmt.Errorf("%w: %s", ErrNoReport, why)
 	}
 	return res, nil
+}
+
+// standInConfig is the emulator configuration for a stand-in image: the
+// plan's QEMU machine booting the kernel, device tree and initramfs beside
+// the image, with the image (or its copy) as the machine's SD card. The
+// machine has no network port: a note says so when the plan has ports.
+func standInConfig(pl *plan.Plan, side firmware.StandInFiles, disk string, opt RunOptions) (qemu.Config, error) {
+	s := qemu.RaspiStandIn
+	if pl.StandIn.Machine != s.Machine {
+		return qemu.Config{}, fmt.Errorf("the image's plan names the stand-in machine %s; this ocfw runs %s", pl.StandIn.Machine, s.Machine)
+	}
+	if err := s.CheckDisk(disk); err != nil {
+		return qemu.Config{}, err
+	}
+	c := s.Config(side.Kernel, side.DTB, side.Initramfs, pl.StandIn.Cmdline, disk)
+	if opt.MemoryMB != 0 && opt.MemoryMB != c.MemoryMB {
+		return qemu.Config{}, fmt.Errorf("--memory %d: QEMU's %s has %d MiB, no other size", opt.MemoryMB, s.Machine, c.MemoryMB)
+	}
+	if opt.Log != nil {
+		opt.Log("%s: booting on the stand-in %s; what it does not prove about the board:", pl.Board, pl.StandIn.Name)
+		for _, l := range pl.StandIn.Limits {
+			opt.Log("  - %s", l)
+		}
+		if len(pl.Ports) > 0 && !opt.Network.None {
+			opt.Log("the stand-in has no network port: the board's ports stay unplugged")
+		}
+		opt.Log("%s", c)
+	}
+	return c, nil
 }
 
 // StandInArgs are the emulator options that create the devices of the

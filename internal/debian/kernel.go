@@ -17,14 +17,35 @@ type Kernel struct {
 	Vmlinuz    string // path of the kernel image (bzImage on x86, zImage on ARM)
 	Config     string // path of the config-VERSION file, "" if the package has none
 	ModulesDir string // path of lib/modules/VERSION, with a modules.dep
+	// DTBDir is where the package keeps its device trees
+	// (usr/lib/linux-image-VERSION, ARM packages such as
+	// linux-image-rpi); "" when it has none.
+	DTBDir string
+}
+
+// DTB returns the path of the package's device tree name, or an error
+// saying the package has none of that name.
+func (k *Kernel) DTB(name string) (string, error) {
+	if k.DTBDir == "" {
+		return "", fmt.Errorf("kernel %s: its package has no device trees (usr/lib/linux-image-%s)", k.Version, k.Version)
+	}
+	p := filepath.Join(k.DTBDir, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("kernel %s: no device tree %s in %s", k.Version, name, k.DTBDir)
+	}
+	return p, nil
 }
 
 // Modules loads the kernel's module index.
 func (k *Kernel) Modules() (*ModuleIndex, error) { return LoadModuleIndex(k.ModulesDir) }
 
 // isKernelFile selects what ExtractKernel needs; merged-/usr packages keep
-// modules under usr/lib/modules.
+// modules under usr/lib/modules, and ARM packages their device trees
+// under usr/lib/linux-image-VERSION.
 func isKernelFile(name string) bool {
+	if isDTBFile(name) {
+		return true
+	}
 	switch {
 	case strings.HasPrefix(name, "boot/vmlinuz-"), strings.HasPrefix(name, "boot/vmlinux-"),
 		strings.HasPrefix(name, "boot/config-"):
@@ -35,6 +56,11 @@ func isKernelFile(name string) bool {
 		return true
 	}
 	return false
+}
+
+// isDTBFile selects an ARM kernel package's device trees.
+func isDTBFile(name string) bool {
+	return name == "usr" || name == "usr/lib" || strings.HasPrefix(name, "usr/lib/linux-image-")
 }
 
 // ExtractKernel extracts the kernel image, its config and its modules from a
@@ -85,6 +111,9 @@ func kernelFromNames(src, dir string, names []string) (*Kernel, error) {
 	}
 	if k.ModulesDir == "" {
 		return nil, fmt.Errorf("%s: no lib/modules/%s in the package", src, k.Version)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "usr/lib/linux-image-"+k.Version)); err == nil && fi.IsDir() {
+		k.DTBDir = filepath.Join(dir, "usr/lib/linux-image-"+k.Version)
 	}
 	dep := filepath.Join(k.ModulesDir, "modules.dep")
 	if _, err := os.Stat(dep); errors.Is(err, os.ErrNotExist) {
@@ -154,7 +183,7 @@ func ExtractKernelCached(deb, cacheDir string) (*Kernel, error) {
 	base := filepath.Join(cacheDir, "kernels")
 	dir := filepath.Join(base, strings.TrimSuffix(filepath.Base(deb), ".deb"))
 	if k, err := OpenKernelDir(dir); err == nil {
-		return k, nil
+		return addDTBs(k, deb, base, dir)
 	}
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, err
@@ -167,12 +196,54 @@ func ExtractKernelCached(deb, cacheDir string) (*Kernel, error) {
 	if _, err := ExtractKernel(deb, tmp); err != nil {
 		return nil, err
 	}
+	if err := os.WriteFile(filepath.Join(tmp, dtbStamp), nil, 0o644); err != nil {
+		return nil, err
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Someone else finished first, or a broken leftover is in the way.
 		if k, err2 := OpenKernelDir(dir); err2 == nil {
 			return k, nil
 		}
 		return nil, fmt.Errorf("caching extracted kernel in %s: %w", dir, err)
+	}
+	return OpenKernelDir(dir)
+}
+
+// dtbStamp marks a cached kernel directory whose package was looked
+// through for device trees: directories extracted before ExtractKernel
+// kept them have none, and get them once.
+const dtbStamp = ".dtbs-extracted"
+
+// addDTBs adds the package's device trees to a kernel directory cached
+// before ExtractKernel kept them, once (into a temporary directory, then
+// renamed into place, so concurrent callers never see half of them).
+func addDTBs(k *Kernel, deb, base, dir string) (*Kernel, error) {
+	stamp := filepath.Join(dir, dtbStamp)
+	if _, err := os.Stat(stamp); k.DTBDir != "" || err == nil {
+		return k, nil
+	}
+	tmp, err := os.MkdirTemp(base, ".dtbs-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := Extract(deb, tmp, isDTBFile); err != nil {
+		return nil, err
+	}
+	rel := "usr/lib/linux-image-" + k.Version
+	if _, err := os.Stat(filepath.Join(tmp, rel)); err == nil {
+		if err := os.MkdirAll(filepath.Join(dir, "usr/lib"), 0o755); err != nil {
+			return nil, err
+		}
+		// Someone else may have renamed theirs first: theirs is as good.
+		if err := os.Rename(filepath.Join(tmp, rel), filepath.Join(dir, rel)); err != nil && !os.IsExist(err) {
+			if _, serr := os.Stat(filepath.Join(dir, rel)); serr != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := os.WriteFile(stamp, nil, 0o644); err != nil {
+		return nil, err
 	}
 	return OpenKernelDir(dir)
 }

@@ -280,3 +280,53 @@ func TestExtractKernelCached(t *testing.T) {
 		t.Errorf("temporary directories left: %v", leftovers)
 	}
 }
+
+// An ARM package's device trees come along, whether the kernel is
+// extracted fresh or was cached before they were kept.
+func TestExtractKernelDTBs(t *testing.T) {
+	const v = "6.1.0-99-rpi"
+	deb := writeDeb(t, []entry{
+		{name: "./boot/vmlinuz-" + v, body: "zImage"},
+		{name: "./lib/modules/" + v + "/kernel/crypto/af_alg.ko", body: string(fakeModule("af_alg", ""))},
+		{name: "./usr/lib/linux-image-" + v + "/bcm2835-rpi-a-plus.dtb", body: "dtb"},
+		{name: "./usr/share/doc/linux-image/changelog", body: "ignored"},
+	})
+	for _, tt := range []struct {
+		name string
+		old  bool // cached before device trees were kept
+	}{{"fresh", false}, {"old cache", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cache := t.TempDir()
+			dir := filepath.Join(cache, "kernels", "test")
+			if tt.old {
+				if _, err := Extract(deb, dir, func(n string) bool { return isKernelFile(n) && !isDTBFile(n) }); err != nil {
+					t.Fatal(err)
+				}
+				if k, err := OpenKernelDir(dir); err != nil || k.DTBDir != "" {
+					t.Fatalf("old cache: %+v, %v", k, err)
+				}
+			}
+			k, err := ExtractKernelCached(deb, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dtb, err := k.DTB("bcm2835-rpi-a-plus.dtb")
+			if want := filepath.Join(dir, "usr/lib/linux-image-"+v, "bcm2835-rpi-a-plus.dtb"); err != nil || dtb != want {
+				t.Errorf("DTB = %q, %v; want %s", dtb, err, want)
+			}
+			if _, err := k.DTB("none.dtb"); err == nil || !strings.Contains(err.Error(), "no device tree none.dtb") {
+				t.Errorf("missing DTB: err = %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "usr/share")); !os.IsNotExist(err) {
+				t.Errorf("usr/share extracted")
+			}
+			// Later calls need the package no more.
+			moved := deb + ".away"
+			os.Rename(deb, moved)
+			defer os.Rename(moved, deb)
+			if again, err := ExtractKernelCached(deb, cache); err != nil || again.DTBDir != k.DTBDir {
+				t.Errorf("cached again: %+v, %v", again, err)
+			}
+		})
+	}
+}

@@ -41,10 +41,16 @@ type Options struct {
 	// Env is passed to the guest's tests (names: letters, digits, _).
 	Env map[string]string
 
-	KernelPackage string // Debian kernel package; "" means linux-image-686
-	Arch          string // Debian and QEMU architecture; "" means i386
-	CacheDir      string // "" means debian.DefaultCacheDir
-	MemoryMB      int    // 0 means 256
+	// KernelPackage is the Debian kernel package; "" means
+	// linux-image-686 for i386 and, for armel, the ARM stand-in's
+	// (qemu.RaspiStandIn: linux-image-rpi on QEMU's raspi1ap).
+	KernelPackage string
+	// Arch is the Debian architecture: "" or "i386" (GOARCH=386
+	// GO386=softfloat, QEMU's Pentium II), or "armel" (GOARCH=arm GOARM=5,
+	// the IXP4xx boards' target, on the ARM stand-in machine).
+	Arch     string
+	CacheDir string // "" means debian.DefaultCacheDir
+	MemoryMB int    // 0 means 256 (i386); the ARM stand-in has its own fixed size
 	// Timeout is the QEMU watchdog; 0 means 4 minutes (or less when the
 	// host test's deadline is nearer).
 	Timeout time.Duration
@@ -75,6 +81,17 @@ var goArch = map[string][]string{
 }
 
 var qemuArch = map[string]string{"i386": "i386", "armel": "arm"}
+
+// armStandIn is the machine and kernel armel guests boot on.
+var armStandIn = qemu.RaspiStandIn
+
+// defaultPackage is the kernel package for a Debian architecture.
+func defaultPackage(arch string) string {
+	if arch == armStandIn.DebianArch {
+		return armStandIn.KernelPackage
+	}
+	return "linux-image-686"
+}
 
 // Run boots the package's tests in QEMU and fails t when they fail, the
 // guest hangs or the marker is missing. It skips (or fails, with
@@ -137,11 +154,11 @@ func failures(out string) string {
 // error for a missing prerequisite (see Missing), a failed build, a
 // hang or a missing marker. Tests of the harness itself use it.
 func Boot(t testing.TB, opts Options) (*Result, error) {
-	if opts.KernelPackage == "" {
-		opts.KernelPackage = "linux-image-686"
-	}
 	if opts.Arch == "" {
 		opts.Arch = "i386"
+	}
+	if opts.KernelPackage == "" {
+		opts.KernelPackage = defaultPackage(opts.Arch)
 	}
 	env, ok := goArch[opts.Arch]
 	if !ok {
@@ -213,8 +230,22 @@ func Boot(t testing.TB, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	qcfg.Kernel, qcfg.Initrd, qcfg.Append, qcfg.Timeout = kernel.Vmlinuz, initrd, cmdline, timeout
+	qcfg.Kernel, qcfg.Initrd, qcfg.Append = kernel.Vmlinuz, initrd, cmdline
+	if opts.Arch == armStandIn.DebianArch {
+		// QEMU has no IXP4xx machine: the ARM stand-in's, with the
+		// device tree from the kernel package.
+		dtb, err := kernel.DTB(armStandIn.DTB)
+		if err != nil {
+			return nil, fmt.Errorf("kerneltest: %s on %s: %w", opts.KernelPackage, armStandIn.Machine, err)
+		}
+		if opts.MemoryMB != 0 && opts.MemoryMB != armStandIn.MemoryMB {
+			return nil, fmt.Errorf("kerneltest: MemoryMB %d: QEMU's %s has %d MiB, no other size", opts.MemoryMB, armStandIn.Machine, armStandIn.MemoryMB)
+		}
+		qcfg = armStandIn.Config(kernel.Vmlinuz, dtb, initrd, cmdline, "")
+	}
+	qcfg.Timeout = timeout
 	qcfg.Args = append(qcfg.Args, opts.QEMUArgs...)
+	t.Logf("kerneltest: %s", qcfg)
 	res := &Result{Build: time.Since(start)}
 	if fi, err := os.Stat(initrd); err == nil {
 		res.Initramfs = fi.Size()
@@ -286,8 +317,10 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // the init's argv; NAME=value words before it its environment.
 func commandLine(opts Options, timeout time.Duration, short bool) (string, error) {
 	words := []string{"console=ttyS0", "quiet", "panic=-1"}
-	if opts.Arch != "i386" {
-		words[0] = "console=ttyAMA0"
+	maxLine := 2000 // x86 COMMAND_LINE_SIZE is 2048
+	if opts.Arch == armStandIn.DebianArch {
+		words = append(strings.Fields(armStandIn.Cmdline()), "quiet", "panic=-1")
+		maxLine = 1000 // ARM's is 1024
 	}
 	names := make([]string, 0, len(opts.Env))
 	for k := range opts.Env {
@@ -337,7 +370,7 @@ func commandLine(opts Options, timeout time.Duration, short bool) (string, error
 		words = append(words, w)
 	}
 	line := strings.Join(words, " ")
-	if len(line) > 2000 { // x86 COMMAND_LINE_SIZE is 2048
+	if len(line) > maxLine {
 		return "", fmt.Errorf("kerneltest: kernel command line too long (%d bytes)", len(line))
 	}
 	return line, nil

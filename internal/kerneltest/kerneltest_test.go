@@ -139,6 +139,13 @@ func TestCommandLine(t *testing.T) {
 		{name: "bad env name", opts: Options{Arch: "i386", Env: map[string]string{"a.b": "1"}}, err: "not a plain NAME"},
 		{name: "space in a flag", opts: Options{Arch: "i386", Args: []string{"-x y"}}, err: "only NAME=value"},
 		{name: "too long", opts: Options{Arch: "i386", Run: strings.Repeat("x", 2100)}, err: "too long"},
+		{
+			name: "armel, on the ARM stand-in",
+			opts: Options{Arch: "armel", Run: "TestKernel"},
+			want: "console=ttyAMA0 initcall_blacklist=bcm2835_power_driver_init quiet panic=-1 -- -test.v=true -test.timeout=1m40s -test.run=TestKernel",
+		},
+		// ARM's COMMAND_LINE_SIZE is 1024: what fits x86 may not.
+		{name: "too long for ARM", opts: Options{Arch: "armel", Run: strings.Repeat("x", 1100)}, err: "too long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

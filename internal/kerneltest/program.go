@@ -22,16 +22,16 @@ import (
 )
 
 // FindKernel returns the cached kernel package pkg ("" means
-// linux-image-686) for the Debian architecture arch ("" means i386),
+// linux-image-686 for i386, linux-image-rpi for armel) for the Debian architecture arch ("" means i386),
 // extracted (once, then cached), or an error for which Missing is true
 // when the package is not in the cache or QEMU for arch is not
 // installed.
 func FindKernel(pkg, arch, cacheDir string) (*debian.Kernel, error) {
-	if pkg == "" {
-		pkg = "linux-image-686"
-	}
 	if arch == "" {
 		arch = "i386"
+	}
+	if pkg == "" {
+		pkg = defaultPackage(arch)
 	}
 	if _, ok := goArch[arch]; !ok {
 		return nil, fmt.Errorf("kerneltest: no Go target for architecture %q", arch)

@@ -156,7 +156,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		step("test engine", t0)
 	}
 
-	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: opts.Initramfs, Inputs: map[string]string{}}
+	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: opts.Initramfs, DTB: k.DTB, Inputs: map[string]string{}}
 	if opts.Initramfs == "" {
 		t0 = time.Now()
 		work := opts.WorkDir

@@ -54,8 +54,12 @@ type Config struct {
 
 	Kernel string // -kernel
 	Initrd string // -initrd
+	DTB    string // -dtb, the device tree an ARM machine boots the kernel with
 	Append string // kernel command line
 	Disk   string // raw disk image, attached as the first IDE disk
+	// DiskInterface is how Disk is attached: "" means IDE; "sd" is the
+	// SD card slot of the raspi machines.
+	DiskInterface string
 
 	// NICs are the network cards, in PCI order (eth0, eth1, ... in a
 	// Linux guest); their netdevs are named net0, net1, ... None means
@@ -149,17 +153,28 @@ func (c Config) CommandLine() ([]string, error) {
 		if c.Initrd != "" {
 			args = append(args, "-initrd", c.Initrd)
 		}
+		if c.DTB != "" {
+			args = append(args, "-dtb", c.DTB)
+		}
 		if c.Append != "" {
 			args = append(args, "-append", c.Append)
 		}
-	} else if c.Initrd != "" || c.Append != "" {
-		return nil, errors.New("qemu: Initrd and Append need a Kernel")
+	} else if c.Initrd != "" || c.Append != "" || c.DTB != "" {
+		return nil, errors.New("qemu: Initrd, DTB and Append need a Kernel")
 	}
 	if c.Disk != "" {
 		if strings.Contains(c.Disk, ",") {
 			return nil, fmt.Errorf("qemu: disk image path %q contains a comma", c.Disk)
 		}
-		args = append(args, "-drive", "file="+c.Disk+",format=raw,if=ide")
+		iface := c.DiskInterface
+		switch iface {
+		case "":
+			iface = "ide"
+		case "ide", "sd":
+		default:
+			return nil, fmt.Errorf("qemu: disk interface %q: want ide or sd", iface)
+		}
+		args = append(args, "-drive", "file="+c.Disk+",format=raw,if="+iface)
 	}
 	for i, n := range c.NICs {
 		a, err := n.Args("net" + strconv.Itoa(i))
@@ -201,7 +216,7 @@ func Start(ctx context.Context, c Config) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []string{c.Kernel, c.Initrd, c.Disk} {
+	for _, f := range []string{c.Kernel, c.Initrd, c.DTB, c.Disk} {
 		if f == "" {
 			continue
 		}

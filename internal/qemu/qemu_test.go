@@ -33,7 +33,15 @@ func TestCommandLine(t *testing.T) {
 			cfg:  Config{Arch: "arm", Kernel: "/zImage", CPU: "cortex-a7"},
 			want: "-M virt -accel tcg -m 256 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -cpu cortex-a7 -kernel /zImage",
 		},
+		{
+			name: "raspi stand-in with an SD card",
+			cfg:  RaspiStandIn.Config("/zImage", "/a-plus.dtb", "/initrd", RaspiStandIn.Cmdline("rdinit=/init"), "/sd.img"),
+			want: "-M raspi1ap -accel tcg -m 512 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -kernel /zImage -initrd /initrd -dtb /a-plus.dtb " +
+				"-append console=ttyAMA0 initcall_blacklist=bcm2835_power_driver_init rdinit=/init -drive file=/sd.img,format=raw,if=sd -icount shift=auto",
+		},
 		{name: "nothing to boot", cfg: Config{}, err: "nothing to boot"},
+		{name: "dtb without kernel", cfg: Config{Disk: "/d", DTB: "/x.dtb"}, err: "need a Kernel"},
+		{name: "unknown disk interface", cfg: Config{Disk: "/d", DiskInterface: "scsi"}, err: "want ide or sd"},
 		{name: "append without kernel", cfg: Config{Disk: "/d", Append: "x"}, err: "need a Kernel"},
 		{name: "comma in disk", cfg: Config{Disk: "/a,b"}, err: "comma"},
 		{name: "unknown arch", cfg: Config{Arch: "mips", Kernel: "/k"}, err: "unknown guest architecture"},
@@ -212,5 +220,36 @@ func TestNoWatchdog(t *testing.T) {
 	}
 	if !strings.Contains(vm.Console(), "bye <done>") {
 		t.Errorf("console %q", vm.Console())
+	}
+}
+
+func TestConfigString(t *testing.T) {
+	c := Config{Arch: "arm", Machine: "raspi1ap", MemoryMB: 512, Kernel: "/k", Append: "console=ttyAMA0 rdinit=/init"}
+	want := "qemu-system-arm -M raspi1ap -accel tcg -m 512 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -kernel /k -append 'console=ttyAMA0 rdinit=/init'"
+	if got := c.String(); got != want {
+		t.Errorf("String:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestStandInCheckDisk(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		size int64
+		ok   bool
+	}{{32 << 20, true}, {32<<20 + 512, false}, {0, false}} {
+		name := filepath.Join(dir, "sd.img")
+		if err := os.WriteFile(name, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(name, tt.size); err != nil {
+			t.Fatal(err)
+		}
+		err := RaspiStandIn.CheckDisk(name)
+		if (err == nil) != tt.ok {
+			t.Errorf("size %d: err = %v, want ok %v", tt.size, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "power-of-2") {
+			t.Errorf("size %d: err = %v, want it to say power-of-2", tt.size, err)
+		}
 	}
 }

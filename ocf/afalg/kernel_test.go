@@ -28,3 +28,24 @@ func TestKernelInTheLoop(t *testing.T) {
 	}
 	kerneltest.Run(t, kerneltest.Options{Modules: guestModules})
 }
+
+// guestModulesARM are the same for the ARM stand-in's kernel (Debian
+// armel's linux-image-rpi), which has no cryptd (CONFIG_CRYPTO_CRYPTD is
+// not set: the asynchronous stand-in's tests skip there) and adds its ARM
+// assembler AES and SHA, the kernel software an IXP4xx kernel has too.
+var guestModulesARM = []string{
+	"af_alg", "algif_skcipher", "algif_hash",
+	"des_generic", "ecb",
+	"cbc", "aes_generic", "hmac", "md5", "sha1_generic", "sha256_generic", "crypto_null",
+	"aes_arm", "sha1_arm", "sha256_arm",
+}
+
+// TestKernelInTheLoopARM runs the same tests on ARM: GOARCH=arm GOARM=5,
+// the IXP4xx boards' target, on QEMU's raspi1ap with Debian's armel rpi
+// kernel (the ARM stand-in; QEMU has no IXP4xx machine).
+func TestKernelInTheLoopARM(t *testing.T) {
+	if kerneltest.InGuest() {
+		t.Skip("inside the guest: this test only starts it")
+	}
+	kerneltest.Run(t, kerneltest.Options{Arch: "armel", Modules: guestModulesARM})
+}

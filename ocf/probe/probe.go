@@ -26,6 +26,9 @@ type Want struct {
 	API      drivers.API `json:"api"`
 	Cipher   string      `json:"cipher"`
 	Hardware bool        `json:"hardware"`
+	// Absent, when set, is why the engine cannot be present (the plan
+	// says so: a stand-in kernel without its driver); it is not looked for.
+	Absent string `json:"absent,omitempty"`
 }
 
 // Target is a Want and what was found for it.
@@ -124,6 +127,10 @@ func (f *finder) find(w Want) Target {
 	c, ok := drivers.LookupCipher(w.Cipher)
 	if !ok {
 		t.Reason = fmt.Sprintf("unknown cipher %q", w.Cipher)
+		return t
+	}
+	if w.Absent != "" {
+		t.Reason = w.Absent
 		return t
 	}
 	switch w.API {

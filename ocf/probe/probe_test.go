@@ -10,6 +10,7 @@ import (
 	"github.com/ocfw/ocfw/ocf/afalg"
 	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/soft"
+	"github.com/ocfw/ocfw/plan"
 )
 
 func TestFind(t *testing.T) {
@@ -20,6 +21,10 @@ func TestFind(t *testing.T) {
 		{Engine: drivers.GeodeAES, Driver: "cbc-aes-geode", API: drivers.APIAFALG, Cipher: "aes-128-cbc", Hardware: true},
 		{Engine: "x", Driver: "x", API: "carrier-pigeon", Cipher: "aes-128-cbc"},
 		{Engine: "x", Driver: "x", API: drivers.APIGo, Cipher: "rot13"},
+		// A plan that says the engine cannot be there (a stand-in
+		// kernel): not looked for, the plan's reason given.
+		{Engine: drivers.IXP4xx, Driver: "cbc(aes)-ixp4xx", API: drivers.APIAFALG, Cipher: "aes-128-cbc", Hardware: true, Absent: "no IXP4xx in the stand-in"},
+		{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo, Cipher: "null", Absent: "said absent"},
 	}
 	targets := Find(wants, Options{Cryptodev: "/nonexistent/crypto", Extra: nil})
 	if len(targets) != len(wants) {
@@ -40,6 +45,11 @@ func TestFind(t *testing.T) {
 	if targets[4].Present() || !strings.Contains(targets[4].Reason, "unknown cipher") {
 		t.Errorf("bad cipher: %+v", targets[4])
 	}
+	for _, tg := range targets[5:] {
+		if tg.Present() || tg.Reason != tg.Absent {
+			t.Errorf("absent by the plan: present %v, reason %q, want %q", tg.Present(), tg.Reason, tg.Absent)
+		}
+	}
 }
 
 func TestFindExtra(t *testing.T) {
@@ -57,5 +67,28 @@ func TestPCIPresentReadsSysfs(t *testing.T) {
 	}
 	if pciPresent([]drivers.PCIID{{Vendor: 0xffff, Device: 0xffff}}) {
 		t.Error("an impossible PCI id is present")
+	}
+}
+
+// Wants carries an engine's Absent reason from the plan to each of its
+// (engine, cipher) pairs, and to no other engine's.
+func TestWantsAbsentFromPlan(t *testing.T) {
+	p := &plan.Plan{
+		Engines: []plan.Engine{{ID: drivers.IXP4xx, Hardware: true, Absent: "no IXP4xx here"}, {ID: drivers.GoSoft}},
+		Ciphers: []plan.Cipher{{Cipher: "aes-128-cbc", Routes: []plan.Route{
+			{Engine: drivers.IXP4xx, Driver: "cbc(aes)-ixp4xx", API: drivers.APIAFALG, Hardware: true},
+			{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo},
+		}}},
+	}
+	ws, err := Wants(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 2 || ws[0].Absent != "no IXP4xx here" || ws[1].Absent != "" {
+		t.Fatalf("wants = %+v", ws)
+	}
+	ts := Find(ws, Options{})
+	if ts[0].Present() || ts[0].Reason != "no IXP4xx here" || !ts[1].Present() {
+		t.Errorf("targets = %+v", ts)
 	}
 }

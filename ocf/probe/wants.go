@@ -40,12 +40,19 @@ func Wants(p *plan.Plan, ciphers []string) ([]Want, error) {
 		}
 		return out, nil
 	}
+	absent := map[string]string{}
+	for _, e := range p.Engines {
+		if e.Absent != "" {
+			absent[fmt.Sprintf("%s#%d", e.ID, e.Instance)] = e.Absent
+		}
+	}
 	for _, pc := range p.Ciphers {
 		if !keep(pc.Cipher) {
 			continue
 		}
 		for _, r := range pc.Routes {
-			out = append(out, Want{Engine: r.Engine, Instance: r.Instance, Driver: r.Driver, API: r.API, Cipher: pc.Cipher, Hardware: r.Hardware})
+			out = append(out, Want{Engine: r.Engine, Instance: r.Instance, Driver: r.Driver, API: r.API, Cipher: pc.Cipher, Hardware: r.Hardware,
+				Absent: absent[fmt.Sprintf("%s#%d", r.Engine, r.Instance)]})
 		}
 	}
 	return out, nil
