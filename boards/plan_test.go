@@ -104,8 +104,12 @@ func TestResolveModules(t *testing.T) {
 	}
 	// Crypto first, then the ports' NIC driver, QEMU's NIC (x86 boards),
 	// and what the router's firewall, NAT and LAN bridge need.
+	// Then, for an engine the kernel crypto API drives, the ESP run's
+	// modules (a tunnel's, in ipsec.Modules' order, and veth).
 	router := " via_rhine e1000 crc32c_generic libcrc32c nfnetlink nf_tables nft_objref nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nft_ct nf_nat nft_chain_nat nft_nat nft_masq nft_limit bridge"
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router; got != want {
+	esp := " ctr sha512_generic drbg cbc hmac sha1_generic sha256_generic des_generic xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv veth"
+	espDES := strings.Replace(esp, " des_generic", "", 1) // already listed for the plan's DES
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router+espDES; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}
 	// Only AES: no hash socket, no DES.
@@ -114,12 +118,12 @@ func TestResolveModules(t *testing.T) {
 	for _, m := range p.Modules {
 		names = append(names, m.Name)
 	}
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes"+router; got != want {
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes"+router+esp; got != want {
 		t.Errorf("aes-only modules %q, want %q", got, want)
 	}
 	for _, m := range p.Modules {
-		if m.Optional != (m.Name == "aes_ti") {
-			t.Errorf("%s optional %v: only aes_ti is (a kernel without it still boots)", m.Name, m.Optional)
+		if m.Optional != (m.Name == "aes_ti" || strings.Contains(esp+" ", " "+m.Name+" ")) {
+			t.Errorf("%s optional %v: only aes_ti and the ESP run's are (a kernel without them still boots)", m.Name, m.Optional)
 		}
 	}
 	// The stand-ins load after the AF_ALG sockets and crypto_user, the
@@ -132,7 +136,7 @@ func TestResolveModules(t *testing.T) {
 	for _, m := range p.Modules {
 		names = append(names, m.Name)
 	}
-	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes virtio_pci virtio_crypto ocfw_testaes"+router; got != want {
+	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes virtio_pci virtio_crypto ocfw_testaes"+router+esp; got != want {
 		t.Errorf("stand-ins' modules %q, want %q", got, want)
 	}
 	// ARM: crypto_user, no aes_ti (the kernel has its own ARM AES).
