@@ -264,10 +264,15 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		problem(err)
 		res := make(chan *report.ESP, 1)
 		rep := out.Report
+		// The run's own context ends before the step's bound, so that a
+		// run that overruns stops (and restores the kernel's choice)
+		// rather than changing priorities under the promotion.
+		mctx, cancel := context.WithTimeout(ctx, cfg.StepTimeout+eb)
 		problem(step(ctx, "ESP throughput per engine", cfg.StepTimeout+2*eb, func() error {
-			res <- measureESP(ctx, &cfg, pl, rep, out.Modules, site, eb)
+			res <- measureESP(mctx, &cfg, pl, rep, out.Modules, site, eb)
 			return nil
 		}))
+		cancel()
 		select {
 		case e := <-res:
 			out.Report.ESP = e
