@@ -107,7 +107,9 @@ func TestResolveModules(t *testing.T) {
 	// tunnels (des_generic once, where it comes first).
 	router := " via_rhine e1000 crc32c_generic libcrc32c nfnetlink nf_tables nft_objref nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nft_ct nf_nat nft_chain_nat nft_nat nft_masq nft_limit bridge" +
 		" ctr sha512_generic drbg cbc hmac sha1_generic sha256_generic"
-	ipsec := " xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv"
+	// veth: the boot's ESP run (optional: a kernel without it still
+	// boots and routes).
+	ipsec := " xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv veth"
 	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router+ipsec; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}
@@ -121,8 +123,8 @@ func TestResolveModules(t *testing.T) {
 		t.Errorf("aes-only modules %q, want %q", got, want)
 	}
 	for _, m := range p.Modules {
-		if m.Optional != (m.Name == "aes_ti") {
-			t.Errorf("%s optional %v: only aes_ti is (a kernel without it still boots)", m.Name, m.Optional)
+		if m.Optional != (m.Name == "aes_ti" || m.Name == "veth") {
+			t.Errorf("%s optional %v: only aes_ti and the ESP run's veth are (a kernel without them still boots)", m.Name, m.Optional)
 		}
 	}
 	// The stand-ins load after the AF_ALG sockets and crypto_user, the

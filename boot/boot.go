@@ -226,10 +226,11 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	// 4. The network, before the crypto checks: a router that is down
 	// for the length of a benchmark at every boot is a bad router.
 	var netNotes []string
+	var site *plan.Site
 	if pl != nil {
 		problem(step(ctx, "bringing the network up", cfg.StepTimeout+cfg.LinkWait, func() error {
 			var err error
-			out.Router, netNotes, err = startRouter(ctx, &cfg, pl, st)
+			out.Router, site, netNotes, err = startRouter(ctx, &cfg, pl, st)
 			return err
 		}))
 	}
@@ -254,7 +255,38 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		return err
 	}))
 
-	// 6. Report.
+	// 6. ESP throughput per engine that passed, software included, each
+	// made the kernel's choice in turn: what the engine choice is made
+	// on. Before any tunnel is up (new SAs bind the engine measured) and
+	// before the promotion (it leaves the kernel's choice as it found it).
+	if out.Report != nil && pl != nil && choice != nil && choice.Demote != nil {
+		eb, err := espBudget(opts)
+		problem(err)
+		res := make(chan *report.ESP, 1)
+		rep := out.Report
+		// The run's own context ends before the step's bound, so that a
+		// run that overruns stops (and restores the kernel's choice)
+		// rather than changing priorities under the promotion.
+		mctx, cancel := context.WithTimeout(ctx, cfg.StepTimeout+eb)
+		problem(step(ctx, "ESP throughput per engine", cfg.StepTimeout+2*eb, func() error {
+			res <- measureESP(mctx, &cfg, pl, rep, out.Modules, site, eb)
+			return nil
+		}))
+		cancel()
+		select {
+		case e := <-res:
+			out.Report.ESP = e
+		default:
+			out.Report.ESP = &report.ESP{Basis: report.BasisSpeed, Why: "the ESP run did not finish"}
+		}
+		if e := out.Report.ESP; e.Basis != report.BasisESP {
+			cfg.printf("ocfw: engine choice on the speed table, not ESP: %s", e.Why)
+		} else {
+			cfg.printf("ocfw: engine choice on ESP throughput at %d bytes", kcrypto.MTU)
+		}
+	}
+
+	// 7. Report.
 	if out.Report == nil {
 		out.Report = &report.Report{Version: report.Version, Env: report.HostEnvironment()}
 	}

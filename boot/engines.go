@@ -87,8 +87,9 @@ func demoteHardware(cfg *Config, pl *plan.Plan, ec *report.EngineChoice) (notes 
 }
 
 // promoteEngines puts the engines the self-test passed in the order the
-// policy and the measurements chose for the traffic's packets; failed and
-// slower engines stay below software.
+// policy and the measurements chose for the traffic's packets (ESP's at
+// MTU size when the report has ESP rows, else the speed table's); failed
+// and slower engines stay below software.
 func promoteEngines(cfg *Config, pl *plan.Plan, r *report.Report, ec *report.EngineChoice) (notes []string) {
 	kc := cfg.kernelChoice()
 	if kc == nil || ec.Demote == nil {
@@ -98,10 +99,11 @@ func promoteEngines(cfg *Config, pl *plan.Plan, r *report.Report, ec *report.Eng
 		cfg.printf("ocfw: engines: no self-test results: every hardware engine stays below software")
 		return []string{"engine choice: no self-test results, so no engine was promoted: hardware stays below software"}
 	}
+	policy, speeds := espChoiceInput(r)
 	o, err := kc.Promote(kcrypto.Input{
 		Engines: kcrypto.PlanEngines(pl),
-		Policy:  r.Policy,
-		Speeds:  report.Measurements(r.Speed),
+		Policy:  policy,
+		Speeds:  speeds,
 		Ciphers: ec.Ciphers,
 		Size:    ec.Size,
 	})

@@ -51,8 +51,10 @@ func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (site *plan.Site, not
 }
 
 // startRouter loads the site and starts the router. The router logs to
-// the console and, when there is a data partition, to its log.
-func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store) (*router.Router, []string, error) {
+// the console and, when there is a data partition, to its log. The site
+// is returned whether or not the router starts (the ESP run measures its
+// tunnels' algorithms).
+func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store) (*router.Router, *plan.Site, []string, error) {
 	site, notes := loadSite(cfg, pl, st)
 	for _, n := range notes {
 		cfg.printf("ocfw: %s", n)
@@ -61,7 +63,7 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 		}
 	}
 	if site == nil || cfg.NoNetwork {
-		return nil, notes, nil
+		return nil, site, notes, nil
 	}
 	// WaitForCrypto: the tunnels come up once Run calls CryptoSettled,
 	// after the engines' self-test, so that their SAs bind to engines it
@@ -85,5 +87,5 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 		ctxStatus := context.Background()
 		go r.ServeStatus(ctxStatus, cfg.path(router.StatusSocket))
 	}
-	return r, notes, err
+	return r, site, notes, err
 }

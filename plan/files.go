@@ -54,6 +54,11 @@ type Options struct {
 	// SpeedBudget bounds the speed table, a Go duration ("20s"); "" means
 	// the board's default, "0s" skips the speed table.
 	SpeedBudget string `json:"speed_budget,omitempty"`
+	// ESPBudget bounds the ESP throughput run (each engine that passed
+	// through a real ESP tunnel), a Go duration; "" means the board's
+	// default, "0s" skips it (the engine choice is then made on the
+	// speed table).
+	ESPBudget string `json:"esp_budget,omitempty"`
 	// Inject adds a faulty test engine (test images only), e.g.
 	// "corrupt:4096": see package ocf/fault.
 	Inject []string `json:"inject,omitempty"`

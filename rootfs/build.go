@@ -163,6 +163,11 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("boot options: speed_budget %q: want a duration such as 20s", opts.Boot.SpeedBudget)
 		}
 	}
+	if opts.Boot.ESPBudget != "" {
+		if d, err := time.ParseDuration(opts.Boot.ESPBudget); err != nil || d < 0 {
+			return nil, fmt.Errorf("boot options: esp_budget %q: want a duration such as 8s", opts.Boot.ESPBudget)
+		}
+	}
 	src, err := sourceDir(opts.SourceDir)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ type buildFlags struct {
 	size      string
 	cardMB    int
 	budget    string
+	espBudget string
 	inject    []string
 	site      string
 	siteCfg   *plan.Site
@@ -87,6 +88,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	fl.StringVar(&f.size, "size", "", "image size in MiB, e.g. 120 or 240M or 1G (default: the board's, which fits its card)")
 	fl.IntVar(&f.cardMB, "card-mb", 0, "the card's size in MB as sold (default: the board's, e.g. 128)")
 	fl.StringVar(&f.budget, "speed-budget", "", "time the firmware's boot-time speed run may take, e.g. 20s (default: the firmware's)")
+	fl.StringVar(&f.espBudget, "esp-budget", "", "time the firmware's boot-time ESP throughput run may take, e.g. 8s; 0s skips it (default: the firmware's)")
 	fl.StringArrayVar(&f.fwFiles, "firmware-file", nil, "a file for the initramfs's /lib/firmware (repeat): the IXP4xx boards' NPE-B and NPE-C microcode, which ocfw cannot ship")
 	fl.StringVar(&f.site, "site", "", "the router's site config (YAML, kind: site): ports, addresses, DHCP, firewall, SSH keys (ocfw validate checks it)")
 	fl.StringArrayVar(&f.inject, "test-inject", nil, "TEST IMAGES ONLY: the firmware adds a faulty engine, corrupt:SIZE, fail:SIZE or hang:SIZE, to prove its self-test catches it")
@@ -144,7 +146,7 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	res, err := pipeline.Build(cmd.Context(), pl, pipeline.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
-		Boot: plan.Options{SpeedBudget: f.budget, Inject: f.inject}, Site: f.siteCfg, FirmwareFiles: f.fwFiles, SizeMiB: size, CardMB: f.cardMB,
+		Boot: plan.Options{SpeedBudget: f.budget, ESPBudget: f.espBudget, Inject: f.inject}, Site: f.siteCfg, FirmwareFiles: f.fwFiles, SizeMiB: size, CardMB: f.cardMB,
 		SourceDateEpoch: sde, Log: log, Progress: progress.Terminal(cmd.ErrOrStderr())})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router/ipsec/espspeed"
 )
 
 // The stand-in engines' kernel drivers.
@@ -110,6 +111,30 @@ func TestEndToEndEngineChoice(t *testing.T) {
 		virtioDrv, kbpsAt(r, virtioDrv, 1024), testaesDrv, kbpsAt(r, testaesDrv, 1024), bestSoftware(r, 1024), cp, got.Driver, got.Priority)
 	logChoice(t, "slow boot", r)
 
+	// ESP: every engine that passed, software included, at each size,
+	// and the kernel's choice is the one the report's own ESP rows make.
+	espRows(t, "slow boot", r, []string{espspeed.Software, "virtio-crypto", "testaes"})
+	if r.ESP.Basis != report.BasisESP {
+		t.Errorf("slow boot: the engine choice was made on %q, not ESP: %s", r.ESP.Basis, r.ESP.Why)
+	}
+	espWant, err := espspeed.Choose(r.ESP.Result, kcrypto.MTU, report.DefaultMargin)
+	must(t, err)
+	switch {
+	case espWant.Hardware && got.Driver != espWant.Driver:
+		t.Errorf("slow boot: the kernel resolves cbc(aes) to %s; the ESP rows choose %s", got.Driver, espWant.Driver)
+	case !espWant.Hardware && got.Hardware:
+		t.Errorf("slow boot: the kernel resolves cbc(aes) to hardware %s; the ESP rows choose software", got.Driver)
+	}
+	var text bytes.Buffer
+	must(t, r.WriteText(&text))
+	if !strings.Contains(text.String(), "engine choice basis: the ESP rows above") {
+		t.Errorf("slow boot: the text report lacks the ESP basis:\n%s", text.String())
+	}
+	t.Logf("slow boot: ESP chooses %s (%s, %.2f MB/s at %d bytes)", espWant.Engine, espWant.Driver, espWant.MBps, kcrypto.MTU)
+	var espText bytes.Buffer
+	must(t, report.WriteESP(&espText, r.ESP))
+	t.Logf("slow boot ESP:\n%s", espText.String())
+
 	// Corrupting from 1024 bytes: the self-test fails it, the kernel
 	// stays off it, and the report says why.
 	con, r = bootWithParams(t, img, pl, filepath.Join(dir, "corrupt.img"), "ocfw_testaes.corrupt_min=1024", false)
@@ -126,6 +151,16 @@ func TestEndToEndEngineChoice(t *testing.T) {
 	if got.Driver == testaesDrv || (got.Hardware && got.Driver != virtioDrv) {
 		t.Errorf("corrupting boot: the kernel resolves cbc(aes) to %s", got.Driver)
 	}
+	// The failed engine is not measured through ESP; the others are.
+	espRows(t, "corrupting boot", r, []string{espspeed.Software, "virtio-crypto"})
+	for _, row := range r.ESP.Rows {
+		if row.Engine == "testaes" || row.Driver == testaesDrv {
+			t.Errorf("corrupting boot: an ESP row for the engine that failed: %+v", row)
+		}
+	}
+	if w, err := espspeed.Choose(r.ESP.Result, kcrypto.MTU, report.DefaultMargin); err != nil || (w.Hardware && w.Driver != got.Driver) || (!w.Hardware && got.Hardware) {
+		t.Errorf("corrupting boot: the kernel resolves cbc(aes) to %s; the ESP rows choose %+v (%v)", got.Driver, w, err)
+	}
 	why := ""
 	for _, c := range append(r.EngineChoice.Promote.Changes, r.EngineChoice.Promote.Kept...) {
 		if c.Driver == testaesDrv && c.To <= kcrypto.Demoted {
@@ -135,7 +170,7 @@ func TestEndToEndEngineChoice(t *testing.T) {
 	if !strings.Contains(why, "failed its self-test") {
 		t.Errorf("corrupting boot: the report does not say %s was demoted for failing: %q", testaesDrv, why)
 	}
-	var text bytes.Buffer
+	text.Reset()
 	must(t, r.WriteText(&text))
 	if !strings.Contains(text.String(), "engine choice") || !strings.Contains(text.String(), testaesDrv+" stays at 1: failed its self-test") {
 		t.Errorf("corrupting boot: the text report lacks the engine choice:\n%s", text.String())
@@ -145,6 +180,23 @@ func TestEndToEndEngineChoice(t *testing.T) {
 	}
 	logChoice(t, "corrupting boot", r)
 	unchanged(t, img)
+}
+
+// espRows checks the report has an ESP row for each engine at each of
+// espspeed's sizes, with payload received.
+func espRows(t *testing.T, name string, r *report.Report, engines []string) {
+	t.Helper()
+	if r.ESP == nil || r.ESP.Result == nil {
+		t.Fatalf("%s: no ESP run in the report: %+v\nnotes: %q", name, r.ESP, r.Notes)
+	}
+	for _, id := range engines {
+		for _, size := range espspeed.DefaultSizes {
+			row, ok := r.ESP.Row(id, size)
+			if !ok || row.Err != "" || row.MBps <= 0 {
+				t.Errorf("%s: ESP row of %s at %d bytes: %+v (present %v)", name, id, size, row, ok)
+			}
+		}
+	}
 }
 
 // logChoice logs the report's engine choice section, for whoever reads

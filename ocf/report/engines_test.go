@@ -87,18 +87,22 @@ func TestReadVersions(t *testing.T) {
 	}{
 		{`{"version": 1, "environment": {}, "selftest": [], "speed": [], "policy": {}}`, true},
 		{`{"version": 2, "environment": {}, "selftest": [], "speed": [], "policy": {}, "engine_choice": {"promote": {"phase": "promote", "changes": [], "ciphers": []}}}`, true},
-		{`{"version": 3, "environment": {}}`, false},
+		{`{"version": 3, "environment": {}, "esp": {"cipher": "aes-128-cbc", "rows": [{"engine": "software", "size": 1400, "mbytes_per_sec": 5}], "basis": "esp"}}`, true},
+		{`{"version": 4, "environment": {}}`, false},
 		{`{"version": 0, "environment": {}}`, false},
 	} {
 		r, err := Read(strings.NewReader(tc.json))
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.json, err)
 		}
-		if err != nil && !strings.Contains(err.Error(), "versions 1 to 2") {
+		if err != nil && !strings.Contains(err.Error(), "versions 1 to 3") {
 			t.Errorf("error does not say what is read: %v", err)
 		}
 		if err == nil && r.Version == 2 && r.EngineChoice.Now().Phase != "promote" {
 			t.Errorf("engine choice lost: %+v", r.EngineChoice)
+		}
+		if err == nil && r.Version == 3 && (r.ESP == nil || r.ESP.Basis != BasisESP || len(r.ESP.Rows) != 1 || r.ESP.Rows[0].MBps != 5) {
+			t.Errorf("esp lost: %+v", r.ESP)
 		}
 	}
 }

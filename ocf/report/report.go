@@ -21,9 +21,10 @@ import (
 )
 
 // Version of the JSON layout: 2 added engine_choice (what the boot did
-// to the kernel's engine choice). Read takes every version from
-// MinVersion on: a field a version added is absent from older reports.
-const Version = 2
+// to the kernel's engine choice), 3 esp (ESP throughput per engine, the
+// engine choice's basis). Read takes every version from MinVersion on: a
+// field a version added is absent from older reports.
+const Version = 3
 
 // MinVersion is the oldest layout Read accepts.
 const MinVersion = 1
@@ -66,7 +67,11 @@ type Report struct {
 	// choice of engine (version 2; nil from a host run or an older
 	// report).
 	EngineChoice *EngineChoice `json:"engine_choice,omitempty"`
-	Notes        []string      `json:"notes,omitempty"`
+	// ESP is the boot's ESP throughput per engine and what the engine
+	// choice was based on (version 3; nil from a host run, an older
+	// report, or a boot that did not get to it).
+	ESP   *ESP     `json:"esp,omitempty"`
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Failed reports whether any present engine failed its self-test.
@@ -195,6 +200,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\npolicy:\n")
 	WritePolicy(&b, r.Policy)
+	if r.ESP != nil {
+		b.WriteString("\n")
+		if err := WriteESP(&b, r.ESP); err != nil {
+			return err
+		}
+	}
 	if r.EngineChoice != nil {
 		b.WriteString("\n")
 		WriteEngineChoice(&b, r.EngineChoice)
