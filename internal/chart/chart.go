@@ -83,6 +83,7 @@ func Data(sources []Source, ref string) (map[string][]Series, error) {
 			}
 			out[row.Cipher] = append(out[row.Cipher], s)
 		}
+		espSeries(out, r, label)
 	}
 	keep, err := referenceFilter(sources, ref)
 	if err != nil || keep == nil {
@@ -312,4 +313,40 @@ func sizeLabel(x float64) string {
 		return fmt.Sprintf("%gK", x/1024)
 	}
 	return fmt.Sprintf("%g", x)
+}
+
+// ESPPanel is the chart key of a report's ESP run: one panel per
+// cipher+auth, beside the AF_ALG panels, in the same units.
+func ESPPanel(cipher, auth string) string { return "ESP " + cipher + "+" + auth }
+
+// espSeries adds one series per engine of r's ESP run: UDP payload
+// received through the tunnel per packet size, in kB/s like the speed
+// rows (the report keeps MB/s).
+func espSeries(out map[string][]Series, r *report.Report, label string) {
+	if r.ESP == nil || r.ESP.Result == nil || len(r.ESP.Rows) == 0 {
+		return
+	}
+	key := ESPPanel(r.ESP.Cipher, r.ESP.Auth)
+	idx := map[string]int{}
+	var list []Series
+	for _, row := range r.ESP.Rows {
+		if row.Err != "" || row.MBps <= 0 {
+			continue
+		}
+		i, ok := idx[row.Engine]
+		if !ok {
+			s := Series{Label: label + ": " + row.Engine + " (ESP)", Hardware: row.Hardware}
+			if row.Hardware {
+				s.Label += " [hardware]"
+			}
+			i = len(list)
+			idx[row.Engine] = i
+			list = append(list, s)
+		}
+		list[i].Points = append(list[i].Points, [2]float64{float64(row.Size), row.MBps * 1000})
+	}
+	for _, s := range list {
+		sort.Slice(s.Points, func(i, j int) bool { return s.Points[i][0] < s.Points[j][0] })
+		out[key] = append(out[key], s)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/ocf/speed"
+	"github.com/ocfw/ocfw/router/ipsec/espspeed"
 )
 
 func TestReference(t *testing.T) {
@@ -142,5 +143,39 @@ func TestLabelsAndReferenceChoice(t *testing.T) {
 	}
 	if _, err := Data([]Source{{Report: host}}, " , "); err == nil {
 		t.Error("an empty --reference list accepted")
+	}
+}
+
+// TestESPPanel: a report's ESP rows become a panel of their own, one
+// series per engine in kB/s, failed rows left out.
+func TestESPPanel(t *testing.T) {
+	r := sampleReport(t)
+	r.ESP = &report.ESP{Result: &espspeed.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Rows: []espspeed.Row{
+		{Engine: "kernel-soft", Size: 1400, MBps: 0.39},
+		{Engine: "kernel-soft", Size: 64, MBps: 0.04},
+		{Engine: "virtio-crypto", Hardware: true, Size: 64, MBps: 0.02},
+		{Engine: "virtio-crypto", Hardware: true, Size: 1400, MBps: 0.71},
+		{Engine: "testaes", Hardware: true, Size: 64, Err: "stalled"},
+	}}, Basis: report.BasisESP}
+	data, err := Data([]Source{{Report: r, Label: "alix"}}, RefNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := data[ESPPanel("aes-128-cbc", "hmac-sha1")]
+	if len(got) != 2 {
+		t.Fatalf("ESP panel has %d series, want 2 (the stalled engine left out): %+v", len(got), got)
+	}
+	if got[0].Label != "alix: kernel-soft (ESP)" || got[0].Points[0] != [2]float64{64, 40} || got[0].Points[1] != [2]float64{1400, 390} {
+		t.Errorf("software series %+v", got[0])
+	}
+	if !got[1].Hardware || !strings.HasSuffix(got[1].Label, "[hardware]") {
+		t.Errorf("virtio series not marked hardware: %+v", got[1])
+	}
+	var svg bytes.Buffer
+	if err := WriteSVG(&svg, data); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(svg.String(), "ESP aes-128-cbc+hmac-sha1") {
+		t.Error("the SVG has no ESP panel")
 	}
 }
