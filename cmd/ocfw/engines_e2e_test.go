@@ -207,6 +207,23 @@ func logChoice(t *testing.T, name string, r *report.Report) {
 	t.Logf("%s:\n%s", name, b.String())
 }
 
+// addKernelArgs appends kargs to the kernel command line in img's
+// syslinux.cfg, in place, as a user would edit it on the card.
+func addKernelArgs(t *testing.T, img, kargs string) {
+	t.Helper()
+	info, err := firmware.Inspect(img)
+	must(t, err)
+	if len(info.Partitions) == 0 || !strings.Contains(info.BootConfig, "APPEND ") {
+		t.Fatalf("%s: no boot partition with a syslinux.cfg", img)
+	}
+	cfg := regexp.MustCompile(`(?m)^(\s*APPEND .*)$`).ReplaceAllString(info.BootConfig, "${1} "+kargs)
+	cfgFile := filepath.Join(t.TempDir(), "syslinux.cfg")
+	must(t, os.WriteFile(cfgFile, []byte(cfg), 0o644))
+	if out, err := exec.Command("mcopy", "-o", "-i", fmt.Sprintf("%s@@%d", img, info.Partitions[0].Offset), cfgFile, "::"+firmware.BootSyslinux).CombinedOutput(); err != nil {
+		t.Fatalf("mcopy: %v\n%s", err, out)
+	}
+}
+
 // bootWithParams boots a copy of img with kernel arguments added to its
 // syslinux.cfg, types `ocf engines` at the shell when asked, powers off
 // and returns the console and the report on the copy's card.
@@ -215,17 +232,7 @@ func bootWithParams(t *testing.T, img string, pl *plan.Plan, copyTo, kargs strin
 	b, err := os.ReadFile(img)
 	must(t, err)
 	must(t, os.WriteFile(copyTo, b, 0o644))
-	info, err := firmware.Inspect(copyTo)
-	must(t, err)
-	if len(info.Partitions) == 0 || !strings.Contains(info.BootConfig, "APPEND ") {
-		t.Fatalf("%s: no boot partition with a syslinux.cfg", img)
-	}
-	cfg := regexp.MustCompile(`(?m)^(\s*APPEND .*)$`).ReplaceAllString(info.BootConfig, "${1} "+kargs)
-	cfgFile := filepath.Join(t.TempDir(), "syslinux.cfg")
-	must(t, os.WriteFile(cfgFile, []byte(cfg), 0o644))
-	if out, err := exec.Command("mcopy", "-o", "-i", fmt.Sprintf("%s@@%d", copyTo, info.Partitions[0].Offset), cfgFile, "::"+firmware.BootSyslinux).CombinedOutput(); err != nil {
-		t.Fatalf("mcopy: %v\n%s", err, out)
-	}
+	addKernelArgs(t, copyTo, kargs)
 
 	ctx := context.Background()
 	qargs, _ := boardvm.StandInArgs(pl)

@@ -142,13 +142,17 @@ func TestIPsecEndToEnd(t *testing.T) {
 
 	t0 := time.Now()
 	imgA, imgB := p("a.img"), p("b.img")
-	build(t, imgA, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("a.yaml"))
+	// A carries the test engine, set to corrupt every request of 1 KiB or
+	// more: the kernel's default choice by priority, which the self-test
+	// must catch, keeping the tunnel's traffic off it.
+	build(t, imgA, "--board", "alix2d13", "--card", "testaes", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("a.yaml"))
 	t1 := time.Now()
 	build(t, imgB, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("b.yaml"))
 	t.Logf("images built: A in %v, B in %v", t1.Sub(t0).Round(time.Second), time.Since(t1).Round(time.Second))
 	// a-d's key file is a-c's: the wrong tunnel's. a-e's is missing.
 	putOnCard(t, imgA, map[string]string{"a-b.keys": p("a-b.keys"), "a-c.keys": p("a-c.keys"), "a-d.keys": p("a-c.keys")})
 	putOnCard(t, imgB, map[string]string{"a-b.keys": p("a-b.keys")})
+	addKernelArgs(t, imgA, "ocfw_testaes.corrupt_min=1024")
 
 	// The world: eth0 and eth1 to the routers' WANs, in one namespace
 	// that routes between the two WAN networks; eth2 and eth3 to their
@@ -375,6 +379,17 @@ func TestIPsecEndToEnd(t *testing.T) {
 		if !strings.Contains(con, plan.MarkReportWritten) {
 			t.Errorf("%s: no report written", name)
 		}
+	}
+	// A's corrupting test engine: failed by the self-test, kept below
+	// software, and not what the kernel resolves cbc(aes) to — so the
+	// tunnel's bytes, checked end to end above, went through a passed
+	// engine.
+	conA := vmA.Console()
+	if !regexp.MustCompile(`ocfw: engines: ocfw_testaes_cbc \(cbc\(aes\)\) stays demoted at \d+: .*self-test`).MatchString(conA) {
+		t.Errorf("A: the console does not say the corrupting test engine stays demoted because of its self-test")
+	}
+	if m := regexp.MustCompile(`ocfw: engines: cbc\(aes\) resolves to (\S+)`).FindAllStringSubmatch(conA, -1); len(m) == 0 || m[len(m)-1][1] == "ocfw_testaes_cbc" {
+		t.Errorf("A: after the boot the kernel resolves cbc(aes) to %v; want a passed engine, not the corrupting one", m)
 	}
 	if tookA > tookB+10*time.Second {
 		t.Errorf("A's boot sequence took %v, B's %v: A's absent peer delayed it", tookA, tookB)
