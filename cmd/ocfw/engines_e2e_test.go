@@ -92,15 +92,21 @@ func TestEndToEndEngineChoice(t *testing.T) {
 		want = cp.Driver
 	}
 	got := kernelChoice(t, "slow boot", r)
+	// With ESP rows the choice is made on them (checked below); the AF_ALG
+	// table decides only without. Under QEMU's noise the two can disagree
+	// (virtio-crypto loses on the table and wins through ESP), so judging
+	// an ESP-based choice by the table would fail at random.
+	onESP := r.ESP != nil && r.ESP.Basis == report.BasisESP
 	switch {
+	case got.Driver == testaesDrv:
+		t.Errorf("slow boot: the kernel uses the test engine, slower than software at MTU size")
+	case onESP:
 	case want != "" && got.Driver != want:
 		t.Errorf("slow boot: the kernel resolves cbc(aes) to %s; the measurements choose %s (policy %+v)", got.Driver, want, cp)
 	case want == "" && (got.Hardware || got.Driver == virtioDrv || got.Driver == testaesDrv):
 		t.Errorf("slow boot: the kernel resolves cbc(aes) to %s; the measurements choose software (policy %+v)", got.Driver, cp)
-	case got.Driver == testaesDrv:
-		t.Errorf("slow boot: the kernel uses the test engine, slower than software at MTU size")
 	}
-	if want != "" && kbpsAt(r, want, 1024) < bestSoftware(r, 1024)*(1+report.DefaultMargin) {
+	if !onESP && want != "" && kbpsAt(r, want, 1024) < bestSoftware(r, 1024)*(1+report.DefaultMargin) {
 		t.Errorf("slow boot: %s chosen but not faster than software at 1024 bytes", want)
 	}
 	// `ocf engines` at the shell shows the same choice, live.
