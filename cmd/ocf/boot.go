@@ -3,15 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/boot"
 	"github.com/ocfw/ocfw/plan"
@@ -75,14 +78,23 @@ func startDaemon(out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// u-root's busybox dispatches on argv[0].
+	return superviseDaemon(out, self, []string{"ocf", "daemon"}, bootBackstop)
+}
+
+// superviseDaemon starts path with args (args[0] the name it sees) and
+// its status pipe on fd 3, and returns once the daemon has written the
+// done line. A daemon that ends first is a bug the user must hear of: its
+// exit status and the kernel's last words go on the console, and the
+// done marker after them, since no one else will print it.
+func superviseDaemon(out io.Writer, path string, args []string, backstop time.Duration) error {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	c := exec.Command(self, "daemon")
-	// u-root's busybox dispatches on argv[0].
-	c.Args[0] = "ocf"
+	c := exec.Command(path, args[1:]...)
+	c.Args[0] = args[0]
 	c.Stdout, c.Stderr = out, out
 	c.ExtraFiles = []*os.File{w}
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -91,23 +103,62 @@ func startDaemon(out io.Writer) error {
 		return err
 	}
 	w.Close()
-	go c.Wait() // reap it if it dies while we wait; init adopts it otherwise
-	done := make(chan struct{})
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }() // reaps it; init adopts it once we exit
+	done := make(chan bool, 1)
 	go func() {
 		s := bufio.NewScanner(r)
 		for s.Scan() {
 			if s.Text() == doneLine {
-				break
+				done <- true
+				return
 			}
 		}
-		close(done)
+		done <- false // the pipe closed: the daemon (and all it started) ended
 	}()
 	select {
-	case <-done:
-	case <-time.After(bootBackstop):
-		fmt.Fprintf(out, "ocfw: boot sequence still running after %v: giving up\n%s\n", bootBackstop, plan.MarkDone)
+	case ok := <-done:
+		if ok {
+			return nil
+		}
+		var status error
+		select {
+		case status = <-exited:
+		case <-time.After(2 * time.Second):
+			status = errors.New("closed its status pipe and is still running")
+		}
+		if status == nil {
+			status = errors.New("exit status 0")
+		}
+		fmt.Fprintf(out, "ocfw: BUG: the firmware's daemon ended before the boot sequence was done (%v); the router is not running. The kernel's last messages:\n", status)
+		for _, l := range kernelLogTail(20) {
+			fmt.Fprintf(out, "  %s\n", l)
+		}
+		fmt.Fprintf(out, "%s\n", plan.MarkDone)
+	case <-time.After(backstop):
+		fmt.Fprintf(out, "ocfw: boot sequence still running after %v: giving up\n%s\n", backstop, plan.MarkDone)
 	}
 	return nil
+}
+
+// kernelLogTail is the kernel log's last n lines (none when it cannot be
+// read): the reason a process died silently, such as the OOM killer, is
+// there, below the console's log level.
+func kernelLogTail(n int) []string {
+	size, err := unix.Klogctl(unix.SYSLOG_ACTION_SIZE_BUFFER, nil)
+	if err != nil || size <= 0 {
+		return nil
+	}
+	buf := make([]byte, size)
+	m, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
+	if err != nil || m <= 0 {
+		return nil
+	}
+	lines := strings.Split(strings.TrimRight(string(buf[:m]), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
 }
 
 // runSequence runs the boot sequence with its backstop and returns the

@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers"
@@ -104,4 +107,60 @@ func TestARMSelftestUnderQEMU(t *testing.T) {
 	if !strings.Contains(s, "self-test: "+strconv.Itoa(want)+" passed, 0 failed") {
 		t.Errorf("want %d Go passes and no failures:\n%s", want, s)
 	}
+}
+
+// TestSuperviseDaemon: `ocf boot` returns when the daemon says it is done,
+// and when the daemon dies first it says so, with the exit status, and
+// still prints the done marker (the console must not wait for minutes on a
+// sequence no one runs any more).
+func TestSuperviseDaemon(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		want []string // in the console
+		not  []string
+	}{
+		{"done", nil, []string{"BUG", plan.MarkDone}},
+		{"killed", []string{"BUG: the firmware's daemon ended before the boot sequence was done (signal: killed)", plan.MarkDone}, nil},
+		{"exit", []string{"ended before the boot sequence was done (exit status 3)", plan.MarkDone}, nil},
+		{"hang", []string{"boot sequence still running after 1.5s: giving up", plan.MarkDone}, []string{"BUG"}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			var out strings.Builder
+			t.Setenv("OCF_TEST_DAEMON", tc.mode)
+			if err := superviseDaemon(&out, os.Args[0], []string{"ocf", "-test.run=^TestDaemonHelper$"}, 1500*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("console lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out.String(), n) {
+					t.Errorf("console has %q:\n%s", n, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestDaemonHelper is the daemon TestSuperviseDaemon starts.
+func TestDaemonHelper(t *testing.T) {
+	mode := os.Getenv("OCF_TEST_DAEMON")
+	if mode == "" {
+		t.Skip("only as TestSuperviseDaemon's daemon")
+	}
+	status := os.NewFile(3, "status")
+	switch mode {
+	case "done":
+		fmt.Fprintln(status, doneLine)
+		time.Sleep(3 * time.Second) // a daemon goes on running
+	case "killed":
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case "exit":
+		os.Exit(3)
+	case "hang":
+		time.Sleep(5 * time.Second)
+	}
+	os.Exit(0)
 }
