@@ -303,7 +303,11 @@ func storageNeeds(p *plan.Plan) []Need {
 func kernelRoomWhy(p *plan.Plan) string {
 	for _, f := range p.Image.Flash {
 		if f.Name == "Kernel" {
-			return fmt.Sprintf("a small zImage: with its device tree it must fit the %d KiB Kernel flash partition (less a 16-byte header)", f.Size/1024)
+			why := fmt.Sprintf("a small zImage: with its device tree it must fit the %d KiB Kernel flash partition", f.Size/1024)
+			if !p.Storage.CF {
+				why += " (less a 16-byte header)" // the NSLU2's, as firmware writes it
+			}
+			return why
 		}
 	}
 	return "a small zImage for the Kernel flash partition"
