@@ -385,7 +385,7 @@ func Fragment(p *plan.Plan, header []string) string {
 			switch {
 			case n.Want == WantUnset:
 				fmt.Fprintf(&b, "# %s is not set\n", o)
-			case n.Want == WantYM && n.Group == GroupModules || n.Group == GroupStorage && n.Want == WantYM:
+			case n.Want == WantYM && (n.Group == GroupModules || n.Group == GroupStorage):
 				fmt.Fprintf(&b, "%s=m\n", o)
 			default:
 				fmt.Fprintf(&b, "%s=y\n", o)
