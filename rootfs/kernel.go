@@ -406,26 +406,6 @@ func ReadConfig(name string) (map[string]string, error) {
 	return cfg, nil
 }
 
-// neededOptions are the config options a plan needs, each with why.
-func neededOptions(p *plan.Plan) [][2]string {
-	opts := [][2]string{
-		{"CONFIG_BLK_DEV_INITRD", "the initramfs"},
-		{"CONFIG_DEVTMPFS", "device nodes for the boot sequence"},
-	}
-	switch p.Image.Compression {
-	case "xz":
-		opts = append(opts, [2]string{"CONFIG_RD_XZ", "the xz-compressed initramfs"})
-	case "gzip":
-		opts = append(opts, [2]string{"CONFIG_RD_GZIP", "the gzip-compressed initramfs"})
-	}
-	for _, m := range p.Modules {
-		if sym, ok := configSymbols[m.Name]; ok && !m.OutOfTree && !m.Optional {
-			opts = append(opts, [2]string{sym, "module " + m.Name + " (" + m.For + ")"})
-		}
-	}
-	return opts
-}
-
 // check collects every problem with k for plan p.
 func (k *Kernel) check(p *plan.Plan) error {
 	var problems []string
@@ -438,7 +418,7 @@ func (k *Kernel) check(p *plan.Plan) error {
 			k.Image, archName(info.Arch), p.Board, archName(imageArch(p))))
 	case info.BigEndian:
 		problems = append(problems, fmt.Sprintf("kernel image %s is a big-endian ARM kernel: the firmware's Go userland runs only on "+
-			"little-endian ARM (Go has no big-endian ARM port); build the kernel little-endian (CONFIG_CPU_LITTLE_ENDIAN)", k.Image))
+			"little-endian ARM (Go has no big-endian ARM port); build the kernel little-endian (CONFIG_CPU_BIG_ENDIAN not set)", k.Image))
 	default:
 		k.Arch = info.Arch
 	}
@@ -448,13 +428,14 @@ func (k *Kernel) check(p *plan.Plan) error {
 		if cfg, err = ReadConfig(k.Config); err != nil {
 			problems = append(problems, err.Error())
 		} else {
-			for _, o := range neededOptions(p) {
-				if v := cfg[o[0]]; v != "y" && v != "m" {
-					problems = append(problems, fmt.Sprintf("kernel config %s: %s is not set (needed for %s)", k.Config, o[0], o[1]))
+			for _, n := range Needs(p) {
+				if !n.Optional && !n.Met(cfg) {
+					problems = append(problems, fmt.Sprintf("kernel config %s: %s (%s)", k.Config, needProblem(n, cfg), n.Why))
 				}
 			}
 		}
 	}
+	problems = append(problems, k.versionProblems(p, cfg)...)
 
 	if p.StandIn != nil {
 		k.DTB = ""

@@ -278,7 +278,9 @@ func TestLoadKernelForms(t *testing.T) {
 		d := t.TempDir()
 		img := write(t, filepath.Join(d, "zImage"), zImage(binary.LittleEndian))
 		mods := modulesTree(t, d, "6.1.0-ixp", without(allModules(nslu2), "ixp4xx_crypto"), nil)
-		cfg := write(t, filepath.Join(d, "config"), []byte(goodConfig))
+		// The board's own options from its fragment; goodConfig's
+		// CONFIG_CRYPTO_DEV_IXP4XX=y, read later, builds the driver in.
+		cfg := write(t, filepath.Join(d, "config"), []byte(Fragment(nslu2, nil)+goodConfig))
 		k, err := LoadKernel(context.Background(), nslu2, img+":"+mods+":"+cfg, t.TempDir())
 		if err != nil {
 			t.Fatal(err)

@@ -23,9 +23,9 @@ const kernelFlagHelp = "the kernel: a linux-image .deb; a directory with vmlinuz
 func newKernelCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kernel",
-		Short: "Fetch and check the kernel a board's firmware boots",
+		Short: "Fetch and check the kernel a board's firmware boots, or say what it needs",
 	}
-	cmd.AddCommand(newKernelFetchCmd(g), newKernelCheckCmd(g))
+	cmd.AddCommand(newKernelFetchCmd(g), newKernelCheckCmd(g), newKernelConfigCmd(g))
 	return cmd
 }
 
@@ -98,7 +98,15 @@ func newKernelCheckCmd(g *globalFlags) *cobra.Command {
 for the wrong architecture (x86 bzImage against ARM zImage), a big-endian ARM kernel
 (the Go userland needs little-endian), config options the plan needs (AF_ALG
 skcipher and hash, the engine drivers, the initramfs compression), planned modules
-that are neither a .ko nor built in.
+that are neither a .ko nor built in, a kernel older than Go's minimum (3.2). For a
+real IXP4xx board it also checks the little-endian CPU, the EABI, the appended
+device tree (or the board file of an old kernel), the serial console, the NPEs and
+what the Go runtime and the router use: the list 'ocfw kernel config' writes.
+
+For a board without a Debian kernel (nslu2, avila-gw2348) and no --kernel, it
+prints what the kernel needs — version and byte order, config options with why,
+the NPE microcode and what uses it, how RedBoot must start it — and exits non-zero:
+nothing was checked.
 
 --kernel is one of:
   a Debian linux-image .deb;
@@ -112,19 +120,18 @@ A kernel image alone is refused: nothing then shows that the plan's modules are
 built in. Without --kernel, the board's Debian package from the cache (fetched if
 missing).`,
 		Example: `  ocfw kernel check --board alix2d13
+  ocfw kernel check --board nslu2            # what its kernel needs
   ocfw kernel check --board nslu2 --kernel zImage-ixp4xx:modules/lib/modules/6.6.0:config`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if board == "" {
-				return fmt.Errorf("--board is required (see 'ocfw boards')")
-			}
-			cat, err := g.catalog()
+			p, err := resolveKernelPlan(g, board, cards)
 			if err != nil {
 				return err
 			}
-			p, err := cat.Resolve(boards.Request{Board: board, Cards: cards})
-			if err != nil {
-				return err
+			if kernel == "" && (p.Kernel.Source != plan.KernelDebian || p.Kernel.Package == "") {
+				writeNeeds(cmd.OutOrStdout(), p)
+				return fmt.Errorf("nothing was checked: board %s has no Debian kernel package, so give its kernel with --kernel "+
+					"(IMAGE:MODULESDIR[:CONFIG], a directory or a .deb); above is what it must have", p.Board)
 			}
 			k, err := rootfs.LoadKernel(cmd.Context(), p, kernel, cache)
 			if err != nil {
