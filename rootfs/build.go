@@ -90,9 +90,10 @@ type Part struct {
 //	mount, umount, sync  the data partition by hand, and flush before power-off
 //	dmesg     why a module or disk failed
 //	poweroff  scripted runs end with it; shutdown: `shutdown reboot`
+//	ip, ps, date, ping  look at the router from its console or SSH
 //
-// Networking (ip, dhclient) is left out: the firmware tests crypto engines,
-// and ip alone adds about 1 MB raw.
+// No DHCP client command: the router's own (package router/dhcp) runs in
+// the daemon.
 var Commands = []string{
 	"github.com/u-root/u-root/cmds/core/init",
 	"github.com/u-root/u-root/cmds/core/gosh",
