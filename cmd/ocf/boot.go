@@ -78,8 +78,26 @@ func startDaemon(out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// u-root's init hands us its console through pipes it copies from
+	// (its multi-console output); a daemon that outlives us writes to the
+	// console device itself, so its output and its life do not hang on
+	// that copy.
+	if con, err := openConsole(); err == nil {
+		defer con.Close()
+		out = con
+	}
 	// u-root's busybox dispatches on argv[0].
 	return superviseDaemon(out, self, []string{"ocf", "daemon"}, bootBackstop)
+}
+
+// openConsole opens the kernel's console for writing, without making it
+// anyone's controlling terminal.
+func openConsole() (*os.File, error) {
+	fd, err := unix.Open("/dev/console", unix.O_WRONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "/dev/console"), nil
 }
 
 // superviseDaemon starts path with args (args[0] the name it sees) and
@@ -192,6 +210,10 @@ func newDaemonCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A console that goes away (a closed pipe) costs the console
+			// lines, never the router: writes then fail instead of
+			// killing the process.
+			signal.Ignore(syscall.SIGPIPE)
 			out := cmd.OutOrStdout()
 			o := runSequence(out, "/", true)
 			if f := os.NewFile(3, "status"); f != nil {
