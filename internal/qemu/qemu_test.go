@@ -140,7 +140,9 @@ func TestWatchdogKillsSilentHang(t *testing.T) {
 	if err := vm.Wait(); !errors.As(err, &te) {
 		t.Errorf("Wait err = %v, want *TimeoutError", err)
 	}
-	if d := time.Since(start); d > 8*time.Second {
+	// Far below the emulator's 600 s sleep, far above a loaded machine's
+	// scheduling delays: the watchdog, not the process, ended the run.
+	if d := time.Since(start); d > 2*time.Minute {
 		t.Errorf("watchdog took %v", d)
 	}
 }

@@ -57,13 +57,9 @@ func TestBuild(t *testing.T) {
 		}
 	}
 
-	start = time.Now()
 	again := buildOrSkip(t, Options{})
 	if again.Built || again.Path != first.Path {
 		t.Errorf("second build: built %v, %s (want the cached %s)", again.Built, again.Path, first.Path)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("cached build took %v", d)
 	}
 
 	// A changed source (a new comment, different on every run, so that
