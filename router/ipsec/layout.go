@@ -69,35 +69,63 @@ func (r *record) fail(err error) {
 	}
 }
 
-func (r *record) putU8(path string, v uint8) {
-	if off := r.at(path, cabi.U8); off >= 0 {
-		r.b[off] = v
+// put writes v into the number field at path, which must be of kind k:
+// __u* in host order (little-endian on every target), __be* in network
+// order.
+func (r *record) put(path string, k cabi.Kind, v uint64) {
+	off := r.at(path, k)
+	if off < 0 {
+		return
+	}
+	b, o := r.b[off:], byteOrder(k)
+	switch r.l.At[path].Size {
+	case 1:
+		b[0] = uint8(v)
+	case 2:
+		o.PutUint16(b, uint16(v))
+	case 4:
+		o.PutUint32(b, uint32(v))
+	case 8:
+		o.PutUint64(b, v)
 	}
 }
 
-func (r *record) putU16(path string, v uint16) {
-	if off := r.at(path, cabi.U16); off >= 0 {
-		binary.LittleEndian.PutUint16(r.b[off:], v)
+// get reads the number field at path, which must be of kind k; 0 if not.
+func (r *record) get(path string, k cabi.Kind) uint64 {
+	off := r.at(path, k)
+	if off < 0 {
+		return 0
 	}
+	b, o := r.b[off:], byteOrder(k)
+	switch r.l.At[path].Size {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(o.Uint16(b))
+	case 4:
+		return uint64(o.Uint32(b))
+	}
+	return o.Uint64(b)
 }
 
-func (r *record) putU32(path string, v uint32) {
-	if off := r.at(path, cabi.U32); off >= 0 {
-		binary.LittleEndian.PutUint32(r.b[off:], v)
+func byteOrder(k cabi.Kind) binary.ByteOrder {
+	if k == cabi.BE16 || k == cabi.BE32 {
+		return binary.BigEndian
 	}
+	return binary.LittleEndian
 }
 
-func (r *record) putU64(path string, v uint64) {
-	if off := r.at(path, cabi.U64); off >= 0 {
-		binary.LittleEndian.PutUint64(r.b[off:], v)
-	}
-}
-
-func (r *record) putBE32(path string, v uint32) {
-	if off := r.at(path, cabi.BE32); off >= 0 {
-		binary.BigEndian.PutUint32(r.b[off:], v)
-	}
-}
+// The typed accessors keep each call site to its field's C type.
+func (r *record) putU8(path string, v uint8)    { r.put(path, cabi.U8, uint64(v)) }
+func (r *record) putU16(path string, v uint16)  { r.put(path, cabi.U16, uint64(v)) }
+func (r *record) putU32(path string, v uint32)  { r.put(path, cabi.U32, uint64(v)) }
+func (r *record) putU64(path string, v uint64)  { r.put(path, cabi.U64, v) }
+func (r *record) putBE32(path string, v uint32) { r.put(path, cabi.BE32, uint64(v)) }
+func (r *record) u8(path string) uint8          { return uint8(r.get(path, cabi.U8)) }
+func (r *record) u16(path string) uint16        { return uint16(r.get(path, cabi.U16)) }
+func (r *record) u32(path string) uint32        { return uint32(r.get(path, cabi.U32)) }
+func (r *record) u64(path string) uint64        { return r.get(path, cabi.U64) }
+func (r *record) be32(path string) uint32       { return uint32(r.get(path, cabi.BE32)) }
 
 // putBytes copies v into an address or char[n] field; it must fit.
 func (r *record) putBytes(path string, v []byte) {
@@ -111,41 +139,6 @@ func (r *record) putBytes(path string, v []byte) {
 		return
 	}
 	copy(r.b[off:off+size], v)
-}
-
-func (r *record) u8(path string) uint8 {
-	if off := r.at(path, cabi.U8); off >= 0 {
-		return r.b[off]
-	}
-	return 0
-}
-
-func (r *record) u16(path string) uint16 {
-	if off := r.at(path, cabi.U16); off >= 0 {
-		return binary.LittleEndian.Uint16(r.b[off:])
-	}
-	return 0
-}
-
-func (r *record) u32(path string) uint32 {
-	if off := r.at(path, cabi.U32); off >= 0 {
-		return binary.LittleEndian.Uint32(r.b[off:])
-	}
-	return 0
-}
-
-func (r *record) u64(path string) uint64 {
-	if off := r.at(path, cabi.U64); off >= 0 {
-		return binary.LittleEndian.Uint64(r.b[off:])
-	}
-	return 0
-}
-
-func (r *record) be32(path string) uint32 {
-	if off := r.at(path, cabi.BE32); off >= 0 {
-		return binary.BigEndian.Uint32(r.b[off:])
-	}
-	return 0
 }
 
 // bytes returns a copy of an address or char[n] field.
