@@ -6,11 +6,7 @@
 // nor anything host-only: only the drivers catalog.
 package plan
 
-import (
-	"encoding/json"
-
-	"github.com/ocfw/ocfw/drivers"
-)
+import "github.com/ocfw/ocfw/drivers"
 
 // Boot methods.
 const (
@@ -208,13 +204,7 @@ type Route struct {
 
 // JSON renders the plan as indented JSON with a trailing newline: the
 // bytes the host writes into the initramfs.
-func (p *Plan) JSON() ([]byte, error) {
-	out, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
-}
+func (p *Plan) JSON() ([]byte, error) { return indentJSON(p) }
 
 // DataPartitionLabel is the FAT label of the partition that keeps the
 // board's files.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -167,46 +165,15 @@ func weak3DES(k []byte) bool {
 }
 
 // JSON renders the key file as the board reads it.
-func (k *TunnelKeys) JSON() ([]byte, error) {
-	out, err := json.MarshalIndent(k, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
-}
+func (k *TunnelKeys) JSON() ([]byte, error) { return indentJSON(k) }
 
 // ReadTunnelKeys decodes a key file and checks it on its own (sizes,
 // SPIs, the two directions); Setup checks it against a site's tunnel.
 // Every problem is returned, each naming the file; the keys are nil
 // unless there are none.
 func ReadTunnelKeys(name string, data []byte) (*TunnelKeys, []error) {
-	if len(data) > MaxTunnelKeysSize {
-		return nil, []error{fmt.Errorf("%s: larger than %d bytes: not a tunnel key file", name, MaxTunnelKeysSize)}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var k TunnelKeys
-	if err := dec.Decode(&k); err != nil {
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &syn):
-			l, c := lineCol(data, syn.Offset-1)
-			return nil, []error{fmt.Errorf("%s:%d:%d: JSON syntax: %v", name, l, c, syn)}
-		case errors.As(err, &typ):
-			l, c := lineCol(data, typ.Offset)
-			return nil, []error{fmt.Errorf("%s:%d:%d: %s: want %s, got %s", name, l, c, typ.Field, typ.Type, typ.Value)}
-		}
-		return nil, []error{fmt.Errorf("%s: %v", name, err)}
-	}
-	if dec.More() {
-		return nil, []error{fmt.Errorf("%s: more than one JSON value", name)}
-	}
-	var errs []error
-	for _, e := range k.Check() {
-		errs = append(errs, fmt.Errorf("%s: %s: %s", name, e.Path, e.Msg))
-	}
-	if len(errs) > 0 {
+	if errs := readJSON(name, data, MaxTunnelKeysSize, "a tunnel key file", &k, k.Check); errs != nil {
 		return nil, errs
 	}
 	return &k, nil

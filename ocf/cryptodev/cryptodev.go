@@ -37,6 +37,7 @@ import (
 	"unsafe"
 
 	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/internal/cabi"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -184,7 +185,7 @@ func New(dev Device, opts Options) (*Driver, error) {
 	return d, nil
 }
 
-func detect(dev Device, want Dialect, a Arch) (Device, Dialect, error) {
+func detect(dev Device, want Dialect, a cabi.Arch) (Device, Dialect, error) {
 	lin, _ := IoctlNumbers(Linux, a)
 	bsd, _ := IoctlNumbers(OCF, a)
 	var ocfErr, linErr error

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/ocfw/ocfw/internal/cabi"
 	"github.com/ocfw/ocfw/ocf/ocftest"
 )
 
@@ -20,7 +21,7 @@ type fakeState struct {
 	t       *testing.T
 	dialect Dialect // 0: answers no request at all
 	nr      Ioctls
-	arch    Arch
+	arch    cabi.Arch
 
 	session2 bool              // OCF: CIOCGSESSION2 and CIOCFINDDEV exist
 	noInfo   bool              // cryptodev-linux: no CIOCGSESSINFO (before 0.9)

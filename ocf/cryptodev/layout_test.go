@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/ocfw/ocfw/internal/cabi"
 )
 
 // The numbers below were worked out by hand from the headers' struct
@@ -17,7 +19,7 @@ import (
 func TestIoctlNumbers(t *testing.T) {
 	type row struct {
 		dialect Dialect
-		arch    Arch
+		arch    cabi.Arch
 		want    Ioctls
 	}
 	linux32 := Ioctls{CRIOGET: 0xc0046365, CIOCGSESSION: 0xc01c6366, CIOCFSESSION: 0x40046367,
@@ -29,8 +31,8 @@ func TestIoctlNumbers(t *testing.T) {
 	ocf64 := ocf32
 	ocf64.CIOCGSESSION, ocf64.CIOCCRYPT, ocf64.CIOCGSESSION2 = 0xc0306365, 0xc0306367, 0xc040636a
 	rows := []row{
-		{Linux, Arch386, linux32}, {Linux, ArchARM, linux32}, {Linux, ArchAMD64, linux64},
-		{OCF, Arch386, ocf32}, {OCF, ArchARM, ocf32}, {OCF, ArchAMD64, ocf64},
+		{Linux, cabi.Arch386, linux32}, {Linux, cabi.ArchARM, linux32}, {Linux, cabi.ArchAMD64, linux64},
+		{OCF, cabi.Arch386, ocf32}, {OCF, cabi.ArchARM, ocf32}, {OCF, cabi.ArchAMD64, ocf64},
 	}
 	for _, r := range rows {
 		got, err := IoctlNumbers(r.dialect, r.arch)
@@ -41,7 +43,7 @@ func TestIoctlNumbers(t *testing.T) {
 			t.Errorf("%v on %s:\n got %#x\nwant %#x", r.dialect, r.arch.Name, got, r.want)
 		}
 	}
-	if _, err := IoctlNumbers(Auto, Arch386); err == nil {
+	if _, err := IoctlNumbers(Auto, cabi.Arch386); err == nil {
 		t.Error("IoctlNumbers(Auto) should fail: Auto is not a dialect")
 	}
 }
@@ -52,7 +54,7 @@ func TestDialectsShareNoNumber(t *testing.T) {
 	list := func(n Ioctls) []uint32 {
 		return []uint32{n.CRIOGET, n.CIOCGSESSION, n.CIOCFSESSION, n.CIOCCRYPT, n.CIOCASYMFEAT, n.CIOCGSESSINFO, n.CIOCGSESSION2, n.CIOCFINDDEV}
 	}
-	for _, a := range append(Arches, ArchARM64) {
+	for _, a := range append(Arches, cabi.ArchARM64) {
 		lin, _ := IoctlNumbers(Linux, a)
 		bsd, _ := IoctlNumbers(OCF, a)
 		seen := map[uint32]bool{}
@@ -70,7 +72,7 @@ func TestDialectsShareNoNumber(t *testing.T) {
 }
 
 func TestLayoutSizes(t *testing.T) {
-	defs := []structDef{sessionOpDef, session2OpDef, cryptOpDef, sessionInfoOpDef, cryptFindOpDef}
+	defs := []*cabi.Struct{sessionOpDef, session2OpDef, cryptOpDef, sessionInfoOpDef, cryptFindOpDef}
 	want := map[string][3]int{ // 386, arm, amd64
 		"session_op":      {28, 28, 48},
 		"session2_op":     {48, 48, 64},
@@ -80,14 +82,14 @@ func TestLayoutSizes(t *testing.T) {
 	}
 	for _, d := range defs {
 		for i, a := range Arches {
-			if got := d.layout(a).Size; got != want[d.name][i] {
-				t.Errorf("sizeof(%s) on %s = %d, want %d", d.name, a.Name, got, want[d.name][i])
+			if got := d.Layout(a).Size; got != want[d.Name][i] {
+				t.Errorf("sizeof(%s) on %s = %d, want %d", d.Name, a.Name, got, want[d.Name][i])
 			}
 		}
 	}
 	// crid follows ses directly: a nested session_op would put it at 48
 	// on amd64.
-	if off := session2OpDef.layout(ArchAMD64).Offsets["crid"]; off != 44 {
+	if off := session2OpDef.Layout(cabi.ArchAMD64).At["crid"].Off; off != 44 {
 		t.Errorf("session2_op.crid on amd64 at %d, want 44", off)
 	}
 }
@@ -96,21 +98,21 @@ func TestLayoutSizes(t *testing.T) {
 // /dev/crypto structs used has one, but the layout engine must get it
 // right for the next struct that does.
 func TestU64Alignment(t *testing.T) {
-	def := structDef{name: "t", fields: []field{{name: "a", kind: kU32}, {name: "b", kind: kU64}}}
+	def := &cabi.Struct{Name: "t", Fields: []cabi.Field{{Name: "a", Kind: cabi.U32}, {Name: "b", Kind: cabi.U64}}}
 	for _, c := range []struct {
-		arch       Arch
+		arch       cabi.Arch
 		off, size  int
 		encodedHex string
 	}{
-		{Arch386, 4, 12, "01000000" + "0200000000000000"},
-		{ArchARM, 8, 16, "01000000" + "00000000" + "0200000000000000"},
-		{ArchAMD64, 8, 16, "01000000" + "00000000" + "0200000000000000"},
+		{cabi.Arch386, 4, 12, "01000000" + "0200000000000000"},
+		{cabi.ArchARM, 8, 16, "01000000" + "00000000" + "0200000000000000"},
+		{cabi.ArchAMD64, 8, 16, "01000000" + "00000000" + "0200000000000000"},
 	} {
-		l := def.layout(c.arch)
-		if l.Offsets["b"] != c.off || l.Size != c.size {
-			t.Errorf("%s: b at %d size %d, want %d and %d", c.arch.Name, l.Offsets["b"], l.Size, c.off, c.size)
+		l := def.Layout(c.arch)
+		if l.At["b"].Off != c.off || l.Size != c.size {
+			t.Errorf("%s: b at %d size %d, want %d and %d", c.arch.Name, l.At["b"].Off, l.Size, c.off, c.size)
 		}
-		b, err := def.encode(c.arch, map[string]uint64{"a": 1, "b": 2})
+		b, err := encode(def, c.arch, map[string]uint64{"a": 1, "b": 2})
 		if err != nil || hex.EncodeToString(b) != c.encodedHex {
 			t.Errorf("%s: encode = %x, %v; want %s", c.arch.Name, b, err, c.encodedHex)
 		}
@@ -130,7 +132,7 @@ func TestHostStructsMatchLayout(t *testing.T) {
 	var si hostSessionInfoOp
 	var fo hostCryptFindOp
 	cases := []struct {
-		def     structDef
+		def     *cabi.Struct
 		size    uintptr
 		offsets map[string]uintptr
 	}{
@@ -155,16 +157,16 @@ func TestHostStructsMatchLayout(t *testing.T) {
 			"crid": unsafe.Offsetof(fo.crid), "name": unsafe.Offsetof(fo.name)}},
 	}
 	for _, c := range cases {
-		l := c.def.layout(a)
+		l := c.def.Layout(a)
 		if int(c.size) != l.Size {
-			t.Errorf("%s on %s: Go struct is %d bytes, C layout %d", c.def.name, a.Name, c.size, l.Size)
+			t.Errorf("%s on %s: Go struct is %d bytes, C layout %d", c.def.Name, a.Name, c.size, l.Size)
 		}
-		if len(c.offsets) != len(c.def.fields) {
-			t.Errorf("%s: test lists %d offsets for %d fields", c.def.name, len(c.offsets), len(c.def.fields))
+		if len(c.offsets) != len(c.def.Fields) {
+			t.Errorf("%s: test lists %d offsets for %d fields", c.def.Name, len(c.offsets), len(c.def.Fields))
 		}
 		for name, off := range c.offsets {
-			if want, ok := l.Offsets[name]; !ok || int(off) != want {
-				t.Errorf("%s.%s on %s: Go offset %d, C offset %d", c.def.name, name, a.Name, off, want)
+			if p, ok := l.At[name]; !ok || int(off) != p.Off {
+				t.Errorf("%s.%s on %s: Go offset %d, C offset %d", c.def.Name, name, a.Name, off, p.Off)
 			}
 		}
 	}
@@ -187,24 +189,24 @@ func TestEncodeSessionOp(t *testing.T) {
 	s2 := SessionFields{Cipher: 2, KeyLen: 24, Key: 0x1000, CRID: 0x03000000}
 	cases := []struct {
 		name     string
-		arch     Arch
+		arch     cabi.Arch
 		f        SessionFields
 		session2 bool
 		want     string
 	}{
-		{"aes/386", Arch386, cipher, false,
+		{"aes/386", cabi.Arch386, cipher, false,
 			"0b000000 00000000 10000000 44332211 00000000 00000000 04030201"},
-		{"aes/arm", ArchARM, cipher, false,
+		{"aes/arm", cabi.ArchARM, cipher, false,
 			"0b000000 00000000 10000000 44332211 00000000 00000000 04030201"},
-		{"aes/amd64", ArchAMD64, cipher64, false,
+		{"aes/amd64", cabi.ArchAMD64, cipher64, false,
 			"0b000000 00000000 10000000 00000000 8877665544332211 00000000 00000000 0000000000000000 04030201 00000000"},
-		{"hmac/386", Arch386, mac, false,
+		{"hmac/386", cabi.Arch386, mac, false,
 			"00000000 07000000 00000000 00000000 14000000 d0c0b0a0 00000000"},
-		{"hmac/amd64", ArchAMD64, mac, false,
+		{"hmac/amd64", cabi.ArchAMD64, mac, false,
 			"00000000 07000000 00000000 00000000 0000000000000000 14000000 00000000 d0c0b0a000000000 00000000 00000000"},
-		{"session2/386", Arch386, s2, true,
+		{"session2/386", cabi.Arch386, s2, true,
 			"02000000 00000000 18000000 00100000 00000000 00000000 00000000 00000003" + strings.Repeat("00", 16)},
-		{"session2/amd64", ArchAMD64, s2, true,
+		{"session2/amd64", cabi.ArchAMD64, s2, true,
 			"02000000 00000000 18000000 00000000 0010000000000000 00000000 00000000 0000000000000000 00000000 00000003" + strings.Repeat("00", 16)},
 	}
 	for _, c := range cases {
@@ -217,10 +219,10 @@ func TestEncodeSessionOp(t *testing.T) {
 			t.Errorf("%s:\n got %x\nwant %x", c.name, got, want)
 		}
 	}
-	if _, err := EncodeSessionOp(Arch386, cipher64, false); err == nil {
+	if _, err := EncodeSessionOp(cabi.Arch386, cipher64, false); err == nil {
 		t.Error("a 64-bit key address must not encode on 386")
 	}
-	if _, err := EncodeSessionOp(Arch386, s2, false); err == nil {
+	if _, err := EncodeSessionOp(cabi.Arch386, s2, false); err == nil {
 		t.Error("crid must not encode into a plain session_op")
 	}
 }
@@ -230,16 +232,16 @@ func TestEncodeCryptOp(t *testing.T) {
 	mac := CryptFields{Ses: 9, Op: 0, Flags: 0, Len: 8, Src: 0x1000, MAC: 0x4000}
 	cases := []struct {
 		name string
-		arch Arch
+		arch cabi.Arch
 		f    CryptFields
 		want string
 	}{
-		{"cbc/386", Arch386, f, "04030201 0100 0000 20000000 00100000 00200000 00000000 00300000"},
-		{"cbc/arm", ArchARM, f, "04030201 0100 0000 20000000 00100000 00200000 00000000 00300000"},
-		{"cbc/amd64", ArchAMD64, f,
+		{"cbc/386", cabi.Arch386, f, "04030201 0100 0000 20000000 00100000 00200000 00000000 00300000"},
+		{"cbc/arm", cabi.ArchARM, f, "04030201 0100 0000 20000000 00100000 00200000 00000000 00300000"},
+		{"cbc/amd64", cabi.ArchAMD64, f,
 			"04030201 0100 0000 20000000 00000000 0010000000000000 0020000000000000 0000000000000000 0030000000000000"},
-		{"mac/386", Arch386, mac, "09000000 0000 0000 08000000 00100000 00000000 00400000 00000000"},
-		{"mac/amd64", ArchAMD64, mac,
+		{"mac/386", cabi.Arch386, mac, "09000000 0000 0000 08000000 00100000 00000000 00400000 00000000"},
+		{"mac/amd64", cabi.ArchAMD64, mac,
 			"09000000 0000 0000 08000000 00000000 0010000000000000 0000000000000000 0040000000000000 0000000000000000"},
 	}
 	for _, c := range cases {

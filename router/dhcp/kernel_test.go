@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router/netns"
 )
 
 // TestKernelInTheLoop boots Debian's 686 kernel in QEMU and runs the
@@ -30,16 +28,28 @@ func TestKernelInTheLoop(t *testing.T) {
 	}
 }
 
-// TestGuestServerAndClient runs the server on one end of a veth pair in
-// the guest's namespace and clients on the other end, in a namespace of
-// their own, with the real sockets: server4's UDP socket bound to the
-// interface, nclient4's raw packet socket.
+// TestGuestServerAndClient runs the server on one end of a veth pair and
+// clients on the other end, each end in a network namespace of its own
+// (package router/netns), with the real sockets: server4's UDP socket
+// bound to the interface, nclient4's raw packet socket.
 func TestGuestServerAndClient(t *testing.T) {
 	if !kerneltest.InGuest() {
 		t.Skip("needs network namespaces and veth: runs in the kerneltest guest (TestKernelInTheLoop)")
 	}
-	ns := newNetNS(t)
-	vethToNetNS(t, "dhcps", "192.168.7.1/24", "dhcpc", ns)
+	srvNS, err := netns.New("dhcp-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srvNS.Close()
+	cliNS, err := netns.New("dhcp-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cliNS.Close()
+	// The client's end has no address: it asks for one.
+	if err := netns.Veth(srvNS, "dhcps", "192.168.7.1/24", cliNS, "dhcpc", ""); err != nil {
+		t.Fatal(err)
+	}
 	site := &plan.Site{Kind: "site", Hostname: "gw", LAN: plan.SiteLAN{
 		Ports: []string{"lan1"}, Address: "192.168.7.1/24",
 		DHCP: plan.SiteDHCP{
@@ -69,7 +79,7 @@ func TestGuestServerAndClient(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- s.Serve(ctx) }()
+		go func() { done <- srvNS.Do(func() error { return s.Serve(ctx) }) }()
 		return s, func() {
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
@@ -92,14 +102,11 @@ func TestGuestServerAndClient(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			// Never unlocked: the thread ends with this goroutine,
-			// still in the client's namespace.
-			runtime.LockOSThread()
-			if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
-				t.Errorf("setns: %v", err)
-				return
+			// Run opens its sockets anew after errors: all of them in
+			// the client's namespace.
+			if err := cliNS.Do(func() error { c.Run(ctx); return nil }); err != nil {
+				t.Errorf("client %s: %v", mac, err)
 			}
-			c.Run(ctx)
 		}()
 		defer func() { cancel(); <-done }()
 		select {
@@ -140,7 +147,7 @@ func TestGuestServerAndClient(t *testing.T) {
 	// A renewal over the real sockets is ACKed and writes nothing.
 	saves := store.writes()
 	var nc exchanger
-	if err := inNetNS(ns, func() (err error) { nc, err = ca.open(); return }); err != nil {
+	if err := cliNS.Do(func() (err error) { nc, err = ca.open(); return }); err != nil {
 		t.Fatal(err)
 	}
 	before := ca.Lease()

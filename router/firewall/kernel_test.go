@@ -50,16 +50,22 @@ func TestGuestRouter(t *testing.T) {
 	wan, router, lan := newNetNS(t, "wan"), newNetNS(t, "router"), newNetNS(t, "lan")
 	link(t, router, "wan0", routerWAN+"/24", wan, "w0", wanHost+"/24")
 	link(t, router, "lan0", routerLAN+"/24", lan, "l0", lanHost+"/24")
-	lan.route(t, "default", routerLAN)
+	if err := lan.Route("default", netip.MustParseAddr(routerLAN), netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
 	// The wan host routes the LAN's private network to the router, as
 	// a hostile neighbour on the ISP's segment could: without the
 	// firewall those packets would be forwarded.
-	wan.route(t, "192.168.1.0/24", routerWAN)
-	router.sysctl(t, "net/ipv4/ip_forward", "1")
+	if err := wan.Route("192.168.1.0/24", netip.MustParseAddr(routerWAN), netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := router.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
+		t.Fatal(err)
+	}
 
 	// Another program's table in the router, which Apply must leave alone.
 	other := &nftables.Table{Name: "other", Family: nftables.TableFamilyIPv4}
-	c, err := nftables.New(nftables.WithNetNSFd(router.fd))
+	c, err := nftables.New(nftables.WithNetNSFd(router.FD()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +102,7 @@ func TestGuestRouter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := Apply(rs, InNetNS(router.fd)); err != nil {
+		if err := Apply(rs, InNetNS(router.FD())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,12 +155,12 @@ func TestGuestRouter(t *testing.T) {
 	})
 	t.Run("dhcp replies only from port 67", func(t *testing.T) {
 		var l net.PacketConn
-		if err := router.do(func() (err error) { l, err = net.ListenPacket("udp4", "0.0.0.0:68"); return }); err != nil {
+		if err := router.Do(func() (err error) { l, err = net.ListenPacket("udp4", "0.0.0.0:68"); return }); err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
 		send := func(sport int, msg string) {
-			err := wan.do(func() error {
+			err := wan.Do(func() error {
 				c, err := net.DialUDP("udp4", &net.UDPAddr{Port: sport}, &net.UDPAddr{IP: net.ParseIP(routerWAN), Port: 68})
 				if err != nil {
 					return err
@@ -217,7 +223,7 @@ func TestGuestRouter(t *testing.T) {
 	})
 
 	t.Run("counters", func(t *testing.T) {
-		cs, err := Counters(InNetNS(router.fd))
+		cs, err := Counters(InNetNS(router.FD()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +254,7 @@ func TestGuestRouter(t *testing.T) {
 // counter reads one named counter's packets in ns.
 func counter(t *testing.T, ns *netNS, name string) uint64 {
 	t.Helper()
-	cs, err := Counters(InNetNS(ns.fd))
+	cs, err := Counters(InNetNS(ns.FD()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,159 +5,36 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
-	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/router/netns"
 )
 
-// netNS is a network namespace made for a guest test, kept open by fd.
-// Only used inside the kerneltest guest: the host's namespaces are never
-// touched.
-type netNS struct {
-	name string
-	fd   int
-	nl   *netlink.Handle // rtnetlink socket opened inside the namespace
-}
+// netNS is a network namespace made for a guest test (package
+// router/netns) with the test's own traffic helpers. Only used inside the
+// kerneltest guest: the host's namespaces are never touched.
+type netNS struct{ *netns.NS }
 
-// newNetNS creates a network namespace: unshare on a locked thread, keep
-// an fd to it, switch the thread back.
 func newNetNS(t *testing.T, name string) *netNS {
 	t.Helper()
-	ns := &netNS{name: name}
-	err := onLockedThread(func() error {
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("unshare: %w", err)
-		}
-		fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		ns.fd = fd
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("netns %s: %v", name, err)
-	}
-	t.Cleanup(func() { unix.Close(ns.fd) })
-	err = ns.do(func() error {
-		// The ROUTE family only: netlink's default handle also opens a
-		// netfilter socket.
-		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-		if err != nil {
-			return err
-		}
-		ns.nl = h
-		lo, err := h.LinkByName("lo")
-		if err != nil {
-			return err
-		}
-		return h.LinkSetUp(lo)
-	})
-	if err != nil {
-		t.Fatalf("netns %s: %v", name, err)
-	}
-	t.Cleanup(ns.nl.Close)
-	return ns
-}
-
-// onLockedThread runs f on a locked OS thread and puts the thread back in
-// the network namespace it started in. If that fails the thread stays
-// locked, and Go ends it with the goroutine rather than reuse it.
-func onLockedThread(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(orig)
-		ferr := f()
-		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("back to the original netns: %w", err)
-			return // thread stays locked and dies with this goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
-// do runs f inside the namespace. Sockets f opens stay in it.
-func (ns *netNS) do(f func() error) error {
-	return onLockedThread(func() error {
-		if err := unix.Setns(ns.fd, unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("setns %s: %w", ns.name, err)
-		}
-		return f()
-	})
-}
-
-// link joins a and b with a veth pair named aName (in a) and bName (in
-// b), gives each end its address and brings both up.
-func link(t *testing.T, a *netNS, aName, aAddr string, b *netNS, bName, bAddr string) {
-	t.Helper()
-	err := a.nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName})
-	if err != nil {
-		t.Fatalf("veth %s-%s: %v", aName, bName, err)
-	}
-	peer, err := a.nl.LinkByName(bName)
+	ns, err := netns.New(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.nl.LinkSetNsFd(peer, b.fd); err != nil {
-		t.Fatalf("moving %s to %s: %v", bName, b.name, err)
-	}
-	for _, end := range []struct {
-		ns         *netNS
-		name, addr string
-	}{{a, aName, aAddr}, {b, bName, bAddr}} {
-		l, err := end.ns.nl.LinkByName(end.name)
-		if err != nil {
-			t.Fatalf("%s in %s: %v", end.name, end.ns.name, err)
-		}
-		addr, err := netlink.ParseAddr(end.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := end.ns.nl.AddrAdd(l, addr); err != nil {
-			t.Fatalf("%s %s: %v", end.name, end.addr, err)
-		}
-		if err := end.ns.nl.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t.Cleanup(func() { ns.Close() })
+	return &netNS{ns}
 }
 
-// route adds a route in ns: to dst ("default" or a prefix) via gw.
-func (ns *netNS) route(t *testing.T, dst, gw string) {
+// link joins a and b with a veth pair, gives each end its address and
+// brings both up.
+func link(t *testing.T, a *netNS, aName, aAddr string, b *netNS, bName, bAddr string) {
 	t.Helper()
-	r := &netlink.Route{Gw: net.ParseIP(gw)}
-	if dst != "default" {
-		_, n, err := net.ParseCIDR(dst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Dst = n
-	}
-	if err := ns.nl.RouteAdd(r); err != nil {
-		t.Fatalf("%s: route %s via %s: %v", ns.name, dst, gw, err)
-	}
-}
-
-// sysctl writes a /proc/sys file inside ns (net sysctls are per
-// namespace, resolved for the opening thread).
-func (ns *netNS) sysctl(t *testing.T, path, val string) {
-	t.Helper()
-	if err := ns.do(func() error { return os.WriteFile("/proc/sys/"+path, []byte(val), 0o644) }); err != nil {
-		t.Fatalf("%s: %s=%s: %v", ns.name, path, val, err)
+	if err := netns.Veth(a.NS, aName, aAddr, b.NS, bName, bAddr); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -166,8 +43,8 @@ func (ns *netNS) sysctl(t *testing.T, path, val string) {
 func (ns *netNS) serveTCP(t *testing.T, addr string) {
 	t.Helper()
 	var l net.Listener
-	if err := ns.do(func() (err error) { l, err = net.Listen("tcp4", addr); return }); err != nil {
-		t.Fatalf("%s: listen %s: %v", ns.name, addr, err)
+	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp4", addr); return }); err != nil {
+		t.Fatalf("%s: listen %s: %v", ns.Name, addr, err)
 	}
 	t.Cleanup(func() { l.Close() })
 	go func() {
@@ -186,7 +63,7 @@ func (ns *netNS) serveTCP(t *testing.T, addr string) {
 // server saw, or an error when no connection came about within timeout.
 func (ns *netNS) dialTCP(addr string, timeout time.Duration) (netip.Addr, error) {
 	var seen netip.Addr
-	err := ns.do(func() error {
+	err := ns.Do(func() error {
 		c, err := net.DialTimeout("tcp4", addr, timeout)
 		if err != nil {
 			return err
@@ -207,7 +84,7 @@ func (ns *netNS) dialTCP(addr string, timeout time.Duration) (netip.Addr, error)
 // counts the replies that come back within two seconds of the last.
 func (ns *netNS) ping(addr string, n int) (int, error) {
 	var c *icmp.PacketConn
-	if err := ns.do(func() (err error) { c, err = icmp.ListenPacket("ip4:icmp", "0.0.0.0"); return }); err != nil {
+	if err := ns.Do(func() (err error) { c, err = icmp.ListenPacket("ip4:icmp", "0.0.0.0"); return }); err != nil {
 		return 0, err
 	}
 	defer c.Close()

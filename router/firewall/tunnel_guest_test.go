@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 )
@@ -23,9 +22,14 @@ const (
 
 // tunnelChecks runs after the firewall with the tunnel is applied.
 func tunnelChecks(t *testing.T, wan, router, lan *netNS) {
-	wan.addAddr(t, "w0", tunnelPeer+"/24")
-	wan.addAddr(t, "w0", remoteHost+"/32")
-	router.route(t, remoteNet, wanHost)
+	for _, a := range []string{tunnelPeer + "/24", remoteHost + "/32"} {
+		if err := wan.AddAddr("w0", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := router.Route(remoteNet, netip.MustParseAddr(wanHost), netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
 	wan.serveTCP(t, remoteHost+":9002")
 
 	// No ESP handler is loaded in the guest, so ESP the firewall lets in
@@ -65,22 +69,6 @@ func tunnelChecks(t *testing.T, wan, router, lan *netNS) {
 	})
 }
 
-// addAddr adds an address to a link of ns.
-func (ns *netNS) addAddr(t *testing.T, link, addr string) {
-	t.Helper()
-	l, err := ns.nl.LinkByName(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := netlink.ParseAddr(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ns.nl.AddrAdd(l, a); err != nil {
-		t.Fatalf("%s: %s on %s: %v", ns.name, addr, link, err)
-	}
-}
-
 // sendESP sends one ESP packet from src (an address of ns) to dst and
 // says whether dst answered with ICMP protocol unreachable for it within
 // two seconds.
@@ -88,7 +76,7 @@ func (ns *netNS) sendESP(t *testing.T, src, dst string) bool {
 	t.Helper()
 	var ic *icmp.PacketConn
 	var esp net.PacketConn
-	err := ns.do(func() (err error) {
+	err := ns.Do(func() (err error) {
 		if ic, err = icmp.ListenPacket("ip4:icmp", "0.0.0.0"); err != nil {
 			return err
 		}
@@ -127,7 +115,7 @@ func (ns *netNS) sendESP(t *testing.T, src, dst string) bool {
 // dialTCPFrom is dialTCP from a given local address of ns.
 func (ns *netNS) dialTCPFrom(src, addr string, timeout time.Duration) (netip.Addr, error) {
 	var seen netip.Addr
-	err := ns.do(func() error {
+	err := ns.Do(func() error {
 		d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 		c, err := d.Dial("tcp4", addr)
 		if err != nil {

@@ -18,8 +18,8 @@
 // the Geode boards, aligns __u64 to 4 bytes and expects 220 and 164, so
 // adding an SA fails there with EINVAL. Here every struct is described
 // field by field as include/uapi/linux/xfrm.h declares it and laid out
-// per GOARCH (see Arch): 386, arm (EABI, which happens to match amd64)
-// and amd64, pinned byte for byte in the tests.
+// per GOARCH by internal/cabi (see HostArch): 386, arm (EABI, which
+// happens to match amd64) and amd64, pinned byte for byte in the tests.
 //
 // The kernel needs the modules in Modules, loaded in that order.
 package ipsec

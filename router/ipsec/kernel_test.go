@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ocfw/ocfw/internal/cabi"
 	"github.com/ocfw/ocfw/internal/kerneltest"
 )
 
@@ -475,17 +476,17 @@ func TestGuestKernelWantsThisLayout(t *testing.T) {
 	if !kerneltest.InGuest() {
 		t.Skip("runs in the kerneltest guest (TestKernelInTheLoop)")
 	}
-	if h, _ := HostArch(); h != Arch386 {
+	if h, _ := HostArch(); h != cabi.Arch386 {
 		t.Skipf("the guest kernel is not i386 but %s", h.Name)
 	}
 	s := newSites(t)
 	a := testTunnel("aes-128-cbc", "hmac-sha1", false)
-	s.hA.arch = ArchAMD64
+	s.hA.arch = cabi.ArchAMD64
 	err := s.hA.Install(a)
 	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "tunnel site-b: add SA out (spi 0xcf0a001, 198.51.100.1 -> 198.51.100.2)") {
 		t.Errorf("Install with amd64 structs on the i386 kernel: %v, want EINVAL naming the tunnel and SA", err)
 	}
 	t.Logf("amd64 layout on the i386 kernel: %v", err)
-	s.hA.arch = Arch386
+	s.hA.arch = cabi.Arch386
 	install(t, s.hA, a)
 }

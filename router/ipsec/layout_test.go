@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"unsafe"
+
+	"github.com/ocfw/ocfw/internal/cabi"
 )
 
 // The sizes and offsets below were worked out by hand from
@@ -32,7 +34,7 @@ import (
 //   - xfrm_algo: alg_name[64], alg_key_len 64: 68; xfrm_algo_auth adds
 //     alg_trunc_len at 68: 72; xfrm_replay_state_esn: six u32, 24.
 var wantLayouts = []struct {
-	def     *structDef
+	def     *cabi.Struct
 	size    [3]int // 386, arm, amd64
 	offsets map[string]int
 }{
@@ -61,18 +63,18 @@ var wantLayouts = []struct {
 	{replayESNDef, [3]int{24, 24, 24}, map[string]int{"bmp_len": 0, "oseq": 4, "seq": 8, "oseq_hi": 12, "seq_hi": 16, "replay_window": 20}},
 }
 
-var arches = []Arch{Arch386, ArchARM, ArchAMD64}
+var arches = []cabi.Arch{cabi.Arch386, cabi.ArchARM, cabi.ArchAMD64}
 
 func TestLayouts(t *testing.T) {
 	for _, w := range wantLayouts {
 		for i, a := range arches {
-			l := w.def.layout(a)
+			l := w.def.Layout(a)
 			if l.Size != w.size[i] {
-				t.Errorf("sizeof(%s) on %s = %d, want %d", w.def.name, a.Name, l.Size, w.size[i])
+				t.Errorf("sizeof(%s) on %s = %d, want %d", w.def.Name, a.Name, l.Size, w.size[i])
 			}
 			for path, want := range w.offsets {
-				if got, ok := l.Offsets[path]; !ok || got != want {
-					t.Errorf("%s.%s on %s at %d (known %v), want %d", w.def.name, path, a.Name, got, ok, want)
+				if p, ok := l.At[path]; !ok || p.Off != want {
+					t.Errorf("%s.%s on %s at %d (known %v), want %d", w.def.Name, path, a.Name, p.Off, ok, want)
 				}
 			}
 		}
@@ -155,7 +157,7 @@ func TestLayoutMatchesGoCompiler(t *testing.T) {
 	var pid cUserpolicyID
 	var sel cSelector
 	cases := []struct {
-		def     *structDef
+		def     *cabi.Struct
 		size    uintptr
 		offsets map[string]uintptr
 	}{
@@ -180,35 +182,35 @@ func TestLayoutMatchesGoCompiler(t *testing.T) {
 			"index": unsafe.Offsetof(pid.Index), "dir": unsafe.Offsetof(pid.Dir)}},
 	}
 	for _, c := range cases {
-		l := c.def.layout(a)
+		l := c.def.Layout(a)
 		if int(c.size) != l.Size {
-			t.Errorf("%s on %s: Go says %d bytes, the description %d", c.def.name, a.Name, c.size, l.Size)
+			t.Errorf("%s on %s: Go says %d bytes, the description %d", c.def.Name, a.Name, c.size, l.Size)
 		}
 		for path, off := range c.offsets {
-			if int(off) != l.Offsets[path] {
-				t.Errorf("%s.%s on %s: Go says offset %d, the description %d", c.def.name, path, a.Name, off, l.Offsets[path])
+			if p, ok := l.At[path]; !ok || int(off) != p.Off {
+				t.Errorf("%s.%s on %s: Go says offset %d, the description %d (known %v)", c.def.Name, path, a.Name, off, p.Off, ok)
 			}
 		}
 	}
 }
 
 func TestRecordRejectsMistakes(t *testing.T) {
-	r := usersaIDDef.newRecord(Arch386)
+	r := newRecord(usersaIDDef, cabi.Arch386)
 	r.putU32("spi", 1) // spi is __be32
 	if r.err == nil {
 		t.Error("writing a __be32 field as host-order u32 was accepted")
 	}
-	r = usersaIDDef.newRecord(Arch386)
+	r = newRecord(usersaIDDef, cabi.Arch386)
 	r.putU8("nosuch", 1)
 	if r.err == nil {
 		t.Error("writing an unknown field was accepted")
 	}
-	r = algoDef.newRecord(Arch386)
+	r = newRecord(algoDef, cabi.Arch386)
 	r.putBytes("alg_name", make([]byte, 65))
 	if r.err == nil {
 		t.Error("a 65-byte name fit in alg_name[64]")
 	}
-	if _, err := usersaInfoDef.readRecord(Arch386, make([]byte, 219)); err == nil {
+	if _, err := readRecord(usersaInfoDef, cabi.Arch386, make([]byte, 219)); err == nil {
 		t.Error("reading xfrm_usersa_info from 219 bytes worked on 386")
 	}
 }

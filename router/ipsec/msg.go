@@ -6,6 +6,8 @@ import (
 	"net/netip"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/internal/cabi"
 )
 
 // Message types, attributes and values of include/uapi/linux/xfrm.h.
@@ -95,14 +97,14 @@ func attr(b []byte, typ uint16, payload ...[]byte) []byte {
 	for _, p := range payload {
 		b = append(b, p...)
 	}
-	return append(b, make([]byte, alignUp(n, 4)-n)...)
+	return append(b, make([]byte, nlAlign(n)-n)...)
 }
 
 // encodeNewSA is the body of an XFRM_MSG_NEWSA (after the nlmsghdr):
 // xfrm_usersa_info and the algorithm and replay attributes.
-func encodeNewSA(a Arch, m saMsg) ([]byte, error) {
+func encodeNewSA(a cabi.Arch, m saMsg) ([]byte, error) {
 	fam := family(m.dst)
-	r := usersaInfoDef.newRecord(a)
+	r := newRecord(usersaInfoDef, a)
 	// The SA's selector stays empty (any inner addresses of the family):
 	// which traffic uses the SA is the policies' business, as in
 	// strongSwan's tunnel-mode SAs.
@@ -126,10 +128,10 @@ func encodeNewSA(a Arch, m saMsg) ([]byte, error) {
 	}
 	b := r.b
 
-	crypt := algoDef.newRecord(a)
+	crypt := newRecord(algoDef, a)
 	crypt.putBytes("alg_name", []byte(m.cryptName))
 	crypt.putU32("alg_key_len", uint32(len(m.cryptKey)*8))
-	auth := algoAuthDef.newRecord(a)
+	auth := newRecord(algoAuthDef, a)
 	auth.putBytes("alg_name", []byte(m.authName))
 	auth.putU32("alg_key_len", uint32(len(m.authKey)*8))
 	auth.putU32("alg_trunc_len", m.truncBits)
@@ -146,7 +148,7 @@ func encodeNewSA(a Arch, m saMsg) ([]byte, error) {
 			return nil, fmt.Errorf("ipsec: replay window %d: want 1 to %d packets with extended sequence numbers", m.replayWindow, maxReplayWindow)
 		}
 		words := (m.replayWindow + 31) / 32
-		esn := replayESNDef.newRecord(a)
+		esn := newRecord(replayESNDef, a)
 		esn.putU32("bmp_len", words)
 		esn.putU32("replay_window", m.replayWindow)
 		if esn.err != nil {
@@ -159,8 +161,8 @@ func encodeNewSA(a Arch, m saMsg) ([]byte, error) {
 
 // encodeSAID is the body of XFRM_MSG_GETSA and XFRM_MSG_DELSA: the SA's
 // identity (destination, SPI, protocol).
-func encodeSAID(a Arch, dst netip.Addr, spi uint32) ([]byte, error) {
-	r := usersaIDDef.newRecord(a)
+func encodeSAID(a cabi.Arch, dst netip.Addr, spi uint32) ([]byte, error) {
+	r := newRecord(usersaIDDef, a)
 	r.putBytes("daddr", addrBytes(dst))
 	r.putBE32("spi", spi)
 	r.putU16("family", family(dst))
@@ -189,8 +191,8 @@ func putSelector(r *record, src, dst netip.Prefix) {
 
 // encodePolicy is the body of an XFRM_MSG_UPDPOLICY:
 // xfrm_userpolicy_info and an XFRMA_TMPL with one xfrm_user_tmpl.
-func encodePolicy(a Arch, m policyMsg) ([]byte, error) {
-	r := userpolicyInfoDef.newRecord(a)
+func encodePolicy(a cabi.Arch, m policyMsg) ([]byte, error) {
+	r := newRecord(userpolicyInfoDef, a)
 	putSelector(r, m.src, m.dst)
 	putInfiniteLifetime(r, "lft.")
 	r.putU32("priority", m.priority)
@@ -199,7 +201,7 @@ func encodePolicy(a Arch, m policyMsg) ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	t := userTmplDef.newRecord(a)
+	t := newRecord(userTmplDef, a)
 	t.putBytes("id.daddr", addrBytes(m.tunnelDst))
 	t.putU8("id.proto", protoESP) // id.spi 0: any SA that fits
 	t.putU16("family", family(m.tunnelDst))
@@ -218,8 +220,8 @@ func encodePolicy(a Arch, m policyMsg) ([]byte, error) {
 
 // encodePolicyID is the body of an XFRM_MSG_DELPOLICY: the policy's
 // selector and direction.
-func encodePolicyID(a Arch, src, dst netip.Prefix, dir uint8) ([]byte, error) {
-	r := userpolicyIDDef.newRecord(a)
+func encodePolicyID(a cabi.Arch, src, dst netip.Prefix, dir uint8) ([]byte, error) {
+	r := newRecord(userpolicyIDDef, a)
 	putSelector(r, src, dst)
 	r.putU8("dir", dir)
 	return r.b, r.err
@@ -238,8 +240,8 @@ type saState struct {
 }
 
 // decodeSA reads the body of an XFRM_MSG_NEWSA message.
-func decodeSA(a Arch, body []byte) (*saState, error) {
-	r, err := usersaInfoDef.readRecord(a, body)
+func decodeSA(a cabi.Arch, body []byte) (*saState, error) {
+	r, err := readRecord(usersaInfoDef, a, body)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +269,7 @@ func decodeSA(a Arch, body []byte) (*saState, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	attrs, err := parseAttrs(body[alignUp(len(r.b), 4):])
+	attrs, err := parseAttrs(body[nlAlign(len(r.b)):])
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +286,7 @@ func decodeSA(a Arch, body []byte) (*saState, error) {
 		}
 	}
 	if p, ok := attrs[attrReplayESN]; ok {
-		esn, err := replayESNDef.readRecord(a, p)
+		esn, err := readRecord(replayESNDef, a, p)
 		if err != nil {
 			return nil, err
 		}
@@ -293,12 +295,12 @@ func decodeSA(a Arch, body []byte) (*saState, error) {
 	return s, nil
 }
 
-func decodeAlgo(a Arch, p []byte, auth bool) (name string, key []byte, trunc uint32, err error) {
+func decodeAlgo(a cabi.Arch, p []byte, auth bool) (name string, key []byte, trunc uint32, err error) {
 	def := algoDef
 	if auth {
 		def = algoAuthDef
 	}
-	r, err := def.readRecord(a, p)
+	r, err := readRecord(def, a, p)
 	if err != nil {
 		return "", nil, 0, err
 	}
@@ -315,7 +317,7 @@ func decodeAlgo(a Arch, p []byte, auth bool) (name string, key []byte, trunc uin
 	}
 	n := int(bits+7) / 8
 	if len(p)-len(r.b) < n {
-		return "", nil, 0, fmt.Errorf("ipsec: %s attribute holds %d key bytes, says %d bits", def.name, len(p)-len(r.b), bits)
+		return "", nil, 0, fmt.Errorf("ipsec: %s attribute holds %d key bytes, says %d bits", def.Name, len(p)-len(r.b), bits)
 	}
 	return string(raw), append([]byte(nil), p[len(r.b):len(r.b)+n]...), trunc, r.err
 }
@@ -330,10 +332,15 @@ func parseAttrs(b []byte) (map[uint16][]byte, error) {
 			return nil, fmt.Errorf("ipsec: netlink attribute of length %d in %d bytes", n, len(b))
 		}
 		out[typ] = b[unix.SizeofNlAttr:n]
-		if alignUp(n, 4) >= len(b) {
+		if nlAlign(n) >= len(b) {
 			break
 		}
-		b = b[alignUp(n, 4):]
+		b = b[nlAlign(n):]
 	}
 	return out, nil
 }
+
+// nlAlign rounds n up to 4 bytes, to which netlink pads messages
+// (NLMSG_ALIGNTO), attributes (NLA_ALIGNTO) and the struct that starts a
+// message.
+func nlAlign(n int) int { return (n + 3) &^ 3 }

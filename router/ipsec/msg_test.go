@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink/nl"
+
+	"github.com/ocfw/ocfw/internal/cabi"
 )
 
 // le and be write into an expected message at a hand-derived offset, so
@@ -88,9 +90,9 @@ func wantNewSA(infoSize int) []byte {
 
 func TestEncodeNewSA(t *testing.T) {
 	for _, c := range []struct {
-		arch     Arch
+		arch     cabi.Arch
 		infoSize int
-	}{{Arch386, 220}, {ArchARM, 224}, {ArchAMD64, 224}} {
+	}{{cabi.Arch386, 220}, {cabi.ArchARM, 224}, {cabi.ArchAMD64, 224}} {
 		got, err := encodeNewSA(c.arch, testSA())
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +103,7 @@ func TestEncodeNewSA(t *testing.T) {
 	}
 	m := testSA()
 	m.esn, m.replayWindow = false, 0
-	got, err := encodeNewSA(Arch386, m)
+	got, err := encodeNewSA(cabi.Arch386, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestEncodeNewSA(t *testing.T) {
 		t.Errorf("without replay window: flags %#x, %d bytes; want no ESN flag and no replay attribute", got[216], len(got))
 	}
 	m.esn = true
-	if _, err := encodeNewSA(Arch386, m); err == nil {
+	if _, err := encodeNewSA(cabi.Arch386, m); err == nil {
 		t.Error("ESN without a replay window encoded (the kernel refuses it)")
 	}
 }
@@ -120,9 +122,9 @@ func TestEncodePolicy(t *testing.T) {
 		dir: policyOut, priority: 0x0fd8, tunnelSrc: wanA, tunnelDst: wanB, reqid: 0x0cf00001,
 	}
 	for _, c := range []struct {
-		arch     Arch
+		arch     cabi.Arch
 		infoSize int
-	}{{Arch386, 164}, {ArchARM, 168}, {ArchAMD64, 168}} {
+	}{{cabi.Arch386, 164}, {cabi.ArchARM, 168}, {cabi.ArchAMD64, 168}} {
 		want := make([]byte, c.infoSize+4+64)
 		copy(want[0:], []byte{10, 2, 3, 0})  // sel.daddr
 		copy(want[16:], []byte{10, 1, 0, 0}) // sel.saddr
@@ -159,7 +161,7 @@ func TestEncodePolicy(t *testing.T) {
 }
 
 func TestEncodeIDs(t *testing.T) {
-	got, err := encodeSAID(Arch386, wanB, 0x0cf00002)
+	got, err := encodeSAID(cabi.Arch386, wanB, 0x0cf00002)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +173,7 @@ func TestEncodeIDs(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("xfrm_usersa_id:\n got %x\nwant %x", got, want)
 	}
-	got, err = encodePolicyID(Arch386, netip.MustParsePrefix("10.2.0.0/24"), netip.MustParsePrefix("10.1.0.0/24"), policyFwd)
+	got, err = encodePolicyID(cabi.Arch386, netip.MustParsePrefix("10.2.0.0/24"), netip.MustParsePrefix("10.1.0.0/24"), policyFwd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestEncodeIDs(t *testing.T) {
 // same bytes as this package's amd64 layout; for 386 they must not.
 func TestAgainstNetlinkLibrary(t *testing.T) {
 	for _, c := range []struct {
-		def         *structDef
+		def         *cabi.Struct
 		nlSize      int
 		i386Differs bool
 	}{
@@ -207,12 +209,12 @@ func TestAgainstNetlinkLibrary(t *testing.T) {
 		{replayESNDef, nl.SizeofXfrmReplayStateEsn, false},
 		{statsDef, nl.SizeofXfrmStats, false},
 	} {
-		if got := c.def.layout(ArchAMD64).Size; got != c.nlSize {
-			t.Errorf("sizeof(%s) on amd64 = %d, netlink library %d", c.def.name, got, c.nlSize)
+		if got := c.def.Layout(cabi.ArchAMD64).Size; got != c.nlSize {
+			t.Errorf("sizeof(%s) on amd64 = %d, netlink library %d", c.def.Name, got, c.nlSize)
 		}
-		if differs := c.def.layout(Arch386).Size != c.nlSize; differs != c.i386Differs {
+		if differs := c.def.Layout(cabi.Arch386).Size != c.nlSize; differs != c.i386Differs {
 			t.Errorf("%s: 386 size %d against the library's %d: differs = %v, want %v",
-				c.def.name, c.def.layout(Arch386).Size, c.nlSize, differs, c.i386Differs)
+				c.def.Name, c.def.Layout(cabi.Arch386).Size, c.nlSize, differs, c.i386Differs)
 		}
 	}
 
@@ -235,7 +237,7 @@ func TestAgainstNetlinkLibrary(t *testing.T) {
 	want = attr(want, attrAlgCrypt, crypt.Serialize())
 	want = attr(want, attrAuthTrunc, auth.Serialize())
 	want = attr(want, attrReplayESN, esn.Serialize(), make([]byte, 8)) // the library leaves the bitmap out
-	got, err := encodeNewSA(ArchAMD64, m)
+	got, err := encodeNewSA(cabi.ArchAMD64, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +257,7 @@ func TestAgainstNetlinkLibrary(t *testing.T) {
 	tmpl.XfrmId.Proto = protoESP
 	tmpl.Saddr.FromIP(net.IP(wanB.AsSlice()))
 	want = attr(pol.Serialize(), attrTmpl, tmpl.Serialize())
-	got, err = encodePolicy(ArchAMD64, policyMsg{
+	got, err = encodePolicy(cabi.ArchAMD64, policyMsg{
 		src: netip.MustParsePrefix("10.2.0.0/16"), dst: netip.MustParsePrefix("10.1.0.0/24"),
 		dir: policyIn, priority: 7, tunnelSrc: wanB, tunnelDst: wanA, reqid: 9,
 	})
@@ -272,9 +274,9 @@ func TestAgainstNetlinkLibrary(t *testing.T) {
 // attributes padded with XFRMA_PAD.
 func TestDecodeSA(t *testing.T) {
 	for _, c := range []struct {
-		arch     Arch
+		arch     cabi.Arch
 		infoSize int
-	}{{Arch386, 220}, {ArchARM, 224}, {ArchAMD64, 224}} {
+	}{{cabi.Arch386, 220}, {cabi.ArchARM, 224}, {cabi.ArchAMD64, 224}} {
 		full, err := encodeNewSA(c.arch, testSA())
 		if err != nil {
 			t.Fatal(err)
@@ -305,7 +307,7 @@ func TestDecodeSA(t *testing.T) {
 			t.Errorf("%s: an SA with another key compares the same", c.arch.Name)
 		}
 	}
-	if _, err := decodeSA(Arch386, make([]byte, 100)); err == nil || !strings.Contains(err.Error(), "220") {
+	if _, err := decodeSA(cabi.Arch386, make([]byte, 100)); err == nil || !strings.Contains(err.Error(), "220") {
 		t.Errorf("a short reply: %v, want an error naming the size", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/internal/cabi"
 )
 
 // Handle is a NETLINK_XFRM socket. It opens that family only: a handle
@@ -20,7 +22,7 @@ type Handle struct {
 	mu   sync.Mutex
 	fd   int
 	seq  uint32
-	arch Arch
+	arch cabi.Arch
 }
 
 // replyTimeout bounds the wait for the kernel's answer to one request.
@@ -200,10 +202,10 @@ func parseMessages(b []byte) ([]message, error) {
 			seq:   binary.LittleEndian.Uint32(b[8:]),
 			data:  b[unix.NLMSG_HDRLEN:n],
 		})
-		if alignUp(n, 4) >= len(b) {
+		if nlAlign(n) >= len(b) {
 			break
 		}
-		b = b[alignUp(n, 4):]
+		b = b[nlAlign(n):]
 	}
 	return out, nil
 }
@@ -231,7 +233,7 @@ func ackError(m message) error {
 	if off > len(m.data) {
 		return kerr
 	}
-	attrs, err := parseAttrs(m.data[alignUp(off, 4):])
+	attrs, err := parseAttrs(m.data[nlAlign(off):])
 	if err == nil {
 		if s, ok := attrs[unix.NLMSGERR_ATTR_MSG]; ok {
 			for i, c := range s {

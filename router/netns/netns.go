@@ -126,8 +126,8 @@ func onLockedThread(f func() error) error {
 }
 
 // Veth joins a and b with a veth pair, aName in a and bName in b, gives
-// each end its address (a prefix such as "198.51.100.1/24") and brings
-// both up. Needs module veth.
+// each end its address (a prefix such as "198.51.100.1/24"; "" for none,
+// as a DHCP client's end starts) and brings both up. Needs module veth.
 func Veth(a *NS, aName, aAddr string, b *NS, bName, bAddr string) error {
 	if err := a.nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName}); err != nil {
 		return fmt.Errorf("netns: veth %s-%s: %w%s", aName, bName, err, vethHint(err))
@@ -143,8 +143,10 @@ func Veth(a *NS, aName, aAddr string, b *NS, bName, bAddr string) error {
 		ns         *NS
 		name, addr string
 	}{{a, aName, aAddr}, {b, bName, bAddr}} {
-		if err := end.ns.AddAddr(end.name, end.addr); err != nil {
-			return err
+		if end.addr != "" {
+			if err := end.ns.AddAddr(end.name, end.addr); err != nil {
+				return err
+			}
 		}
 		l, err := end.ns.nl.LinkByName(end.name)
 		if err != nil {
