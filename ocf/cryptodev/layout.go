@@ -3,7 +3,9 @@ package cryptodev
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 
 	"github.com/ocfw/ocfw/internal/cabi"
 )
@@ -30,7 +32,9 @@ func HostArch() (cabi.Arch, error) {
 func encode(s *cabi.Struct, a cabi.Arch, values map[string]uint64) ([]byte, error) {
 	l := s.Layout(a)
 	b := make([]byte, l.Size)
-	for name, v := range values {
+	// Sorted, so that of several bad values the same one is named each time.
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		v := values[name]
 		p, ok := l.At[name]
 		switch {
 		case !ok:
