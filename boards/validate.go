@@ -12,11 +12,13 @@ import (
 )
 
 var (
-	nameRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
-	pciRE   = regexp.MustCompile(`^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$`)
-	bauds   = []int{9600, 19200, 38400, 57600, 115200}
-	ttyRE   = regexp.MustCompile(`^tty(S|AMA)[0-9]$`)
-	labelRE = regexp.MustCompile(`^[A-Z0-9_]{1,11}$`)
+	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
+	pciRE  = regexp.MustCompile(`^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$`)
+	bauds  = []int{9600, 19200, 38400, 57600, 115200}
+	ttyRE  = regexp.MustCompile(`^tty(S|AMA)[0-9]$`)
+	// configOption is a kernel config option, as a profile names one.
+	configOption = regexp.MustCompile(`^CONFIG_[A-Z0-9_]+$`)
+	labelRE      = regexp.MustCompile(`^[A-Z0-9_]{1,11}$`)
 )
 
 // checker collects semantic errors located through the decoder's positions.
@@ -188,6 +190,12 @@ func (b *Board) validate(skip map[string]bool) ErrorList {
 	if b.Kernel.Source == plan.KernelDebian {
 		c.required("kernel.package", b.Kernel.Package, `the Debian kernel package, e.g. "linux-image-686"`)
 		c.required("kernel.arch", b.Kernel.Arch, `the package's Debian architecture, e.g. "i386"`)
+	}
+	if d := b.Kernel.DTB; d != "" && (!strings.HasSuffix(d, ".dtb") || strings.ContainsAny(d, "/ ")) {
+		c.errorf("kernel.dtb", "kernel.dtb %s: want a device tree file name such as \"intel-ixp42x-linksys-nslu2.dtb\"", quote(d))
+	}
+	if f := b.Kernel.BoardFile; f != "" && !configOption.MatchString(f) {
+		c.errorf("kernel.board_file", "kernel.board_file %s: want a kernel config option such as \"CONFIG_MACH_NSLU2\"", quote(f))
 	}
 	wantImage := map[string]string{ArchI586: "bzImage", ArchARMv5TE: "zImage"}[b.CPU.Arch]
 	if wantImage != "" && b.Kernel.Image != wantImage {

@@ -125,6 +125,11 @@ type Kernel struct {
 	Image   string `yaml:"image" json:"image"`               // bzImage or zImage
 	Note    string `yaml:"note" json:"note,omitempty"`       // what a user must know
 	Cmdline string `yaml:"cmdline" json:"cmdline,omitempty"` // extra kernel arguments
+	// DTB is the device tree a device-tree kernel for the board carries
+	// appended to its image (RedBoot passes none); BoardFile the config
+	// option of the board file that older kernels have instead.
+	DTB       string `yaml:"dtb" json:"dtb,omitempty"`
+	BoardFile string `yaml:"board_file" json:"board_file,omitempty"`
 }
 
 // ImageLayout is the shape of the image ocfw builds for the board.

@@ -96,22 +96,10 @@ func IXP4xx(p *plan.Plan) bool {
 	return p.Boot == plan.BootRedBoot && p.StandIn == nil && p.Go.GOARCH == "arm"
 }
 
-// ixp4xxBoard is what tells a kernel which IXP4xx board it runs on: the
-// device tree mainline has for it (5.x and later, where the board files
-// are gone) or the board file of older kernels.
-type ixp4xxBoard struct {
-	DTB     string
-	Machine string
-}
-
-var ixp4xxBoards = map[string]ixp4xxBoard{
-	"nslu2":        {DTB: "intel-ixp42x-linksys-nslu2.dtb", Machine: "CONFIG_MACH_NSLU2"},
-	"avila-gw2348": {DTB: "intel-ixp42x-gateworks-gw2348.dtb", Machine: "CONFIG_MACH_AVILA"},
-}
-
 // BoardDTB is the device tree a device-tree kernel for p's board carries
-// appended to its zImage, "" when ocfw knows none (a user's profile).
-func BoardDTB(p *plan.Plan) string { return ixp4xxBoards[p.Board].DTB }
+// appended to its zImage (the profile's kernel.dtb), "" when the profile
+// names none.
+func BoardDTB(p *plan.Plan) string { return p.Kernel.DTB }
 
 // Kernel versions the IXP4xx boards' kernels are judged by.
 const (
@@ -177,7 +165,7 @@ func Needs(p *plan.Plan) []Need {
 		one(GroupBoard, "CONFIG_CPU_BIG_ENDIAN", WantUnset, "little-endian: Go has no big-endian ARM port "+
 			"(mainline IXP4xx is big-endian only from "+LEBroken+" until the little-endian series, queued for "+LESeries+")")
 		one(GroupBoard, "CONFIG_AEABI", WantY, "Go's linux/arm binaries use the EABI system call convention")
-		b := ixp4xxBoards[p.Board]
+		b := p.Kernel
 		dt := []string{"CONFIG_ARM_APPENDED_DTB", "CONFIG_ARM_ATAG_DTB_COMPAT"}
 		why := "RedBoot passes no device tree: a device-tree kernel (5.x and later) needs the board's .dtb appended to the zImage, " +
 			"and keeps RedBoot's ATAG command line and initrd"
@@ -186,15 +174,15 @@ func Needs(p *plan.Plan) []Need {
 				"and keeps RedBoot's ATAG command line and initrd; an old board-file kernel (3.2 to 5.18) has the board built in instead"
 		}
 		alts := [][]string{dt}
-		if b.Machine != "" {
-			alts = append(alts, []string{b.Machine})
+		if b.BoardFile != "" {
+			alts = append(alts, []string{b.BoardFile})
 		}
 		needs = append(needs, Need{Group: GroupBoot, AnyOf: alts, Want: WantY, Why: why})
 		one(GroupBoot, "CONFIG_SERIAL_8250", WantY, "the console on "+p.Console.Device)
 		one(GroupBoot, "CONFIG_SERIAL_8250_CONSOLE", WantY, "kernel messages and the shell on "+p.Console.Device)
 		con := [][]string{{"CONFIG_SERIAL_OF_PLATFORM"}}
-		if b.Machine != "" {
-			con = append(con, []string{b.Machine})
+		if b.BoardFile != "" {
+			con = append(con, []string{b.BoardFile})
 		}
 		needs = append(needs, Need{Group: GroupBoot, AnyOf: con, Want: WantY,
 			Why: "the UART found from the device tree (a board-file kernel declares it itself)"})
@@ -225,7 +213,7 @@ func Needs(p *plan.Plan) []Need {
 		if len(p.Cards) > 0 {
 			one(GroupBoard, "CONFIG_PCI", WantY, "the cards in the mini-PCI slots")
 			alts := [][]string{{"CONFIG_PCI_IXP4XX"}}
-			if m := ixp4xxBoards[p.Board].Machine; m != "" {
+			if m := p.Kernel.BoardFile; m != "" {
 				alts = append(alts, []string{m})
 			}
 			needs = append(needs, Need{Group: GroupBoard, AnyOf: alts, Want: WantY,
