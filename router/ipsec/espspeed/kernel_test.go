@@ -147,7 +147,10 @@ func TestGuestMeasure(t *testing.T) {
 		if r.Driver != wantDriver[r.Engine] || !strings.HasPrefix(r.SADriver, "authencesn(hmac(sha1-") || !strings.HasSuffix(r.SADriver, ","+r.Driver+")") {
 			t.Errorf("%s: driver %s, SAs held %q; want %s under the SAs' authencesn", r.Engine, r.Driver, r.SADriver, wantDriver[r.Engine])
 		}
-		if r.CPU <= 0 || r.CPU > 1 {
+		// A fraction of the whole machine. The software cipher keeps the
+		// CPU busy; the test engine sleeps 2 ms a request, and /proc/stat
+		// counts in ticks, so its 64-byte row may read 0 (seen in CI).
+		if r.CPU < 0 || r.CPU > 1 || (r.Engine == Software && r.CPU == 0) {
 			t.Errorf("%s at %d: CPU %v", r.Engine, r.Size, r.CPU)
 		}
 	}
