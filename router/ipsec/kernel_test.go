@@ -191,13 +191,24 @@ func (s *sites) capture(t *testing.T, ns *netNS, ifname string) *capture {
 		defer quit.Done()
 		buf := make([]byte, 4096)
 		for {
+			// Once stopped, what the kernel has queued is still read
+			// (without waiting), so no frame of the exchange goes
+			// uncounted (seen in CI: 39 of 40).
+			stopping := false
 			select {
 			case <-done:
-				return
+				stopping = true
 			default:
 			}
-			n, from, err := unix.Recvfrom(fd, buf, 0)
+			flags := 0
+			if stopping {
+				flags = unix.MSG_DONTWAIT
+			}
+			n, from, err := unix.Recvfrom(fd, buf, flags)
 			if err != nil {
+				if stopping {
+					return
+				}
 				continue // timeout: look at done again
 			}
 			if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype != unix.PACKET_OUTGOING {
@@ -226,6 +237,14 @@ func (s *sites) capture(t *testing.T, ns *netNS, ifname string) *capture {
 	}
 	t.Cleanup(c.stop)
 	return c
+}
+
+// counts is what the capture has counted so far: ESP frames, and frames
+// with the marker in the clear.
+func (c *capture) counts() (esp, inClear int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.esp, c.clear
 }
 
 // resend puts the last ESP frame captured on the wire again, as an
@@ -319,8 +338,18 @@ func TestGuestTunnel(t *testing.T) {
 			}
 			took := time.Since(start)
 			wanB.stop()
-			if esp, clear := wanA.esp+wanB.esp, wanA.clear+wanB.clear; esp != 2*n || clear != 0 {
-				t.Errorf("the WAN link carried %d ESP packets (want %d) and %d with the marker in the clear (want 0)", esp, 2*n, clear)
+			// wanA stays open for the replay below: its reader may lag
+			// the wire by a frame, so wait (briefly) for the count.
+			esp, inClear := 0, 0
+			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				ea, ca := wanA.counts()
+				esp, inClear = ea+wanB.esp, ca+wanB.clear
+				if esp >= 2*n || time.Now().After(deadline) {
+					break
+				}
+			}
+			if esp != 2*n || inClear != 0 {
+				t.Errorf("the WAN link carried %d ESP packets (want %d) and %d with the marker in the clear (want 0)", esp, 2*n, inClear)
 			}
 			ca, cb := counters(t, s.hA, a), counters(t, s.hB, b)
 			t.Logf("%d round trips in %v; gwA %+v; gwB %+v", n, took.Round(time.Millisecond), ca, cb)
@@ -456,14 +485,17 @@ func TestGuestTamperedKey(t *testing.T) {
 		if got := s.exchange(t, n, 300, 500*time.Millisecond); got != 0 {
 			t.Fatalf("%d datagrams came back through an SA with the wrong key", got)
 		}
-		// The ICV is right, so the packet decrypts to garbage that
-		// fails ESP's padding or the inner header check: the netns's
-		// xfrm_stat counts it.
+		// The ICV is right, so every packet is taken in and decrypts to
+		// garbage that fails ESP's padding or the inner header check,
+		// which the netns's xfrm_stat counts — all but the one in 256
+		// whose garbage next-header byte reads IPIP: that one dies in the
+		// inner IP input, uncounted there (seen in CI: 9 of 10). Two are
+		// allowed: three in ten is a 1-in-100000 run.
 		stat, sum := s.gwB.xfrmErrors(t)
 		cb := counters(t, s.hB, b)
 		t.Logf("gwB %+v; xfrm_stat %v", cb, stat)
-		if sum < n {
-			t.Errorf("gwB xfrm_stat errors %v, want at least %d", stat, n)
+		if cb.In.Packets != n || sum < n-2 {
+			t.Errorf("gwB took in %d packets with %d xfrm_stat errors %v; want %d and at least %d", cb.In.Packets, sum, stat, n, n-2)
 		}
 	})
 }
