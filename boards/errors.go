@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // Error is one problem in a profile, located in its file. Line and Col
@@ -58,14 +58,14 @@ func (l ErrorList) err() error {
 
 // suggest returns ` (did you mean "x"?)` for the candidate nearest to
 // got, or "".
-func suggest(got string, candidates []string) string { return drivers.Suggest(got, candidates) }
+func suggest(got string, candidates []string) string { return catalog.Suggest(got, candidates) }
 
-// quote quotes a user's value for a message, cut to drivers.MaxShown
+// quote quotes a user's value for a message, cut to catalog.MaxShown
 // characters.
-func quote(s string) string { return drivers.Quote(s) }
+func quote(s string) string { return catalog.Quote(s) }
 
 // Suggest is suggest for other packages' flag errors.
-func Suggest(got string, candidates []string) string { return drivers.Suggest(got, candidates) }
+func Suggest(got string, candidates []string) string { return catalog.Suggest(got, candidates) }
 
 // quoteList quotes each name: "a", "b".
 func quoteList(names []string) string {

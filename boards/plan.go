@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -31,7 +31,7 @@ type FlagError struct {
 	Msg  string
 }
 
-func (e *FlagError) Error() string { return drivers.Clip(e.Flag) + ": " + e.Msg }
+func (e *FlagError) Error() string { return catalog.Clip(e.Flag) + ": " + e.Msg }
 
 // Resolve turns a request into a Plan, or explains why the combination
 // cannot work.
@@ -95,7 +95,7 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 	// Engines: on-chip, then cards in slot order, then software.
 	instances := map[string]int{}
 	addEngine := func(id, from string) {
-		e, _ := drivers.LookupEngine(id)
+		e, _ := catalog.LookupEngine(id)
 		p.Engines = append(p.Engines, plan.Engine{ID: e.ID, Instance: instances[id], From: from, Hardware: e.Hardware,
 			API: e.API, Module: e.Module, Async: e.Async, Mainline: e.Mainline, Requires: e.Requires, Quirks: e.Quirks})
 		instances[id]++
@@ -110,24 +110,24 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 		}
 		addEngine(pc.Engine, from)
 	}
-	addEngine(drivers.KernelSoft, "software")
-	addEngine(drivers.GoSoft, "software")
+	addEngine(catalog.KernelSoft, "software")
+	addEngine(catalog.GoSoft, "software")
 
 	// Ciphers.
 	names := req.Ciphers
 	if len(names) == 0 {
-		names = drivers.CipherNames()
+		names = catalog.CipherNames()
 	}
 	seen := map[string]bool{}
-	var chosen []*drivers.Cipher
+	var chosen []*catalog.Cipher
 	for _, n := range append(append([]string(nil), names...), req.RequireHW...) {
-		ci, ok := drivers.LookupCipher(n)
+		ci, ok := catalog.LookupCipher(n)
 		if !ok {
 			flag := "--cipher " + n
 			if !contains(names, n) {
 				flag = "--require-hw " + n
 			}
-			return nil, &FlagError{Flag: flag, Msg: fmt.Sprintf("unknown cipher %s%s; known ciphers: %s", quote(n), suggest(n, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))}
+			return nil, &FlagError{Flag: flag, Msg: fmt.Sprintf("unknown cipher %s%s; known ciphers: %s", quote(n), suggest(n, catalog.CipherNames()), strings.Join(catalog.CipherNames(), ", "))}
 		}
 		if !seen[n] {
 			seen[n] = true
@@ -171,27 +171,27 @@ func goTarget(arch string) plan.GoTarget {
 	}
 }
 
-func keyBits(c *drivers.Cipher) int {
-	if c.Kind == drivers.KindCipher {
+func keyBits(c *catalog.Cipher) int {
+	if c.Kind == catalog.KindCipher {
 		return c.KeyBits()
 	}
 	return 0
 }
 
 func cipherIndex(name string) int {
-	for i, n := range drivers.CipherNames() {
+	for i, n := range catalog.CipherNames() {
 		if n == name {
 			return i
 		}
 	}
-	return len(drivers.CipherNames())
+	return len(catalog.CipherNames())
 }
 
 // routes orders the engines that can serve c: engines doing it in
 // hardware (highest kernel priority first), then hardware engines that
 // accept it but fall back to software inside the driver, then kernel
 // software, then Go software — the firmware's final fallback.
-func routes(engines []plan.Engine, c *drivers.Cipher) []plan.Route {
+func routes(engines []plan.Engine, c *catalog.Cipher) []plan.Route {
 	type ranked struct {
 		r    plan.Route
 		tier int
@@ -199,7 +199,7 @@ func routes(engines []plan.Engine, c *drivers.Cipher) []plan.Route {
 	}
 	var rs []ranked
 	for i, pe := range engines {
-		e, _ := drivers.LookupEngine(pe.ID)
+		e, _ := catalog.LookupEngine(pe.ID)
 		cs, ok := e.Serves(c.Name)
 		if !ok {
 			continue
@@ -209,7 +209,7 @@ func routes(engines []plan.Engine, c *drivers.Cipher) []plan.Route {
 			driver = fmt.Sprintf(driver, pe.Instance)
 		}
 		hw := e.Hardware && containsInt(cs.HWKeyBits, keyBits(c))
-		if e.Hardware && c.Kind == drivers.KindMAC {
+		if e.Hardware && c.Kind == catalog.KindMAC {
 			hw = true // hardware MACs take any key length
 		}
 		tier := 3
@@ -218,7 +218,7 @@ func routes(engines []plan.Engine, c *drivers.Cipher) []plan.Route {
 			tier = 0
 		case e.Hardware:
 			tier = 1
-		case e.ID == drivers.KernelSoft:
+		case e.ID == catalog.KernelSoft:
 			tier = 2
 		}
 		rs = append(rs, ranked{plan.Route{Engine: pe.ID, Instance: pe.Instance, Driver: driver, API: e.API, Priority: cs.Priority,
@@ -252,7 +252,7 @@ func (c *Catalog) checkHW(p *plan.Plan, b *Board, cipher string, free map[string
 			if r.Hardware {
 				return nil
 			}
-			if e, _ := drivers.LookupEngine(r.Engine); e.Hardware {
+			if e, _ := catalog.LookupEngine(r.Engine); e.Hardware {
 				partial = append(partial, fmt.Sprintf("%s does only %s-bit keys in hardware; %s runs in its software fallback", r.Engine, intList(r.HWKeyBits), cipher))
 			}
 		}
@@ -262,10 +262,10 @@ func (c *Catalog) checkHW(p *plan.Plan, b *Board, cipher string, free map[string
 		}
 		var fits []string
 		for _, card := range c.Cards() {
-			e, _ := drivers.LookupEngine(card.Engine)
+			e, _ := catalog.LookupEngine(card.Engine)
 			cs, ok := e.Serves(cipher)
-			ci, _ := drivers.LookupCipher(cipher)
-			if ok && free[card.Form] > 0 && (containsInt(cs.HWKeyBits, keyBits(ci)) || ci.Kind == drivers.KindMAC) {
+			ci, _ := catalog.LookupCipher(cipher)
+			if ok && free[card.Form] > 0 && (containsInt(cs.HWKeyBits, keyBits(ci)) || ci.Kind == catalog.KindMAC) {
 				fits = append(fits, card.Name)
 			}
 		}
@@ -318,7 +318,7 @@ func formName(form string) string {
 // stack, software algorithms the kernel needs as modules, then engine
 // drivers. Modules built into a given kernel are resolved later, against
 // its modules.builtin.
-func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
+func modules(p *plan.Plan, chosen []*catalog.Cipher) []plan.Module {
 	var mods []plan.Module
 	have := map[string]bool{}
 	add := func(m plan.Module) {
@@ -367,11 +367,11 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 		if e.Module == "" {
 			continue
 		}
-		if e.API == drivers.APICryptodev {
+		if e.API == catalog.APICryptodev {
 			cryptodev = true
 			continue
 		}
-		if ce, ok := drivers.LookupEngine(e.ID); ok {
+		if ce, ok := catalog.LookupEngine(e.ID); ok {
 			for _, m := range ce.LoadFirst {
 				add(plan.Module{Name: m, For: e.ID + " engine's bus driver"})
 			}
@@ -383,12 +383,12 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 	}
 	if len(p.Ports) > 0 {
 		if p.Go.GOARCH == "386" {
-			add(plan.Module{Name: drivers.QEMUNIC, For: "QEMU's emulated NIC, so ocfw run has ports (the board has none)"})
+			add(plan.Module{Name: catalog.QEMUNIC, For: "QEMU's emulated NIC, so ocfw run has ports (the board has none)"})
 		}
-		for _, m := range drivers.RouterModules {
+		for _, m := range catalog.RouterModules {
 			add(plan.Module{Name: m.Name, For: m.For})
 		}
-		for _, m := range drivers.TunnelModules {
+		for _, m := range catalog.TunnelModules {
 			add(plan.Module{Name: m.Name, For: m.For})
 		}
 	}
@@ -405,7 +405,7 @@ func modules(p *plan.Plan, chosen []*drivers.Cipher) []plan.Module {
 		add(plan.Module{Name: "ocf", For: "OCF framework (OCF-patched kernel)", OutOfTree: true})
 		add(plan.Module{Name: "cryptodev", For: "OCF /dev/crypto (BSD dialect)", OutOfTree: true})
 		for _, e := range p.Engines {
-			if e.API == drivers.APICryptodev {
+			if e.API == catalog.APICryptodev {
 				add(plan.Module{Name: e.Module, For: e.ID + " engine driver (OCF)", OutOfTree: true})
 			}
 		}
@@ -421,7 +421,7 @@ func notes(p *plan.Plan, b *Board) []string {
 			seen[e.ID] = true
 			ns = append(ns, fmt.Sprintf("%s: needs %s", e.ID, e.Requires))
 		}
-		if ce, ok := drivers.LookupEngine(e.ID); ok && !seen[e.ID+"/stand-in"] {
+		if ce, ok := catalog.LookupEngine(e.ID); ok && !seen[e.ID+"/stand-in"] {
 			seen[e.ID+"/stand-in"] = true
 			switch {
 			case ce.Emulated():
@@ -430,7 +430,7 @@ func notes(p *plan.Plan, b *Board) []string {
 				ns = append(ns, fmt.Sprintf("%s is ocfw's test engine, for tests and benchmarks only", e.ID))
 			}
 		}
-		if e.API == drivers.APICryptodev && !seen[e.ID+"/api"] {
+		if e.API == catalog.APICryptodev && !seen[e.ID+"/api"] {
 			seen[e.ID+"/api"] = true
 			ns = append(ns, fmt.Sprintf("%s is reached through /dev/crypto, not AF_ALG: with a Debian kernel it is reported absent", e.ID))
 		}

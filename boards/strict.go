@@ -9,7 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // pos is a 1-based line and column in a profile file.
@@ -111,7 +111,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			fi, ok := index[key]
 			if !ok {
 				d.errorf(k, "unknown field %s in %s%s; valid fields: %s", quote(key), d.where(path), suggest(key, names), strings.Join(names, ", "))
-				if meant := drivers.Nearest(key, names); meant != "" {
+				if meant := catalog.Nearest(key, names); meant != "" {
 					d.bad[joinPath(path, meant)] = true
 				}
 				continue

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -91,7 +91,7 @@ func (c *checker) name(got string) {
 // or with standIn the stand-ins that exist only in QEMU runs.
 func hardwareEngineIDs(standIn bool) []string {
 	var ids []string
-	for _, e := range drivers.Engines() {
+	for _, e := range catalog.Engines() {
 		if e.Hardware && e.StandIn() == standIn {
 			ids = append(ids, e.ID)
 		}
@@ -228,7 +228,7 @@ func (b *Board) validateFeatures(c *checker) {
 			c.errorf(path, "cpu.features: %s listed twice", quote(f))
 		case !slices.Contains(known, f):
 			c.errorf(path, "cpu.features: %s is not a feature ocfw knows for %s; known: %s%s", quote(f), b.CPU.Arch, strings.Join(known, ", "), suggest(f, known))
-			meant[drivers.Nearest(f, known)] = true
+			meant[catalog.Nearest(f, known)] = true
 		}
 		has[f] = true
 	}
@@ -290,7 +290,7 @@ func (k *Card) validate(skip map[string]bool) ErrorList {
 	c.required("description", k.Description, "a one-line description of the card")
 	c.oneOf("form", k.Form, []string{FormPCI, FormMiniPCI, FormQEMU})
 	standIn := k.Form == FormQEMU
-	if e, ok := drivers.LookupEngine(k.Engine); ok && e.Hardware && e.StandIn() != standIn {
+	if e, ok := catalog.LookupEngine(k.Engine); ok && e.Hardware && e.StandIn() != standIn {
 		if standIn {
 			c.errorf("engine", "engine %s is real hardware: a card with it has form pci or minipci, not %s", k.Engine, FormQEMU)
 		} else {
@@ -299,7 +299,7 @@ func (k *Card) validate(skip map[string]bool) ErrorList {
 	} else {
 		c.oneOf("engine", k.Engine, hardwareEngineIDs(standIn))
 	}
-	if e, ok := drivers.LookupEngine(k.Engine); ok && standIn && len(e.Match.PCI) == 0 {
+	if e, ok := catalog.LookupEngine(k.Engine); ok && standIn && len(e.Match.PCI) == 0 {
 		if k.PCI != "" {
 			c.errorf("pci", "pci %s: engine %s has no device, so its card has no pci id", k.PCI, k.Engine)
 		}
@@ -310,7 +310,7 @@ func (k *Card) validate(skip map[string]bool) ErrorList {
 		c.errorf("pci", "pci %s: want the card's vendor:device id in hex as lspci -n prints it, e.g. \"13a3:0020\"", quote(k.PCI))
 		return c.errs
 	}
-	if e, ok := drivers.LookupEngine(k.Engine); ok {
+	if e, ok := catalog.LookupEngine(k.Engine); ok {
 		v, _ := strconv.ParseUint(m[1], 16, 16)
 		d, _ := strconv.ParseUint(m[2], 16, 16)
 		var known []string
@@ -367,10 +367,10 @@ func (b *Board) validatePorts(c *checker) {
 			c.errorf(at+".interface", "interface %q belongs to another port", p.Interface)
 		}
 		ifs[p.Interface] = true
-		nic, ok := drivers.LookupNIC(p.Driver)
+		nic, ok := catalog.LookupNIC(p.Driver)
 		if !ok {
-			c.errorf(at+".driver", "driver %q: not a NIC driver ocfw knows; known: %s", p.Driver, strings.Join(drivers.NICModules(), ", "))
-		} else if nic.Bus == drivers.BusPCI {
+			c.errorf(at+".driver", "driver %q: not a NIC driver ocfw knows; known: %s", p.Driver, strings.Join(catalog.NICModules(), ", "))
+		} else if nic.Bus == catalog.BusPCI {
 			if !pciRE.MatchString(p.PCI) {
 				c.errorf(at+".pci", "pci %q: a %s port needs its vendor:device as lspci -n prints it, e.g. 1106:3053", p.PCI, nic.Module)
 			} else if !nicDrives(nic, p.PCI) {
@@ -389,7 +389,7 @@ func (b *Board) validatePorts(c *checker) {
 	}
 }
 
-func nicDrives(n *drivers.NIC, pci string) bool {
+func nicDrives(n *catalog.NIC, pci string) bool {
 	for _, id := range n.PCI {
 		if fmt.Sprintf("%04x:%04x", id.Vendor, id.Device) == strings.ToLower(pci) {
 			return true

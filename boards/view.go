@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -18,7 +18,7 @@ type View struct {
 	Board   *Board          `json:"board,omitempty"`
 	Card    *Card           `json:"card,omitempty"`
 	Go      *plan.GoTarget  `json:"go,omitempty"`
-	Engine  *drivers.Engine `json:"engine_detail,omitempty"`
+	Engine  *catalog.Engine `json:"engine_detail,omitempty"`
 }
 
 // View looks a board or card up and fills in what it implies.
@@ -43,8 +43,8 @@ func (c *Catalog) View(name string) (*View, error) {
 
 // engineCopy is the catalog's engine with empty lists as [] in JSON (the
 // catalog's own entry is shared).
-func engineCopy(id string) *drivers.Engine {
-	e, ok := drivers.LookupEngine(id)
+func engineCopy(id string) *catalog.Engine {
+	e, ok := catalog.LookupEngine(id)
 	if !ok {
 		return nil
 	}
@@ -53,7 +53,7 @@ func engineCopy(id string) *drivers.Engine {
 		c.Quirks = []string{}
 	}
 	if c.Match.PCI == nil {
-		c.Match.PCI = []drivers.PCIID{}
+		c.Match.PCI = []catalog.PCIID{}
 	}
 	return &c
 }
@@ -152,7 +152,7 @@ func (v *View) WriteText(w io.Writer) error {
 		}
 		for _, cs := range e.Ciphers {
 			hw := "software fallback"
-			if c, ok := drivers.LookupCipher(cs.Cipher); ok && e.Hardware && (c.Kind == drivers.KindMAC || hwKey(cs.HWKeyBits, c.KeyBits())) {
+			if c, ok := catalog.LookupCipher(cs.Cipher); ok && e.Hardware && (c.Kind == catalog.KindMAC || hwKey(cs.HWKeyBits, c.KeyBits())) {
 				hw = "hardware"
 			}
 			if !e.Hardware {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/store"
 )
@@ -135,13 +135,13 @@ func openStore(cfg *Config, pl *plan.Plan, opts plan.Options) (*store.Store, str
 // are crypto engines of the catalog, marking whether the plan expects them,
 // and the plan's PCI engines that are missing.
 func DetectPCI(dir string, pl *plan.Plan) []string {
-	present := map[drivers.PCIID]bool{}
+	present := map[catalog.PCIID]bool{}
 	es, _ := os.ReadDir(dir)
 	for _, e := range es {
 		v, err1 := readHex(filepath.Join(dir, e.Name(), "vendor"))
 		d, err2 := readHex(filepath.Join(dir, e.Name(), "device"))
 		if err1 == nil && err2 == nil {
-			present[drivers.PCIID{Vendor: uint16(v), Device: uint16(d)}] = true
+			present[catalog.PCIID{Vendor: uint16(v), Device: uint16(d)}] = true
 		}
 	}
 	planned := map[string]bool{}
@@ -149,13 +149,13 @@ func DetectPCI(dir string, pl *plan.Plan) []string {
 		planned[e.ID] = true
 	}
 	var lines []string
-	for _, e := range drivers.Engines() {
-		if e.Match.Bus != drivers.BusPCI {
+	for _, e := range catalog.Engines() {
+		if e.Match.Bus != catalog.BusPCI {
 			continue
 		}
 		found := false
 		for _, id := range e.Match.PCI {
-			if present[drivers.PCIID{Vendor: id.Vendor, Device: id.Device}] {
+			if present[catalog.PCIID{Vendor: id.Vendor, Device: id.Device}] {
 				found = true
 				what := "in the plan"
 				if !planned[e.ID] {
@@ -181,7 +181,7 @@ func orName(chip, id string) string {
 	return id
 }
 
-func pciList(ids []drivers.PCIID) string {
+func pciList(ids []catalog.PCIID) string {
 	var s []string
 	for _, id := range ids {
 		s = append(s, fmt.Sprintf("%04x:%04x", id.Vendor, id.Device))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware/mbr"
 	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/internal/regfile"
@@ -40,7 +40,7 @@ func CheckInitramfsBoard(path, board string) error {
 	}
 	if pl.Board != board {
 		return fmt.Errorf("--initramfs %s was built for board %s (its %s), not %s: build the image for %s without --initramfs, "+
-			"or give an initramfs built for %s", path, drivers.Quote(pl.Board), plan.File, board, board, board)
+			"or give an initramfs built for %s", path, catalog.Quote(pl.Board), plan.File, board, board, board)
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/firmware/mbr"
@@ -160,7 +160,7 @@ func checkSidecar(img io.ReaderAt, path string, data []byte, info *Info) []strin
 	if in := info.inner; in != nil {
 		if in.Board != m.Board {
 			problems = append(problems, fmt.Sprintf("%s is for board %s, but the image's own manifest (%s) says %s: they do not belong together",
-				name, drivers.Quote(m.Board), BootManifest, drivers.Quote(in.Board)))
+				name, catalog.Quote(m.Board), BootManifest, catalog.Quote(in.Board)))
 		} else if diff := manifestDiff(in, m); len(diff) > 0 {
 			problems = append(problems, fmt.Sprintf("%s differs from the copy inside the image in %s", name, strings.Join(diff, ", ")))
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/soft"
@@ -62,7 +62,7 @@ func randBytes(seed uint64, n int) []byte {
 // request builds a request of n bytes for c, out of place (or in place) .
 func request(c *ocf.Cipher, n int, seed uint64, inPlace bool) ocf.Request {
 	src := randBytes(seed, n)
-	if c.Kind == drivers.KindMAC {
+	if c.Kind == catalog.KindMAC {
 		return ocf.Request{Op: ocf.MAC, Src: src, Dst: make([]byte, c.DigestSize)}
 	}
 	r := ocf.Request{Op: ocf.Encrypt, IV: randBytes(seed+1, c.IVSize), Src: src}
@@ -206,7 +206,7 @@ func TestDispatchPolicyChoosesEngine(t *testing.T) {
 
 func TestFallbackOnError(t *testing.T) {
 	d := newDispatcher(t, ocf.Policy{}, fault.NewFailing("hw", soft.New(), fault.Sizes(1024, 8192)))
-	for _, cname := range drivers.CipherNames() {
+	for _, cname := range catalog.CipherNames() {
 		t.Run(cname, func(t *testing.T) {
 			c, _ := ocf.LookupCipher(cname)
 			s := openCipher(t, d, cname)
@@ -314,7 +314,7 @@ func TestCorruptingEngineNeverYieldsWrongOutput(t *testing.T) {
 		{"verify untrusted, no timeout", ocf.Policy{Verify: ocf.VerifyUntrusted, Timeout: -1}, fault.AtLeast(1024)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, cname := range drivers.CipherNames() {
+			for _, cname := range catalog.CipherNames() {
 				d := newDispatcher(t, tc.policy, fault.NewCorrupting("hw", soft.New(), tc.when))
 				c, _ := ocf.LookupCipher(cname)
 				s := openCipher(t, d, cname)
@@ -431,7 +431,7 @@ func TestDispatchNoAllocations(t *testing.T) {
 		engines []ocf.Driver
 	}{{"software only", nil}, {"trusted engine", []ocf.Driver{good("hw")}}} {
 		d := newDispatcher(t, ocf.Policy{Trusted: []string{"hw"}}, tc.engines...)
-		for _, cname := range drivers.CipherNames() {
+		for _, cname := range catalog.CipherNames() {
 			c, _ := ocf.LookupCipher(cname)
 			s := openCipher(t, d, cname)
 			reqs := []ocf.Request{request(c, 1024, 1, false), request(c, 64, 2, true)}
@@ -545,7 +545,7 @@ func TestDispatchConcurrentSessions(t *testing.T) {
 var benchSizes = []int{16, 64, 256, 1024, 8192, 16384}
 
 func benchRequest(c *ocf.Cipher, n int) []ocf.Request {
-	if c.Kind == drivers.KindMAC {
+	if c.Kind == catalog.KindMAC {
 		return []ocf.Request{{Op: ocf.MAC, Src: make([]byte, n), Dst: make([]byte, c.DigestSize)}}
 	}
 	return []ocf.Request{{Op: ocf.Encrypt, IV: make([]byte, c.IVSize), Src: make([]byte, n)}}
@@ -559,7 +559,7 @@ func BenchmarkDispatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		b.Run(c.Name, func(b *testing.B) {
 			s := openCipher(b, d, c.Name)
 			for _, n := range benchSizes {

@@ -13,17 +13,17 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // Cipher is the catalog's cipher description (key, IV and block sizes).
-type Cipher = drivers.Cipher
+type Cipher = catalog.Cipher
 
 // LookupCipher finds a catalog cipher by its OpenSSL-style name.
 func LookupCipher(name string) (*Cipher, error) {
-	c, ok := drivers.LookupCipher(name)
+	c, ok := catalog.LookupCipher(name)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q (known: %v)", ErrUnknownCipher, name, drivers.CipherNames())
+		return nil, fmt.Errorf("%w: %q (known: %v)", ErrUnknownCipher, name, catalog.CipherNames())
 	}
 	return c, nil
 }
@@ -134,11 +134,11 @@ var (
 // have any length.
 func CheckKey(c *Cipher, key []byte) error {
 	switch c.Kind {
-	case drivers.KindCipher:
+	case catalog.KindCipher:
 		if len(key) != c.KeySize {
 			return fmt.Errorf("%w: %s needs a %d-byte key, got %d", ErrKeySize, c.Name, c.KeySize, len(key))
 		}
-	case drivers.KindNull:
+	case catalog.KindNull:
 		// any key, ignored
 	}
 	return nil
@@ -149,7 +149,7 @@ func CheckKey(c *Cipher, key []byte) error {
 // panics or short writes.
 func CheckRequest(c *Cipher, r *Request) error {
 	switch c.Kind {
-	case drivers.KindMAC:
+	case catalog.KindMAC:
 		if r.Op != MAC {
 			return fmt.Errorf("%w: %s computes a MAC, not %s", ErrOp, c.Name, r.Op)
 		}
@@ -157,7 +157,7 @@ func CheckRequest(c *Cipher, r *Request) error {
 			return fmt.Errorf("%w: %s needs a %d-byte Dst for the MAC, got %d", ErrLength, c.Name, c.DigestSize, len(r.Dst))
 		}
 		return nil
-	case drivers.KindCipher, drivers.KindNull:
+	case catalog.KindCipher, catalog.KindNull:
 		if r.Op != Encrypt && r.Op != Decrypt {
 			return fmt.Errorf("%w: %s encrypts or decrypts, not %s", ErrOp, c.Name, r.Op)
 		}

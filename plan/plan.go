@@ -6,7 +6,7 @@
 // nor anything host-only: only the drivers catalog.
 package plan
 
-import "github.com/ocfw/ocfw/drivers"
+import "github.com/ocfw/ocfw/drivers/catalog"
 
 // Boot methods.
 const (
@@ -173,7 +173,7 @@ type Engine struct {
 	Instance int         `json:"instance"`
 	From     string      `json:"from"` // "on-chip", "card vpn1411 in minipci0", "software"
 	Hardware bool        `json:"hardware"`
-	API      drivers.API `json:"api"`
+	API      catalog.API `json:"api"`
 	Module   string      `json:"module,omitempty"`
 	Async    bool        `json:"async"`
 	Mainline bool        `json:"mainline"`
@@ -198,7 +198,7 @@ type Route struct {
 	Engine   string      `json:"engine"`
 	Instance int         `json:"instance"`
 	Driver   string      `json:"driver"`
-	API      drivers.API `json:"api"`
+	API      catalog.API `json:"api"`
 	Priority int         `json:"priority"`
 	// Hardware is true when this engine does this cipher, at this key
 	// size, in hardware.

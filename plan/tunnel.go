@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // SiteTunnel is one site-to-site IPsec tunnel: ESP in tunnel mode between
@@ -141,7 +141,7 @@ func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Pre
 		p := fmt.Sprintf("tunnels[%d]", i)
 		switch j, dup := names[t.Name]; {
 		case !tunnelNameRE.MatchString(t.Name):
-			bad(p+".name", "%s: want a name of lower-case letters, digits and dashes, 1-32 long, the same at both ends", drivers.Quote(t.Name))
+			bad(p+".name", "%s: want a name of lower-case letters, digits and dashes, 1-32 long, the same at both ends", catalog.Quote(t.Name))
 		case dup:
 			bad(p+".name", "tunnel %s is already tunnels[%d]", t.Name, j)
 		default:
@@ -161,7 +161,7 @@ func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Pre
 		case t.Peer == "":
 			bad(p+".peer", "give the other end's WAN address, e.g. peer: 203.0.113.2")
 		case err != nil || !peer.Is4():
-			bad(p+".peer", "%s: want the other end's WAN address (IPv4)", drivers.Quote(t.Peer))
+			bad(p+".peer", "%s: want the other end's WAN address (IPv4)", catalog.Quote(t.Peer))
 		case !peer.IsGlobalUnicast():
 			bad(p+".peer", "%s: want a unicast address", peer)
 		case local.IsValid() && peer == local:
@@ -200,16 +200,16 @@ func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Pre
 			remotes = append(remotes, remote{i, rs})
 		}
 		if !contains(TunnelCiphers, t.Cipher) {
-			bad(p+".cipher", "%s: want one of %s%s", drivers.Quote(t.Cipher), strings.Join(TunnelCiphers, ", "), drivers.Suggest(t.Cipher, TunnelCiphers))
+			bad(p+".cipher", "%s: want one of %s%s", catalog.Quote(t.Cipher), strings.Join(TunnelCiphers, ", "), catalog.Suggest(t.Cipher, TunnelCiphers))
 		}
 		if !contains(TunnelAuths, t.Auth) {
-			bad(p+".auth", "%s: want one of %s%s", drivers.Quote(t.Auth), strings.Join(TunnelAuths, ", "), drivers.Suggest(t.Auth, TunnelAuths))
+			bad(p+".auth", "%s: want one of %s%s", catalog.Quote(t.Auth), strings.Join(TunnelAuths, ", "), catalog.Suggest(t.Auth, TunnelAuths))
 		}
 		switch j, dup := keys[t.Keys]; {
 		case t.Keys == "":
 			bad(p+".keys", "name the tunnel's key file (made by ocfw tunnel keys), e.g. keys: %s.keys", orDefault(t.Name, "a-b"))
 		case !keysNameRE.MatchString(t.Keys) || reservedName(t.Keys):
-			bad(p+".keys", "%s: want a plain file name (letters, digits, . _ -; not site.json or the store's files): the file beside the site config, and in the card's ocfw folder", drivers.Quote(t.Keys))
+			bad(p+".keys", "%s: want a plain file name (letters, digits, . _ -; not site.json or the store's files): the file beside the site config, and in the card's ocfw folder", catalog.Quote(t.Keys))
 		case dup:
 			bad(p+".keys", "%s is already tunnels[%d]'s key file: each tunnel has its own", t.Keys, j)
 		default:

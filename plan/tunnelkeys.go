@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // A tunnel's key file holds the manual keys of both its directions, so
@@ -69,13 +69,13 @@ type TunnelSA struct {
 // key, as long as the hash's output (20 for SHA-1, 32 for SHA-256, what
 // RFC 2404 and 4868 use).
 func TunnelKeySizes(cipher, auth string) (enc, mac int, err error) {
-	c, ok := drivers.LookupCipher(cipher)
+	c, ok := catalog.LookupCipher(cipher)
 	if !ok || !contains(TunnelCiphers, cipher) {
-		return 0, 0, fmt.Errorf("cipher %s: want one of %v", drivers.Quote(cipher), TunnelCiphers)
+		return 0, 0, fmt.Errorf("cipher %s: want one of %v", catalog.Quote(cipher), TunnelCiphers)
 	}
-	a, ok := drivers.LookupCipher(auth)
+	a, ok := catalog.LookupCipher(auth)
 	if !ok || !contains(TunnelAuths, auth) {
-		return 0, 0, fmt.Errorf("auth %s: want one of %v", drivers.Quote(auth), TunnelAuths)
+		return 0, 0, fmt.Errorf("auth %s: want one of %v", catalog.Quote(auth), TunnelAuths)
 	}
 	return c.KeySize, a.DigestSize, nil
 }
@@ -186,7 +186,7 @@ func (k *TunnelKeys) Check() []SiteError {
 		errs = append(errs, SiteError{Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
 	if k.Kind != TunnelKeysKind {
-		bad("kind", "want %q, got %s: not a tunnel key file", TunnelKeysKind, drivers.Quote(k.Kind))
+		bad("kind", "want %q, got %s: not a tunnel key file", TunnelKeysKind, catalog.Quote(k.Kind))
 		return errs // anything else would be noise
 	}
 	if k.Version != TunnelKeysVersion {
@@ -194,23 +194,23 @@ func (k *TunnelKeys) Check() []SiteError {
 		return errs
 	}
 	if !tunnelNameRE.MatchString(k.Tunnel) {
-		bad("tunnel", "%s: want the tunnel's name", drivers.Quote(k.Tunnel))
+		bad("tunnel", "%s: want the tunnel's name", catalog.Quote(k.Tunnel))
 	}
 	if k.Created != "" {
 		if _, err := time.Parse(time.RFC3339, k.Created); err != nil {
-			bad("created", "%s: want an RFC 3339 time", drivers.Quote(k.Created))
+			bad("created", "%s: want an RFC 3339 time", catalog.Quote(k.Created))
 		}
 	}
 	encSize, macSize := -1, -1
-	if c, ok := drivers.LookupCipher(k.Cipher); ok && contains(TunnelCiphers, k.Cipher) {
+	if c, ok := catalog.LookupCipher(k.Cipher); ok && contains(TunnelCiphers, k.Cipher) {
 		encSize = c.KeySize
 	} else {
-		bad("cipher", "%s: want one of %v", drivers.Quote(k.Cipher), TunnelCiphers)
+		bad("cipher", "%s: want one of %v", catalog.Quote(k.Cipher), TunnelCiphers)
 	}
-	if a, ok := drivers.LookupCipher(k.Auth); ok && contains(TunnelAuths, k.Auth) {
+	if a, ok := catalog.LookupCipher(k.Auth); ok && contains(TunnelAuths, k.Auth) {
 		macSize = a.DigestSize
 	} else {
-		bad("auth", "%s: want one of %v", drivers.Quote(k.Auth), TunnelAuths)
+		bad("auth", "%s: want one of %v", catalog.Quote(k.Auth), TunnelAuths)
 	}
 	if k.ReplayWindow < MinReplayWindow || k.ReplayWindow > MaxReplayWindow {
 		bad("replay_window", "%d: want %d-%d packets", k.ReplayWindow, MinReplayWindow, MaxReplayWindow)
@@ -229,7 +229,7 @@ func (k *TunnelKeys) Check() []SiteError {
 		for j, a := range []string{sa.From, sa.To} {
 			ip, err := netip.ParseAddr(a)
 			if err != nil || !ip.Is4() {
-				bad(p+[]string{".from", ".to"}[j], "%s: want an IPv4 address", drivers.Quote(a))
+				bad(p+[]string{".from", ".to"}[j], "%s: want an IPv4 address", catalog.Quote(a))
 			}
 			ends[i][j] = ip
 		}
@@ -264,7 +264,7 @@ func (k *TunnelKeys) Check() []SiteError {
 func ParseSPI(s string) (uint32, error) {
 	v, err := strconv.ParseUint(s, 0, 32)
 	if err != nil {
-		return 0, fmt.Errorf("%s: want an SPI such as 0x1a2b3c4d", drivers.Quote(s))
+		return 0, fmt.Errorf("%s: want an SPI such as 0x1a2b3c4d", catalog.Quote(s))
 	}
 	if v < MinSPI {
 		return 0, fmt.Errorf("%s: SPIs 0-255 are reserved; want %d or more", s, MinSPI)
@@ -363,8 +363,8 @@ func (t SiteTunnel) Setup(site *Site, keys *TunnelKeys) (*TunnelSetup, []error) 
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	c, _ := drivers.LookupCipher(t.Cipher)
-	a, _ := drivers.LookupCipher(t.Auth)
+	c, _ := catalog.LookupCipher(t.Cipher)
+	a, _ := catalog.LookupCipher(t.Auth)
 	return &TunnelSetup{
 		Name: t.Name, Local: addrs.Local, Peer: addrs.Peer,
 		LocalSubnet: addrs.LocalSubnet, RemoteSubnet: addrs.RemoteSubnet,

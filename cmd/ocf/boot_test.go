@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -78,7 +78,7 @@ func TestARMSelftestUnderQEMU(t *testing.T) {
 	for i := range p.Ciphers {
 		var keep []plan.Route
 		for _, r := range p.Ciphers[i].Routes {
-			if r.API == drivers.APIGo || r.Engine == "ixp4xx" {
+			if r.API == catalog.APIGo || r.Engine == "ixp4xx" {
 				keep = append(keep, r)
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // registerCompletions makes the shell complete --board, --card, --cipher
@@ -12,7 +12,7 @@ import (
 // included, when given before the flag) instead of file names, wherever
 // a command has those flags, and board show's NAME likewise.
 func registerCompletions(root *cobra.Command, g *globalFlags) {
-	catalog := func() *boards.Catalog {
+	loadCatalog := func() *boards.Catalog {
 		if c, err := g.catalog(); err == nil {
 			return c
 		}
@@ -21,7 +21,7 @@ func registerCompletions(root *cobra.Command, g *globalFlags) {
 	}
 	names := func(list func(*boards.Catalog) []string) cobra.CompletionFunc {
 		return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			c := catalog()
+			c := loadCatalog()
 			if c == nil {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
@@ -29,7 +29,7 @@ func registerCompletions(root *cobra.Command, g *globalFlags) {
 		}
 	}
 	ciphers := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return drivers.CipherNames(), cobra.ShellCompDirectiveNoFileComp
+		return catalog.CipherNames(), cobra.ShellCompDirectiveNoFileComp
 	}
 	byFlag := map[string]cobra.CompletionFunc{
 		"board":      names((*boards.Catalog).BoardNames),
@@ -49,7 +49,7 @@ func registerCompletions(root *cobra.Command, g *globalFlags) {
 				if len(args) > 0 {
 					return nil, cobra.ShellCompDirectiveNoFileComp
 				}
-				cat := catalog()
+				cat := loadCatalog()
 				if cat == nil {
 					return nil, cobra.ShellCompDirectiveNoFileComp
 				}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/boardvm"
 	"github.com/ocfw/ocfw/internal/qemu"
@@ -27,8 +27,8 @@ import (
 
 // The stand-in engines' kernel drivers.
 const (
-	virtioDrv  = drivers.VirtioCryptoAESDriver // virtio_crypto_aes_cbc
-	testaesDrv = drivers.TestAESDriver         // ocfw_testaes_cbc
+	virtioDrv  = catalog.VirtioCryptoAESDriver // virtio_crypto_aes_cbc
+	testaesDrv = catalog.TestAESDriver         // ocfw_testaes_cbc
 )
 
 // resolvesRe is `ocf engines`' line for cbc(aes): what a new user gets.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/pipeline"
@@ -128,8 +128,8 @@ func TestARMBoot(t *testing.T) {
 	}
 	// Kernel software and Go for each of the 9 ciphers; the kernel's ARM
 	// assembler AES and SHA are the ones tested.
-	if len(passed) != 2*len(drivers.CipherNames()) {
-		t.Errorf("%d (engine, cipher) pairs passed, want %d: %v", len(passed), 2*len(drivers.CipherNames()), passed)
+	if len(passed) != 2*len(catalog.CipherNames()) {
+		t.Errorf("%d (engine, cipher) pairs passed, want %d: %v", len(passed), 2*len(catalog.CipherNames()), passed)
 	}
 	for _, want := range []string{"cbc(aes-arm)/aes-128-cbc", "hmac(sha1-asm)/hmac-sha1", "go/aes-128-cbc"} {
 		if !passed[want] {

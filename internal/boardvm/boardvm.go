@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
@@ -291,7 +291,7 @@ func standInConfig(pl *plan.Plan, side firmware.StandInFiles, disk string, opt R
 func StandInArgs(pl *plan.Plan) (args []string, notes []string) {
 	seen := map[string]bool{}
 	for _, pe := range pl.Engines {
-		e, ok := drivers.LookupEngine(pe.ID)
+		e, ok := catalog.LookupEngine(pe.ID)
 		if !ok || !e.Emulated() || seen[e.ID] {
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
@@ -73,13 +73,13 @@ func TestGuestSpeed(t *testing.T) {
 			t.Errorf("%s: kernel engine named %q, want its driver name", st.Cipher, st.Engine)
 		}
 	}
-	for _, c := range drivers.CipherNames() {
+	for _, c := range catalog.CipherNames() {
 		if passed[c] != 2 {
 			t.Errorf("%s: %d engines passed, want 2 (kernel and Go)", c, passed[c])
 		}
 	}
 	// A speed row with every size for every engine that passed.
-	if len(r.Speed) != 2*len(drivers.CipherNames()) {
+	if len(r.Speed) != 2*len(catalog.CipherNames()) {
 		t.Errorf("%d speed rows", len(r.Speed))
 	}
 	for _, row := range r.Speed {
@@ -87,7 +87,7 @@ func TestGuestSpeed(t *testing.T) {
 			t.Errorf("%s %s: %d cells, err %q", row.Cipher, row.Engine, len(row.Cells), row.Err)
 		}
 	}
-	if len(r.Policy.Ciphers) != len(drivers.CipherNames()) {
+	if len(r.Policy.Ciphers) != len(catalog.CipherNames()) {
 		t.Errorf("policy covers %d ciphers", len(r.Policy.Ciphers))
 	}
 	if r.Env.Kernel == "" {

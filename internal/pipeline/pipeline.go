@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/internal/testengine"
@@ -95,7 +95,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		return nil, errors.New("--firmware-file goes into the initramfs ocfw builds: it cannot change a given --initramfs")
 	}
 	if opts.Initramfs != "" && testEngine(pl) {
-		return nil, fmt.Errorf("--card %s: its module %s goes into the initramfs ocfw builds: it cannot change a given --initramfs", drivers.TestAES, testengine.Module)
+		return nil, fmt.Errorf("--card %s: its module %s goes into the initramfs ocfw builds: it cannot change a given --initramfs", catalog.TestAES, testengine.Module)
 	}
 	// What the manifest says about the source tree, read before this
 	// build puts its temporary files anywhere (they would count as
@@ -202,7 +202,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 // testaes): the only way its module gets into an image.
 func testEngine(pl *plan.Plan) bool {
 	for _, e := range pl.Engines {
-		if e.ID == drivers.TestAES {
+		if e.ID == catalog.TestAES {
 			return true
 		}
 	}
@@ -218,11 +218,11 @@ func buildTestEngine(ctx context.Context, pl *plan.Plan, k *rootfs.Kernel, logf 
 	logf("building the test engine's module %s for kernel %s", testengine.Module, k.Version)
 	m, err := testengine.Build(ctx, testengine.Options{KernelPackage: pl.Kernel.Package, Arch: pl.Kernel.Arch, Log: logf})
 	if err != nil {
-		return "", fmt.Errorf("--card %s: building its kernel module %s: %w", drivers.TestAES, testengine.Module, err)
+		return "", fmt.Errorf("--card %s: building its kernel module %s: %w", catalog.TestAES, testengine.Module, err)
 	}
 	if m.KernelRelease != k.Version {
 		return "", fmt.Errorf("--card %s: its module %s is built for Debian's kernel %s, but this image boots kernel %s (--kernel): the test engine needs the board's Debian kernel",
-			drivers.TestAES, testengine.Module, m.KernelRelease, k.Version)
+			catalog.TestAES, testengine.Module, m.KernelRelease, k.Version)
 	}
 	return m.Path, nil
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf"
@@ -37,7 +37,7 @@ func TestKernelInTheLoop(t *testing.T) {
 		qemu.SkipOrFail(t, "stand-in engines not booted: %v", err)
 	}
 	mod := buildOrSkip(t, Options{Log: t.Logf})
-	vc, _ := drivers.LookupEngine(drivers.VirtioCrypto)
+	vc, _ := catalog.LookupEngine(catalog.VirtioCrypto)
 	kerneltest.Run(t, kerneltest.Options{
 		Modules:     append([]string{"af_alg", "algif_skcipher", "cbc", "aes_generic"}, VirtioCryptoModules...),
 		ModuleFiles: []string{mod.Path},
@@ -85,7 +85,7 @@ func TestGuestProcCrypto(t *testing.T) {
 		prio           int
 	}{
 		{Driver, Module, Priority},
-		{drivers.VirtioCryptoAESDriver, "virtio_crypto", 150},
+		{catalog.VirtioCryptoAESDriver, "virtio_crypto", 150},
 	} {
 		e := procEntry(t, tc.driver)
 		if e.Name != "cbc(aes)" || e.Module != tc.module || e.Priority != tc.prio || e.Type != "skcipher" || !e.Async ||
@@ -93,7 +93,7 @@ func TestGuestProcCrypto(t *testing.T) {
 			t.Errorf("%s: %+v", tc.driver, e)
 		}
 	}
-	vc, _ := drivers.LookupEngine(drivers.VirtioCrypto)
+	vc, _ := catalog.LookupEngine(catalog.VirtioCrypto)
 	var ids []string
 	devs, _ := filepath.Glob("/sys/bus/pci/devices/*")
 	for _, d := range devs {
@@ -155,7 +155,7 @@ func pattern(n int, seed byte) []byte {
 // key size and sizes from one block to a large request, and decrypts back.
 func TestGuestEncryptsLikeGo(t *testing.T) {
 	guestOnly(t)
-	for _, driver := range []string{Driver, drivers.VirtioCryptoAESDriver} {
+	for _, driver := range []string{Driver, catalog.VirtioCryptoAESDriver} {
 		for _, cn := range []string{"aes-128-cbc", "aes-192-cbc", "aes-256-cbc"} {
 			c, _ := ocf.LookupCipher(cn)
 			key, iv := pattern(c.KeySize, 1), pattern(16, 99)
@@ -272,7 +272,7 @@ func TestGuestProbeAndSelfTest(t *testing.T) {
 	check := func(corrupt bool) {
 		got := map[string]string{}
 		for _, tg := range probe.Find(wants, probe.Options{}) {
-			if tg.Engine != drivers.VirtioCrypto && tg.Engine != drivers.TestAES {
+			if tg.Engine != catalog.VirtioCrypto && tg.Engine != catalog.TestAES {
 				continue
 			}
 			key := tg.Engine + " " + tg.Cipher
@@ -291,8 +291,8 @@ func TestGuestProbeAndSelfTest(t *testing.T) {
 			testaes = selftest.Fail
 		}
 		want := map[string]string{
-			"virtio-crypto aes-128-cbc": drivers.VirtioCryptoAESDriver + " pass",
-			"virtio-crypto aes-256-cbc": drivers.VirtioCryptoAESDriver + " pass",
+			"virtio-crypto aes-128-cbc": catalog.VirtioCryptoAESDriver + " pass",
+			"virtio-crypto aes-256-cbc": catalog.VirtioCryptoAESDriver + " pass",
 			"testaes aes-128-cbc":       fmt.Sprintf("%s %s", Driver, testaes),
 			"testaes aes-256-cbc":       fmt.Sprintf("%s %s", Driver, testaes),
 		}

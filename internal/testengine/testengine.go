@@ -2,14 +2,14 @@
 // meet where a board would have a Geode AES or a Hifn card:
 //
 //   - QEMU's virtio-crypto PCI device, driven by Linux's own virtio_crypto
-//     (catalog engine drivers.VirtioCrypto). VirtioCryptoModules are the
+//     (catalog engine catalog.VirtioCrypto). VirtioCryptoModules are the
 //     modules a guest loads for it; the device's QEMU options are in the
-//     catalog entry (drivers.Engine.QEMU).
+//     catalog entry (catalog.Engine.QEMU).
 //   - ocfw_testaes, a small out-of-tree kernel module (source in module/)
 //     that registers an asynchronous cbc(aes) skcipher, driver
 //     "ocfw_testaes_cbc", at priority 300: correct AES-CBC with the
 //     kernel's AES library after a per-request delay, corrupting output on
-//     demand (catalog engine drivers.TestAES). Build compiles it for the
+//     demand (catalog engine catalog.TestAES). Build compiles it for the
 //     cached Debian kernel from that kernel's own headers.
 //
 // Neither goes into a user's image unless the plan names it.
@@ -22,14 +22,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // The test module's names, as the catalog has them.
 const (
-	Module   = drivers.TestAESModule   // ocfw_testaes
-	Driver   = drivers.TestAESDriver   // ocfw_testaes_cbc
-	Priority = drivers.TestAESPriority // its cbc(aes) priority unless loaded with priority=N
+	Module   = catalog.TestAESModule   // ocfw_testaes
+	Driver   = catalog.TestAESDriver   // ocfw_testaes_cbc
+	Priority = catalog.TestAESPriority // its cbc(aes) priority unless loaded with priority=N
 )
 
 // The test module's parameters. Delay and Corrupt can be changed at any

@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -67,7 +67,7 @@ type Options struct {
 // implementations offload the CPU or stand in for an engine that does.
 var hardwareModules = func() map[string]bool {
 	m := map[string]bool{"padlock_aes": true, "padlock_sha": true}
-	for _, e := range drivers.Engines() {
+	for _, e := range catalog.Engines() {
 		if e.Hardware && e.Module != "" {
 			m[e.Module] = true
 		}
@@ -112,7 +112,7 @@ func New(opts Options) (*Driver, error) {
 	}
 	d := &Driver{opts: opts, caps: ocf.Caps{Ciphers: map[string][]int{}, MaxRequest: MaxRequest}}
 	if opts.Driver == "" {
-		for _, c := range drivers.Ciphers() {
+		for _, c := range catalog.Ciphers() {
 			if c.KernelType == "skcipher" || c.KernelType == "hash" {
 				d.caps.Ciphers[c.Name] = keySizes(&c, nil)
 			}
@@ -161,7 +161,7 @@ func (d *Driver) probe(name string) (Entry, error) {
 // key sizes it accepts.
 func capsFor(e *Entry) map[string][]int {
 	m := map[string][]int{}
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		if c.Kernel == e.Name && typeMatches(c.KernelType, e.Type) {
 			if ks := keySizes(&c, e); ks != nil {
 				m[c.Name] = ks
@@ -174,7 +174,7 @@ func capsFor(e *Entry) map[string][]int {
 // keySizes lists the catalog key size of c if the implementation accepts
 // it (nil e: no limits known). MACs take any key length: empty list.
 func keySizes(c *ocf.Cipher, e *Entry) []int {
-	if c.Kind != drivers.KindCipher {
+	if c.Kind != catalog.KindCipher {
 		return []int{}
 	}
 	if e != nil && e.MaxKeySize > 0 && (c.KeySize < e.MinKeySize || c.KeySize > e.MaxKeySize) {
@@ -241,7 +241,7 @@ func (d *Driver) Open(c *ocf.Cipher, key []byte) (ocf.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(key) > 0 || c.Kind == drivers.KindMAC {
+	if len(key) > 0 || c.Kind == catalog.KindMAC {
 		if err := unix.SetsockoptString(tfm, unix.SOL_ALG, unix.ALG_SET_KEY, string(key)); err != nil {
 			unix.Close(tfm)
 			return nil, kernelErr(fmt.Sprintf("set %d-byte key on %s %s", len(key), sock, name), err, "", ocf.ErrKeySize)

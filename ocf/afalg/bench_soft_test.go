@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/soft"
 )
@@ -24,7 +24,7 @@ func BenchmarkGoSoft(b *testing.B) {
 			for _, size := range benchSizes {
 				b.Run(fmt.Sprint(size), func(b *testing.B) {
 					req := []ocf.Request{{Op: ocf.Encrypt, IV: random(b, c.IVSize), Src: random(b, size)}}
-					if c.Kind == drivers.KindMAC {
+					if c.Kind == catalog.KindMAC {
 						req[0] = ocf.Request{Op: ocf.MAC, Src: random(b, size), Dst: make([]byte, c.DigestSize)}
 					}
 					b.SetBytes(int64(size))

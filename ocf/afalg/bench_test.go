@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -81,7 +81,7 @@ func benchCipher(b *testing.B, c *ocf.Cipher, opts Options, size int) {
 	defer s.Close()
 	reqs := make([]ocf.Request, depth)
 	for i := range reqs {
-		if c.Kind == drivers.KindMAC {
+		if c.Kind == catalog.KindMAC {
 			reqs[i] = ocf.Request{Op: ocf.MAC, Src: random(b, size), Dst: make([]byte, c.DigestSize)}
 		} else {
 			reqs[i] = ocf.Request{Op: ocf.Encrypt, IV: random(b, c.IVSize), Src: random(b, size)}

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/ocftest"
@@ -48,7 +48,7 @@ func needKernel(tb testing.TB) {
 // kernelCiphers are the catalog ciphers AF_ALG can serve.
 func kernelCiphers() []ocf.Cipher {
 	var out []ocf.Cipher
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		if c.KernelType == "skcipher" || c.KernelType == "hash" {
 			out = append(out, c)
 		}
@@ -65,7 +65,7 @@ func random(tb testing.TB, n int) []byte {
 }
 
 func testKey(tb testing.TB, c *ocf.Cipher) []byte {
-	if c.Kind == drivers.KindNull {
+	if c.Kind == catalog.KindNull {
 		return nil
 	}
 	return random(tb, c.KeySize)
@@ -74,7 +74,7 @@ func testKey(tb testing.TB, c *ocf.Cipher) []byte {
 // sizes of random requests: whole blocks for ciphers; MACs also get odd
 // lengths and the empty message.
 func sizes(c *ocf.Cipher) []int {
-	if c.Kind == drivers.KindMAC {
+	if c.Kind == catalog.KindMAC {
 		return []int{0, 1, 63, 64, 65, 1000, 8192}
 	}
 	b := max(c.BlockSize, 16)
@@ -87,7 +87,7 @@ func randomRequests(tb testing.TB, c *ocf.Cipher, key []byte) (reqs []ocf.Reques
 		for _, op := range []ocf.Op{ocf.Encrypt, ocf.Decrypt} {
 			r := ocf.Request{Op: op, IV: random(tb, c.IVSize), Src: random(tb, n)}
 			switch {
-			case c.Kind == drivers.KindMAC:
+			case c.Kind == catalog.KindMAC:
 				if op == ocf.Decrypt {
 					continue
 				}
@@ -111,7 +111,7 @@ func checkResults(t *testing.T, c *ocf.Cipher, reqs []ocf.Request, want [][]byte
 	for i := range reqs {
 		r := &reqs[i]
 		got := r.Dst
-		if c.Kind != drivers.KindMAC {
+		if c.Kind != catalog.KindMAC {
 			got = r.Out()
 		}
 		if r.Err != nil {
@@ -199,14 +199,14 @@ func TestKernelKnownAnswers(t *testing.T) {
 						}
 						vs := openAs(t, &c, name, 1, h(v.key))
 						r := ocf.Request{Op: ocf.Encrypt, IV: h(v.iv), Src: h(v.in)}
-						if c.Kind == drivers.KindMAC {
+						if c.Kind == catalog.KindMAC {
 							r = ocf.Request{Op: ocf.MAC, Src: h(v.in), Dst: make([]byte, c.DigestSize)}
 						}
 						if err := vs.Do([]ocf.Request{r}); err != nil {
 							t.Fatalf("%s: %v", v.source, err)
 						}
 						got := r.Dst
-						if c.Kind != drivers.KindMAC {
+						if c.Kind != catalog.KindMAC {
 							got = r.Out()
 						}
 						if !bytes.Equal(got, h(v.out)) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/ocftest"
 )
@@ -58,7 +58,7 @@ func TestStandardVectorsAgreeWithGo(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := ocf.Request{Op: ocf.Encrypt, IV: h(v.iv), Src: h(v.in)}
-			if c.Kind == drivers.KindMAC {
+			if c.Kind == catalog.KindMAC {
 				r = ocf.Request{Op: ocf.MAC, Src: h(v.in)}
 			}
 			got, err := ocftest.Reference(c, h(v.key), r)

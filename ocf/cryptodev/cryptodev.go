@@ -36,7 +36,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/cabi"
 	"github.com/ocfw/ocfw/ocf"
 )
@@ -255,7 +255,7 @@ func (d *Driver) probe() error {
 		d.caps.MaxRequest = ocfMaxData
 	}
 	var firstErr error
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		key := make([]byte, c.KeySize)
 		for i := range key {
 			key[i] = byte(0x5a ^ i*0x3b)
@@ -320,9 +320,9 @@ func nameOf(dialect Dialect, engines []Engine) (string, bool) {
 // ignored).
 func (d *Driver) keySizes(c *ocf.Cipher) []int {
 	switch c.Kind {
-	case drivers.KindCipher:
+	case catalog.KindCipher:
 		return []int{c.KeySize}
-	case drivers.KindMAC:
+	case catalog.KindMAC:
 		if d.dialect == OCF {
 			return []int{c.KeySize}
 		}
@@ -374,7 +374,7 @@ func (d *Driver) Open(c *ocf.Cipher, key []byte) (ocf.Session, error) {
 	if err := ocf.CheckKey(c, key); err != nil {
 		return nil, err
 	}
-	if c.Kind == drivers.KindMAC {
+	if c.Kind == catalog.KindMAC {
 		switch {
 		case d.dialect == OCF && len(key) != c.KeySize:
 			return nil, fmt.Errorf("%w: OCF takes %s keys of exactly %d bytes, got %d", ocf.ErrKeySize, c.Name, c.KeySize, len(key))
@@ -405,11 +405,11 @@ func (d *Driver) newSession(c *ocf.Cipher, key []byte) (uint32, Engine, error) {
 	var cipherAlg, macAlg uint32
 	var ckey, mkey []byte
 	switch c.Kind {
-	case drivers.KindMAC:
+	case catalog.KindMAC:
 		macAlg, mkey = c.CryptodevAlg, key
-	case drivers.KindCipher:
+	case catalog.KindCipher:
 		cipherAlg, ckey = c.CryptodevAlg, key
-	case drivers.KindNull:
+	case catalog.KindNull:
 		cipherAlg = c.CryptodevAlg // key ignored: the null cipher takes none
 	default:
 		return 0, eng, fmt.Errorf("%w: kind %q", ocf.ErrUnsupported, c.Kind)
@@ -449,7 +449,7 @@ func (d *Driver) newSession(c *ocf.Cipher, key []byte) (uint32, Engine, error) {
 		// Session info came with cryptodev-linux 0.9; without it the
 		// engine stays unnamed and is taken as hardware.
 		if ioctlRetry(d.dev, d.nr.CIOCGSESSINFO, unsafe.Pointer(&info)) == nil {
-			if c.Kind == drivers.KindMAC {
+			if c.Kind == catalog.KindMAC {
 				eng.Driver = cString(info.hashDriver[:])
 			} else {
 				eng.Driver = cString(info.cipherDriver[:])
@@ -585,7 +585,7 @@ func (s *session) do(r *ocf.Request) error {
 	op := &s.op
 	*op = hostCryptOp{ses: s.ses, len: uint32(n)}
 	retry := true // a failed request left Src intact
-	if s.c.Kind == drivers.KindMAC {
+	if s.c.Kind == catalog.KindMAC {
 		op.op = s.enc
 		op.src = ptr(r.Src)
 		if op.src == nil {
@@ -627,7 +627,7 @@ func (s *session) do(r *ocf.Request) error {
 	if err != nil {
 		return s.d.deviceError(fmt.Sprintf("CIOCCRYPT %s %s of %d bytes", s.c.Name, r.Op, n), err)
 	}
-	if s.c.Kind == drivers.KindMAC {
+	if s.c.Kind == catalog.KindMAC {
 		copy(r.Dst[:s.c.DigestSize], s.mac[:])
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/ocftest"
 )
@@ -64,7 +64,7 @@ func TestRealDevice(t *testing.T) {
 					in[i] = byte(i * 3)
 				}
 				ops := []ocf.Op{ocf.Encrypt, ocf.Decrypt}
-				if c.Kind == drivers.KindMAC {
+				if c.Kind == catalog.KindMAC {
 					ops = []ocf.Op{ocf.MAC}
 				}
 				for _, op := range ops {

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf/afalg"
 )
 
@@ -74,7 +74,7 @@ func DemoteHardware(engines []HWEngine, ciphers []string) (*Outcome, error) {
 		ciphers = engineCiphers(engines)
 	}
 	for _, c := range ciphers {
-		if cat, ok := drivers.LookupCipher(c); ok {
+		if cat, ok := catalog.LookupCipher(c); ok {
 			o.Ciphers = append(o.Ciphers, Choice{Cipher: c, Kernel: cat.Kernel, Why: "hardware engines stay below software until the firmware's self-test proves them"})
 		}
 	}
@@ -193,7 +193,7 @@ func byHand(phase, driver string, engines []HWEngine, plan func([]Alg, string) (
 		return o, err
 	}
 	a, _ := Find(algs, driver)
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		if _, arg := inner(c.Kernel); c.Kernel == a.Name || arg == a.Name {
 			want := ""
 			if phase == "prefer" && c.Kernel == a.Name {
@@ -216,7 +216,7 @@ func (o *Outcome) check(engines []HWEngine) {
 	errs := map[string]error{}
 	for i := range o.Ciphers {
 		c := &o.Ciphers[i]
-		cat, ok := drivers.LookupCipher(c.Cipher)
+		cat, ok := catalog.LookupCipher(c.Cipher)
 		if !ok {
 			c.Error = "not a catalog cipher"
 			continue
@@ -307,7 +307,7 @@ func engineCiphers(engines []HWEngine) []string {
 		}
 	}
 	var out []string
-	for _, c := range drivers.CipherNames() {
+	for _, c := range catalog.CipherNames() {
 		if seen[c] {
 			out = append(out, c)
 		}

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -44,7 +44,7 @@ func PlanEngines(p *plan.Plan) []HWEngine {
 	}
 	var out []HWEngine
 	for _, e := range p.Engines {
-		if !e.Hardware || e.API != drivers.APIAFALG {
+		if !e.Hardware || e.API != catalog.APIAFALG {
 			continue
 		}
 		h := HWEngine{ID: e.ID, Instance: e.Instance, Module: e.Module, Drivers: map[string]string{}}
@@ -272,7 +272,7 @@ func Promotions(in Input) Decision {
 	var names []string
 	byName := map[string][]string{}
 	for _, c := range ciphers {
-		cat, ok := drivers.LookupCipher(c)
+		cat, ok := catalog.LookupCipher(c)
 		if !ok {
 			continue
 		}

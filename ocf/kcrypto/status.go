@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // CatalogEngines returns the catalog's hardware engines driven through
@@ -15,8 +15,8 @@ import (
 // marks as hardware besides the plan's own.
 func CatalogEngines() []HWEngine {
 	var out []HWEngine
-	for _, e := range drivers.Engines() {
-		if !e.Hardware || e.API != drivers.APIAFALG {
+	for _, e := range catalog.Engines() {
+		if !e.Hardware || e.API != catalog.APIAFALG {
 			continue
 		}
 		h := HWEngine{ID: e.ID, Module: e.Module, Drivers: map[string]string{}}
@@ -58,7 +58,7 @@ type NameStatus struct {
 func Status(engines []HWEngine, ciphers []string, resolve bool) ([]NameStatus, error) {
 	var out []NameStatus
 	index := map[string]int{}
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		if len(ciphers) > 0 && !contains(ciphers, c.Name) {
 			continue
 		}

@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"hash"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -57,9 +57,9 @@ func MAC(name string, key []byte) (hash.Hash, error) {
 // ignored and nothing in r is changed.
 func Reference(c *ocf.Cipher, key []byte, r ocf.Request) ([]byte, error) {
 	switch c.Kind {
-	case drivers.KindNull:
+	case catalog.KindNull:
 		return bytes.Clone(r.Src), nil
-	case drivers.KindMAC:
+	case catalog.KindMAC:
 		m, err := MAC(c.Name, key)
 		if err != nil {
 			return nil, err

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/soft"
 )
@@ -13,7 +13,7 @@ import (
 // The reference agrees with the software driver on every catalog cipher,
 // and decrypting its ciphertext gives the plaintext back.
 func TestReferenceMatchesSoft(t *testing.T) {
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		key := bytes.Repeat([]byte{0x5a}, c.KeySize)
 		s, err := soft.New().Open(&c, key)
 		if err != nil {
@@ -21,7 +21,7 @@ func TestReferenceMatchesSoft(t *testing.T) {
 		}
 		src := bytes.Repeat([]byte("0123456789abcdef"), 4)
 		r := ocf.Request{Op: ocf.Encrypt, IV: bytes.Repeat([]byte{7}, c.IVSize), Src: src, Dst: make([]byte, len(src))}
-		if c.Kind == drivers.KindMAC {
+		if c.Kind == catalog.KindMAC {
 			r = ocf.Request{Op: ocf.MAC, Src: src, Dst: make([]byte, c.DigestSize)}
 		}
 		want, err := Reference(&c, key, r)
@@ -35,7 +35,7 @@ func TestReferenceMatchesSoft(t *testing.T) {
 			t.Errorf("%s: soft gives %x, reference %x", c.Name, r.Dst, want)
 		}
 		s.Close()
-		if c.Kind != drivers.KindCipher {
+		if c.Kind != catalog.KindCipher {
 			continue
 		}
 		back, err := Reference(&c, key, ocf.Request{Op: ocf.Decrypt, IV: r.IV, Src: want})

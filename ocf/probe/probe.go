@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/afalg"
 	"github.com/ocfw/ocfw/ocf/cryptodev"
@@ -23,7 +23,7 @@ type Want struct {
 	Engine   string      `json:"engine"` // catalog id, e.g. "geode-aes"
 	Instance int         `json:"instance"`
 	Driver   string      `json:"driver"` // driver name, e.g. "cbc-aes-geode"
-	API      drivers.API `json:"api"`
+	API      catalog.API `json:"api"`
 	Cipher   string      `json:"cipher"`
 	Hardware bool        `json:"hardware"`
 	// Absent, when set, is why the engine cannot be present (the plan
@@ -80,7 +80,7 @@ func Find(wants []Want, opt Options) []Target {
 		sort.Slice(names, func(i, j int) bool { return cipherIndex(names[i]) < cipherIndex(names[j]) })
 		for _, c := range names {
 			if wanted(wants, c) {
-				out = append(out, Target{Want: Want{Engine: "test", Driver: d.Name(), API: drivers.APIGo, Cipher: c, Hardware: d.Hardware()}, Driver: d, Name: d.Name()})
+				out = append(out, Target{Want: Want{Engine: "test", Driver: d.Name(), API: catalog.APIGo, Cipher: c, Hardware: d.Hardware()}, Driver: d, Name: d.Name()})
 			}
 		}
 	}
@@ -100,7 +100,7 @@ func wanted(wants []Want, cipher string) bool {
 }
 
 func cipherIndex(name string) int {
-	for i, n := range drivers.CipherNames() {
+	for i, n := range catalog.CipherNames() {
 		if n == name {
 			return i
 		}
@@ -124,7 +124,7 @@ type finder struct {
 
 func (f *finder) find(w Want) Target {
 	t := Target{Want: w, Name: w.Driver}
-	c, ok := drivers.LookupCipher(w.Cipher)
+	c, ok := catalog.LookupCipher(w.Cipher)
 	if !ok {
 		t.Reason = fmt.Sprintf("unknown cipher %q", w.Cipher)
 		return t
@@ -134,15 +134,15 @@ func (f *finder) find(w Want) Target {
 		return t
 	}
 	switch w.API {
-	case drivers.APIGo:
+	case catalog.APIGo:
 		t.Driver, t.Name = soft.New(), soft.Name
-	case drivers.APIAFALG:
+	case catalog.APIAFALG:
 		if err := afalg.Available(); err != nil {
 			t.Reason = "no AF_ALG in this kernel: " + err.Error()
 			return t
 		}
 		name := w.Driver
-		if w.Engine == drivers.KernelSoft {
+		if w.Engine == catalog.KernelSoft {
 			n, err := f.kernelSoftware(c)
 			if err != nil {
 				t.Reason = err.Error()
@@ -155,7 +155,7 @@ func (f *finder) find(w Want) Target {
 			t.Reason = absentReason(w, err)
 			return t
 		}
-		if !d.Caps().Supports(c.Name, c.KeySize) && c.Kind != drivers.KindMAC {
+		if !d.Caps().Supports(c.Name, c.KeySize) && c.Kind != catalog.KindMAC {
 			t.Reason = fmt.Sprintf("%s is loaded but does not serve %s with %d-bit keys", name, c.Name, c.KeyBits())
 			return t
 		}
@@ -163,7 +163,7 @@ func (f *finder) find(w Want) Target {
 		if e, ok := d.Entry(); ok {
 			t.Module = e.Module
 		}
-	case drivers.APICryptodev:
+	case catalog.APICryptodev:
 		d, err := f.cryptodev()
 		if err != nil {
 			t.Reason = fmt.Sprintf("%s: %v (the %s engine needs an OCF kernel with /dev/crypto)", f.opt.Cryptodev, err, w.Engine)
@@ -184,7 +184,7 @@ func (f *finder) find(w Want) Target {
 
 func absentReason(w Want, err error) string {
 	msg := err.Error()
-	if e, ok := drivers.LookupEngine(w.Engine); ok && e.Hardware {
+	if e, ok := catalog.LookupEngine(w.Engine); ok && e.Hardware {
 		var ids []string
 		for _, id := range e.Match.PCI {
 			ids = append(ids, fmt.Sprintf("%04x:%04x", id.Vendor, id.Device))
@@ -212,7 +212,7 @@ func (f *finder) bind(name string) (*afalg.Driver, error) {
 // a generic bind first (which makes the kernel load the modules for it),
 // then the highest-priority entry in /proc/crypto that no hardware engine
 // module provides.
-func (f *finder) kernelSoftware(c *drivers.Cipher) (string, error) {
+func (f *finder) kernelSoftware(c *catalog.Cipher) (string, error) {
 	generic, err := afalg.New(afalg.Options{ProcCrypto: f.opt.ProcCrypto})
 	if err == nil {
 		key := make([]byte, c.KeySize)
@@ -240,7 +240,7 @@ func (f *finder) kernelSoftware(c *drivers.Cipher) (string, error) {
 }
 
 func hardwareModule(m string) bool {
-	for _, e := range drivers.Engines() {
+	for _, e := range catalog.Engines() {
 		if e.Hardware && e.Module == m {
 			return true
 		}
@@ -259,7 +259,7 @@ func (f *finder) cryptodev() (*cryptodev.Driver, error) {
 }
 
 // pciPresent reports whether any of ids is on the PCI bus (sysfs).
-func pciPresent(ids []drivers.PCIID) bool {
+func pciPresent(ids []catalog.PCIID) bool {
 	devs, err := os.ReadDir("/sys/bus/pci/devices")
 	if err != nil {
 		return false

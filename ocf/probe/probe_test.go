@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/afalg"
 	"github.com/ocfw/ocfw/ocf/fault"
@@ -16,15 +16,15 @@ import (
 func TestFind(t *testing.T) {
 	noAFALG := afalg.Available() != nil
 	wants := []Want{
-		{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo, Cipher: "aes-128-cbc"},
-		{Engine: drivers.SafeNet, Driver: "safe0", API: drivers.APICryptodev, Cipher: "des-cbc", Hardware: true},
-		{Engine: drivers.GeodeAES, Driver: "cbc-aes-geode", API: drivers.APIAFALG, Cipher: "aes-128-cbc", Hardware: true},
+		{Engine: catalog.GoSoft, Driver: "go", API: catalog.APIGo, Cipher: "aes-128-cbc"},
+		{Engine: catalog.SafeNet, Driver: "safe0", API: catalog.APICryptodev, Cipher: "des-cbc", Hardware: true},
+		{Engine: catalog.GeodeAES, Driver: "cbc-aes-geode", API: catalog.APIAFALG, Cipher: "aes-128-cbc", Hardware: true},
 		{Engine: "x", Driver: "x", API: "carrier-pigeon", Cipher: "aes-128-cbc"},
-		{Engine: "x", Driver: "x", API: drivers.APIGo, Cipher: "rot13"},
+		{Engine: "x", Driver: "x", API: catalog.APIGo, Cipher: "rot13"},
 		// A plan that says the engine cannot be there (a stand-in
 		// kernel): not looked for, the plan's reason given.
-		{Engine: drivers.IXP4xx, Driver: "cbc(aes)-ixp4xx", API: drivers.APIAFALG, Cipher: "aes-128-cbc", Hardware: true, Absent: "no IXP4xx in the stand-in"},
-		{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo, Cipher: "null", Absent: "said absent"},
+		{Engine: catalog.IXP4xx, Driver: "cbc(aes)-ixp4xx", API: catalog.APIAFALG, Cipher: "aes-128-cbc", Hardware: true, Absent: "no IXP4xx in the stand-in"},
+		{Engine: catalog.GoSoft, Driver: "go", API: catalog.APIGo, Cipher: "null", Absent: "said absent"},
 	}
 	targets := Find(wants, Options{Cryptodev: "/nonexistent/crypto", Extra: nil})
 	if len(targets) != len(wants) {
@@ -54,7 +54,7 @@ func TestFind(t *testing.T) {
 
 func TestFindExtra(t *testing.T) {
 	bad := fault.NewCorrupting("bad", soft.New(), nil)
-	wants := []Want{{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo, Cipher: "hmac-sha1"}}
+	wants := []Want{{Engine: catalog.GoSoft, Driver: "go", API: catalog.APIGo, Cipher: "hmac-sha1"}}
 	targets := Find(wants, Options{Extra: []ocf.Driver{bad}})
 	if len(targets) != 2 || targets[1].Name != "bad" || targets[1].Cipher != "hmac-sha1" || !targets[1].Hardware {
 		t.Fatalf("%+v", targets)
@@ -65,7 +65,7 @@ func TestPCIPresentReadsSysfs(t *testing.T) {
 	if _, err := os.Stat("/sys/bus/pci/devices"); err != nil {
 		t.Skip("no PCI sysfs on this machine")
 	}
-	if pciPresent([]drivers.PCIID{{Vendor: 0xffff, Device: 0xffff}}) {
+	if pciPresent([]catalog.PCIID{{Vendor: 0xffff, Device: 0xffff}}) {
 		t.Error("an impossible PCI id is present")
 	}
 }
@@ -74,10 +74,10 @@ func TestPCIPresentReadsSysfs(t *testing.T) {
 // (engine, cipher) pairs, and to no other engine's.
 func TestWantsAbsentFromPlan(t *testing.T) {
 	p := &plan.Plan{
-		Engines: []plan.Engine{{ID: drivers.IXP4xx, Hardware: true, Absent: "no IXP4xx here"}, {ID: drivers.GoSoft}},
+		Engines: []plan.Engine{{ID: catalog.IXP4xx, Hardware: true, Absent: "no IXP4xx here"}, {ID: catalog.GoSoft}},
 		Ciphers: []plan.Cipher{{Cipher: "aes-128-cbc", Routes: []plan.Route{
-			{Engine: drivers.IXP4xx, Driver: "cbc(aes)-ixp4xx", API: drivers.APIAFALG, Hardware: true},
-			{Engine: drivers.GoSoft, Driver: "go", API: drivers.APIGo},
+			{Engine: catalog.IXP4xx, Driver: "cbc(aes)-ixp4xx", API: catalog.APIAFALG, Hardware: true},
+			{Engine: catalog.GoSoft, Driver: "go", API: catalog.APIGo},
 		}}},
 	}
 	ws, err := Wants(p, nil)

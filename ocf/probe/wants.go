@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -13,8 +13,8 @@ import (
 // when p is nil, limited to ciphers when that is not empty.
 func Wants(p *plan.Plan, ciphers []string) ([]Want, error) {
 	for _, c := range ciphers {
-		if _, ok := drivers.LookupCipher(c); !ok {
-			return nil, fmt.Errorf("--cipher %s: unknown cipher%s; known: %s", c, drivers.Suggest(c, drivers.CipherNames()), strings.Join(drivers.CipherNames(), ", "))
+		if _, ok := catalog.LookupCipher(c); !ok {
+			return nil, fmt.Errorf("--cipher %s: unknown cipher%s; known: %s", c, catalog.Suggest(c, catalog.CipherNames()), strings.Join(catalog.CipherNames(), ", "))
 		}
 	}
 	keep := func(c string) bool {
@@ -30,13 +30,13 @@ func Wants(p *plan.Plan, ciphers []string) ([]Want, error) {
 	}
 	var out []Want
 	if p == nil {
-		for _, c := range drivers.CipherNames() {
+		for _, c := range catalog.CipherNames() {
 			if !keep(c) {
 				continue
 			}
 			out = append(out,
-				Want{Engine: drivers.KernelSoft, Driver: "kernel", API: drivers.APIAFALG, Cipher: c},
-				Want{Engine: drivers.GoSoft, Driver: soft.Name, API: drivers.APIGo, Cipher: c})
+				Want{Engine: catalog.KernelSoft, Driver: "kernel", API: catalog.APIAFALG, Cipher: c},
+				Want{Engine: catalog.GoSoft, Driver: soft.Name, API: catalog.APIGo, Cipher: c})
 		}
 		return out, nil
 	}

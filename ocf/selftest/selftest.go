@@ -14,7 +14,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/soft"
 )
@@ -159,7 +159,7 @@ func (t *tester) kats() error {
 		if v.Cipher != t.c.Name {
 			continue
 		}
-		if t.c.Kind == drivers.KindMAC {
+		if t.c.Kind == catalog.KindMAC {
 			got, err := t.run(v.Key, ocf.Request{Op: ocf.MAC, Src: v.Data, Dst: make([]byte, t.c.DigestSize)})
 			if err := t.compare(v.ID, "mac", v.Key, nil, v.Data, v.MAC, got, err, len(v.MAC)); err != nil {
 				return err
@@ -203,7 +203,7 @@ func (t *tester) crossCheck() error {
 		if inPlace {
 			layout += ", in place"
 		}
-		if t.c.Kind == drivers.KindMAC {
+		if t.c.Kind == catalog.KindMAC {
 			want, err := t.reference(key, ocf.Request{Op: ocf.MAC, Src: data, Dst: make([]byte, t.c.DigestSize)})
 			if err != nil {
 				return t.fail(Failure{Case: layout, Op: "mac (reference)", Size: size, Err: err.Error()})
@@ -245,7 +245,7 @@ func (t *tester) crossCheck() error {
 }
 
 func (t *tester) key() []byte {
-	if t.c.Kind == drivers.KindMAC {
+	if t.c.Kind == catalog.KindMAC {
 		// HMAC keys of several lengths, including longer than a block.
 		return t.bytes([]int{t.c.KeySize, 16, 64, 100}[t.rng.IntN(4)])
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/ocf/ocftest"
@@ -29,7 +29,7 @@ func TestVectorsAgreeWithStdlib(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Kind == drivers.KindMAC {
+		if c.Kind == catalog.KindMAC {
 			got, err := ocftest.Reference(c, v.Key, ocf.Request{Op: ocf.MAC, Src: v.Data})
 			if err != nil {
 				t.Fatal(err)
@@ -80,7 +80,7 @@ func TestParseVectorErrors(t *testing.T) {
 }
 
 func TestSoftPasses(t *testing.T) {
-	for _, c := range drivers.CipherNames() {
+	for _, c := range catalog.CipherNames() {
 		r := Check(soft.New(), c, Options{})
 		if r.Status != Pass {
 			t.Errorf("%s: %s %v", c, r.Status, r.Failure)

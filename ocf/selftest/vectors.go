@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // The vector files cite the standard each vector comes from; the code only
@@ -154,7 +154,7 @@ func decodeValue(v string) ([]byte, error) {
 func makeVector(raw map[string]string, vals map[string][]byte) (Vector, error) {
 	v := Vector{Cipher: raw["cipher"], ID: raw["id"], Key: vals["key"], IV: vals["iv"],
 		Plaintext: vals["plaintext"], Ciphertext: vals["ciphertext"], Data: vals["data"], MAC: vals["mac"]}
-	c, ok := drivers.LookupCipher(v.Cipher)
+	c, ok := catalog.LookupCipher(v.Cipher)
 	if !ok {
 		return v, fmt.Errorf("unknown cipher %q", v.Cipher)
 	}
@@ -162,7 +162,7 @@ func makeVector(raw map[string]string, vals map[string][]byte) (Vector, error) {
 		return v, fmt.Errorf("vector without id: every vector names its source")
 	}
 	switch c.Kind {
-	case drivers.KindMAC:
+	case catalog.KindMAC:
 		if v.Data == nil || len(v.MAC) == 0 || len(v.MAC) > c.DigestSize {
 			return v, fmt.Errorf("%s vector %q needs data and a mac of at most %d bytes", c.Name, v.ID, c.DigestSize)
 		}

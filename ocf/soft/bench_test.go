@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -15,13 +15,13 @@ var benchSizes = []int{16, 64, 256, 1024, 8192, 16384}
 // BenchmarkSoft encrypts in place (or MACs) one request per Do call, as
 // openssl speed -evp does one EVP update per block.
 func BenchmarkSoft(b *testing.B) {
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		b.Run(c.Name, func(b *testing.B) {
 			s := open(b, c.Name, randBytes(1, c.KeySize))
 			for _, n := range benchSizes {
 				b.Run(fmt.Sprint(n), func(b *testing.B) {
 					req := []ocf.Request{{Op: ocf.Encrypt, IV: make([]byte, c.IVSize), Src: make([]byte, n)}}
-					if c.Kind == drivers.KindMAC {
+					if c.Kind == catalog.KindMAC {
 						req[0] = ocf.Request{Op: ocf.MAC, Src: make([]byte, n), Dst: make([]byte, c.DigestSize)}
 					}
 					b.SetBytes(int64(n))

@@ -17,7 +17,7 @@ import (
 	"fmt"
 	"hash"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -37,9 +37,9 @@ func (Driver) Hardware() bool { return false }
 // key length.
 func (Driver) Caps() ocf.Caps {
 	caps := ocf.Caps{Ciphers: map[string][]int{}}
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		switch c.Kind {
-		case drivers.KindCipher:
+		case catalog.KindCipher:
 			caps.Ciphers[c.Name] = []int{c.KeySize}
 		default:
 			caps.Ciphers[c.Name] = nil
@@ -65,9 +65,9 @@ func (Driver) Open(c *ocf.Cipher, key []byte) (ocf.Session, error) {
 	}
 	s := &session{c: cat}
 	switch cat.Kind {
-	case drivers.KindNull:
+	case catalog.KindNull:
 		return s, nil
-	case drivers.KindMAC:
+	case catalog.KindMAC:
 		var h func() hash.Hash
 		switch cat.Name {
 		case "hmac-md5":

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -97,7 +97,7 @@ func TestVectors(t *testing.T) {
 		covered[v.cipher] = true
 		t.Run(fmt.Sprintf("%s/line%d", v.cipher, v.line), func(t *testing.T) {
 			s := open(t, v.cipher, v.key)
-			if s.Cipher().Kind == drivers.KindMAC {
+			if s.Cipher().Kind == catalog.KindMAC {
 				mac := make([]byte, s.Cipher().DigestSize)
 				if err := s.Do([]ocf.Request{{Op: ocf.MAC, Src: v.input, Dst: mac}}); err != nil {
 					t.Fatal(err)
@@ -134,8 +134,8 @@ func TestVectors(t *testing.T) {
 			}
 		})
 	}
-	for _, c := range drivers.Ciphers() {
-		if c.Kind != drivers.KindNull && !covered[c.Name] {
+	for _, c := range catalog.Ciphers() {
+		if c.Kind != catalog.KindNull && !covered[c.Name] {
 			t.Errorf("no vector for %s in testdata/vectors.txt", c.Name)
 		}
 	}
@@ -241,7 +241,7 @@ func TestChainMatchesStandardModes(t *testing.T) {
 
 func TestCapsCoverCatalog(t *testing.T) {
 	caps := New().Caps()
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		if !caps.Supports(c.Name, c.KeySize) {
 			t.Errorf("caps miss %s with a %d-byte key", c.Name, c.KeySize)
 		}
@@ -307,7 +307,7 @@ func TestRequestErrors(t *testing.T) {
 			// A good request after the bad one must still be served.
 			good := make([]byte, c.BlockSize)
 			okReq := ocf.Request{Op: ocf.Encrypt, IV: make([]byte, c.IVSize), Src: good}
-			if c.Kind == drivers.KindMAC {
+			if c.Kind == catalog.KindMAC {
 				okReq = ocf.Request{Op: ocf.MAC, Src: good, Dst: make([]byte, c.DigestSize)}
 			}
 			reqs := []ocf.Request{tc.req, okReq}
@@ -335,13 +335,13 @@ func TestClosedSession(t *testing.T) {
 
 // The request path must not allocate, for any cipher, in either direction.
 func TestNoAllocations(t *testing.T) {
-	for _, c := range drivers.Ciphers() {
+	for _, c := range catalog.Ciphers() {
 		s := open(t, c.Name, randBytes(10, c.KeySize))
 		src := randBytes(11, 1024)
 		out := make([]byte, len(src))
 		iv := make([]byte, c.IVSize)
 		var reqs []ocf.Request
-		if c.Kind == drivers.KindMAC {
+		if c.Kind == catalog.KindMAC {
 			reqs = []ocf.Request{{Op: ocf.MAC, Src: src, Dst: out}}
 		} else {
 			reqs = []ocf.Request{

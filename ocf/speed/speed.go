@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf"
 )
 
@@ -124,7 +124,7 @@ func measureCell(d ocf.Driver, c *ocf.Cipher, size int, opt Options) (Cell, erro
 		}
 		req := ocf.Request{Src: make([]byte, size)}
 		switch c.Kind {
-		case drivers.KindMAC:
+		case catalog.KindMAC:
 			req.Op, req.Dst = ocf.MAC, make([]byte, c.DigestSize)
 		default:
 			req.Op, req.IV, req.Dst = ocf.Encrypt, make([]byte, c.IVSize), make([]byte, size)

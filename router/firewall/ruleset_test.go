@@ -14,7 +14,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -347,20 +347,20 @@ func TestModulesListed(t *testing.T) {
 	}
 }
 
-// The firmware build loads drivers.RouterModules: everything the
+// The firmware build loads catalog.RouterModules: everything the
 // firewall needs must be there, in the same relative order.
 func TestModulesInTheCatalog(t *testing.T) {
-	var catalog []string
-	for _, m := range drivers.RouterModules {
-		catalog = append(catalog, m.Name)
+	var names []string
+	for _, m := range catalog.RouterModules {
+		names = append(names, m.Name)
 	}
 	at := -1
 	for _, m := range Modules {
-		i := slices.Index(catalog, m)
+		i := slices.Index(names, m)
 		if i < 0 {
-			t.Errorf("%s is not in drivers.RouterModules: the image would lack it", m)
+			t.Errorf("%s is not in catalog.RouterModules: the image would lack it", m)
 		} else if i < at {
-			t.Errorf("%s comes earlier in drivers.RouterModules than in firewall.Modules: load order", m)
+			t.Errorf("%s comes earlier in catalog.RouterModules than in firewall.Modules: load order", m)
 		}
 		at = max(at, i)
 	}

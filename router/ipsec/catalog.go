@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // The algorithms a tunnel may use: the catalog's CBC ciphers and HMACs
@@ -41,14 +41,14 @@ type Algorithm struct {
 func CipherAlgorithm(name string) (Algorithm, error) {
 	for _, n := range espCiphers {
 		if n == name {
-			c, ok := drivers.LookupCipher(name)
-			if !ok || c.Kind != drivers.KindCipher {
+			c, ok := catalog.LookupCipher(name)
+			if !ok || c.Kind != catalog.KindCipher {
 				break
 			}
 			return Algorithm{Name: name, Kernel: c.Kernel, KeySize: c.KeySize}, nil
 		}
 	}
-	return Algorithm{}, fmt.Errorf("cipher %q is not one a tunnel can use (want one of %v)%s", name, espCiphers, drivers.Suggest(name, espCiphers))
+	return Algorithm{}, fmt.Errorf("cipher %q is not one a tunnel can use (want one of %v)%s", name, espCiphers, catalog.Suggest(name, espCiphers))
 }
 
 // AuthAlgorithm looks up a tunnel authentication algorithm. HMAC takes
@@ -56,9 +56,9 @@ func CipherAlgorithm(name string) (Algorithm, error) {
 // recommendation), and Validate insists on it so that both ends agree.
 func AuthAlgorithm(name string) (Algorithm, error) {
 	trunc, ok := espAuths[name]
-	c, found := drivers.LookupCipher(name)
-	if !ok || !found || c.Kind != drivers.KindMAC {
-		return Algorithm{}, fmt.Errorf("authentication %q is not one a tunnel can use (want one of %v)%s", name, Auths(), drivers.Suggest(name, Auths()))
+	c, found := catalog.LookupCipher(name)
+	if !ok || !found || c.Kind != catalog.KindMAC {
+		return Algorithm{}, fmt.Errorf("authentication %q is not one a tunnel can use (want one of %v)%s", name, Auths(), catalog.Suggest(name, Auths()))
 	}
 	return Algorithm{Name: name, Kernel: c.Kernel, KeySize: c.KeySize, TruncBits: trunc}, nil
 }

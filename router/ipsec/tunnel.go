@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // Modules are the kernel modules a tunnel needs, in load order, as
@@ -21,8 +21,8 @@ import (
 // authencesn is the AEAD template ESP uses for SAs with extended sequence
 // numbers (without it such an SA fails with ENOENT, "Kernel was unable to
 // initialize cryptographic operations"). The list lives in the catalog
-// (drivers.TunnelModules), which the firmware's plan loads at boot.
-var Modules = drivers.TunnelModuleNames()
+// (catalog.TunnelModules), which the firmware's plan loads at boot.
+var Modules = catalog.TunnelModuleNames()
 
 // SA is one direction of a tunnel: an ESP security association with
 // manual keys.

@@ -43,7 +43,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf/afalg"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/router/ipsec"
@@ -197,7 +197,7 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("espspeed: %w", err)
 	}
-	cat, _ := drivers.LookupCipher(cfg.Cipher)
+	cat, _ := catalog.LookupCipher(cfg.Cipher)
 	for _, s := range cfg.Sizes {
 		if s < 8 || s > 1472 {
 			return nil, fmt.Errorf("espspeed: packet size %d: 8 to 1472 bytes (one datagram, no fragments)", s)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/drivers"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/kerneltest"
 	"github.com/ocfw/ocfw/internal/qemu"
 	"github.com/ocfw/ocfw/internal/testengine"
@@ -47,7 +47,7 @@ func TestKernelInTheLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vc, _ := drivers.LookupEngine(drivers.VirtioCrypto)
+	vc, _ := catalog.LookupEngine(catalog.VirtioCrypto)
 	env := map[string]string{}
 	for _, k := range []string{EnvBench, EnvBenchDelay} {
 		if v := os.Getenv(k); v != "" {
@@ -65,8 +65,8 @@ func TestKernelInTheLoop(t *testing.T) {
 }
 
 var (
-	virtioEngine = Engine{ID: drivers.VirtioCrypto, Driver: drivers.VirtioCryptoAESDriver, Hardware: true}
-	testEngine   = Engine{ID: drivers.TestAES, Driver: testengine.Driver, Hardware: true}
+	virtioEngine = Engine{ID: catalog.VirtioCrypto, Driver: catalog.VirtioCryptoAESDriver, Hardware: true}
+	testEngine   = Engine{ID: catalog.TestAES, Driver: testengine.Driver, Hardware: true}
 )
 
 // waitVirtio waits for the virtio-crypto device's driver to register.
@@ -78,7 +78,7 @@ func waitVirtio(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := kcrypto.Find(algs, drivers.VirtioCryptoAESDriver); ok {
+		if _, ok := kcrypto.Find(algs, catalog.VirtioCryptoAESDriver); ok {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -4,7 +4,7 @@
 // hardware, and through which API the firmware reaches it. It holds facts,
 // not crypto; package ocf/probe finds the engines present on a running
 // system, and the boot sequence's DetectPCI lists the PCI ones.
-package drivers
+package catalog
 
 import (
 	"encoding/json"

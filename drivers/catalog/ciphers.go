@@ -1,4 +1,4 @@
-package drivers
+package catalog
 
 // CipherKind says how a cipher is used: a block cipher in CBC mode, a MAC,
 // or the null cipher (copies data; useful for measuring framework overhead).

@@ -1,4 +1,4 @@
-package drivers
+package catalog
 
 // NIC is an Ethernet driver a board profile may name for its ports.
 type NIC struct {
