@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 

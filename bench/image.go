@@ -18,8 +18,8 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/build"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/pipeline"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -46,7 +46,7 @@ type imageBuild struct {
 }
 
 // imageChild is `bench image BOARD DIR`: one `ocfw build` worth of work
-// (pipeline.Build, which the build command calls) in a process of its own,
+// (build.Build, which the build command calls) in a process of its own,
 // so the parent can give it an empty Go build cache.
 func imageChild(args []string) error {
 	if len(args) != 2 {
@@ -92,7 +92,7 @@ func imageChild(args []string) error {
 	}()
 	img := filepath.Join(dir, board+".img")
 	t0 := time.Now()
-	b, err := pipeline.Build(ctx, pl, pipeline.Options{Output: img, Kernel: deb, WorkDir: dir, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"})
+	b, err := build.Build(ctx, pl, build.Options{Output: img, Kernel: deb, WorkDir: dir, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"})
 	close(done)
 	if err != nil {
 		return err
@@ -179,7 +179,7 @@ func runBuild(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
-	res := &buildResult{Board: buildBoard, Route: "pipeline.Build (what `ocfw build` calls), in a child process"}
+	res := &buildResult{Board: buildBoard, Route: "build.Build (what `ocfw build` calls), in a child process"}
 	ocfwCache, urootCache := filepath.Join(r.tmp, "gocache-ocfw"), filepath.Join(r.tmp, "gocache-uroot")
 	if bin := r.ocfwCommand(ctx); bin != "" {
 		res.Route = "`ocfw build --board " + buildBoard + " -o FILE` (cmd/ocfw), steps split by watching its work directory"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 var cmdlineRe = regexp.MustCompile(`Kernel command line: .*console=ttyS0,38400n8 panic=10`)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocfw/ocfw/internal/buildinfo"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 

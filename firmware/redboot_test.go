@@ -13,7 +13,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 

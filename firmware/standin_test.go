@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/qemu"
-	"github.com/ocfw/ocfw/internal/testengine"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/testengine"
 )
 
 // The test engine's module, built for Debian's 686 kernel, goes under

@@ -16,7 +16,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 

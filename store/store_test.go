@@ -14,7 +14,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/store"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/firmware"
-	"github.com/ocfw/ocfw/internal/pipeline"
+	"github.com/ocfw/ocfw/internal/build"
 	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/ocf/fault"
 	"github.com/ocfw/ocfw/plan"
@@ -145,7 +145,7 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 		out = "ocfw-" + pl.Board + ".img"
 	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
-	res, err := pipeline.Build(cmd.Context(), pl, pipeline.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
+	res, err := build.Build(cmd.Context(), pl, build.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
 		Boot: plan.Options{SpeedBudget: f.budget, ESPBudget: f.espBudget, Inject: f.inject}, Site: f.siteCfg, FirmwareFiles: f.fwFiles, SizeMiB: size, CardMB: f.cardMB,
 		SourceDateEpoch: sde, Log: log, Progress: progress.Terminal(cmd.ErrOrStderr())})
 	if err != nil {

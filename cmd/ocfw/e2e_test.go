@@ -16,9 +16,9 @@ import (
 	diskfs "github.com/diskfs/go-diskfs"
 
 	"github.com/ocfw/ocfw/firmware"
-	"github.com/ocfw/ocfw/internal/boardvm"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/boardvm"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
@@ -88,7 +88,7 @@ func dataStore(t *testing.T, image string) *store.Contents {
 	return c
 }
 
-func build(t *testing.T, image string, args ...string) {
+func buildImage(t *testing.T, image string, args ...string) {
 	t.Helper()
 	out, errs, code := ocfw(t, append([]string{"build", "-o", image, "--speed-budget", "10s"}, args...)...)
 	if code != 0 {
@@ -188,7 +188,7 @@ func TestEndToEnd(t *testing.T) {
 	needEndToEnd(t)
 	dir := t.TempDir()
 	alix := filepath.Join(dir, "alix.img")
-	build(t, alix, "--board", "alix2d13", "--card", "vpn1411")
+	buildImage(t, alix, "--board", "alix2d13", "--card", "vpn1411")
 
 	// The first boot goes to a copy, kept for a look: the image itself
 	// stays as built, ready to flash.
@@ -249,7 +249,7 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build(t, rel, "--board", "net5501", "--card", "vpn1401")
+	buildImage(t, rel, "--board", "net5501", "--card", "vpn1401")
 	// Booted as `ocfw run` does by default, through boardvm: a temporary
 	// copy, whose report Run reads back and returns.
 	res, err := boardvm.Run(context.Background(), net, boardvm.RunOptions{PoweroffAfterReport: true, Timeout: 8 * time.Minute})
@@ -286,7 +286,7 @@ func TestEndToEndBadEngine(t *testing.T) {
 	needEndToEnd(t)
 	dir := t.TempDir()
 	img := filepath.Join(dir, "bad.img")
-	build(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--test-inject", "corrupt:4096")
+	buildImage(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--test-inject", "corrupt:4096")
 	booted := filepath.Join(dir, "booted.img")
 	console, summary, code := boot(t, img, "--keep-copy", booted)
 	if code == 0 {

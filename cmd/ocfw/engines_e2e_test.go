@@ -15,8 +15,8 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
-	"github.com/ocfw/ocfw/internal/boardvm"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/boardvm"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
@@ -46,7 +46,7 @@ func TestEndToEndEngineChoice(t *testing.T) {
 	dir := t.TempDir()
 	img := filepath.Join(dir, "stand-ins.img")
 	args := []string{"--board", "alix2d13", "--card", "virtio-crypto", "--card", "testaes", "--cipher", "aes-128-cbc"}
-	build(t, img, args...)
+	buildImage(t, img, args...)
 	cat, err := boards.Embedded()
 	must(t, err)
 	pl, err := cat.Resolve(boards.Request{Board: "alix2d13", Cards: []string{"virtio-crypto", "testaes"}, Ciphers: []string{"aes-128-cbc"}})

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 // build, inspect and flash through the CLI, with a stand-in initramfs

@@ -14,7 +14,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 // smallImage builds a 42 MiB alix2d13 image through the CLI (Debian's

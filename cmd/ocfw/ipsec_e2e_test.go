@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/firmware"
-	"github.com/ocfw/ocfw/internal/qemu"
-	"github.com/ocfw/ocfw/internal/worldvm"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/worldvm"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router"
 )
@@ -145,9 +145,9 @@ func TestIPsecEndToEnd(t *testing.T) {
 	// A carries the test engine, set to corrupt every request of 1 KiB or
 	// more: the kernel's default choice by priority, which the self-test
 	// must catch, keeping the tunnel's traffic off it.
-	build(t, imgA, "--board", "alix2d13", "--card", "testaes", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("a.yaml"))
+	buildImage(t, imgA, "--board", "alix2d13", "--card", "testaes", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("a.yaml"))
 	t1 := time.Now()
-	build(t, imgB, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("b.yaml"))
+	buildImage(t, imgB, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("b.yaml"))
 	t.Logf("images built: A in %v, B in %v", t1.Sub(t0).Round(time.Second), time.Since(t1).Round(time.Second))
 	// a-d's key file is a-c's: the wrong tunnel's. a-e's is missing.
 	putOnCard(t, imgA, map[string]string{"a-b.keys": p("a-b.keys"), "a-c.keys": p("a-c.keys"), "a-d.keys": p("a-c.keys")})

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ocfw/ocfw/firmware"
-	"github.com/ocfw/ocfw/internal/qemu"
-	"github.com/ocfw/ocfw/internal/worldvm"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/worldvm"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -89,7 +89,7 @@ func TestRouterEndToEnd(t *testing.T) {
 	site := filepath.Join(dir, "site.yaml")
 	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
 	img := filepath.Join(dir, "gw.img")
-	build(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	buildImage(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
 	built, err := os.ReadFile(img)
 	must(t, err)
 
@@ -251,7 +251,7 @@ func TestRouterEndToEnd(t *testing.T) {
 
 	// The same inputs give the same image bytes.
 	again := filepath.Join(dir, "again.img")
-	build(t, again, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	buildImage(t, again, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
 	b2, err := os.ReadFile(again)
 	must(t, err)
 	if string(b2) != string(built) {

@@ -52,15 +52,15 @@ func TestImportRules(t *testing.T) {
 			name:    "board side imports no host package",
 			applies: func(p string) bool { return under(p, "boot", "router", "ocf", "store", "plan") },
 			forbidden: []string{mod + "internal/ocfcmd", "github.com/spf13/cobra", "gopkg.in/yaml.v3",
-				"github.com/diskfs/go-diskfs", "github.com/u-root/mkuimage", mod + "internal/qemu",
-				mod + "internal/pipeline", mod + "firmware", mod + "rootfs", mod + "boards"},
+				"github.com/diskfs/go-diskfs", "github.com/u-root/mkuimage", mod + "internal/lab",
+				mod + "internal/build", mod + "firmware", mod + "rootfs", mod + "boards"},
 		},
 		{
 			// firmware lays out, inspects and flashes images; booting
-			// them is internal/boardvm's job.
+			// them is internal/lab/boardvm's job.
 			name:      "firmware does not boot images",
 			applies:   func(p string) bool { return under(p, "firmware") },
-			forbidden: []string{mod + "internal/qemu", mod + "boot", mod + "internal/boardvm"},
+			forbidden: []string{mod + "internal/lab", mod + "boot", mod + "internal/lab/boardvm"},
 		},
 		{
 			// The charts and the 42 KB reference table stay on the host.

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 )
 
 // TestMain lets TestKernelSelftest boot this package's tests as /init.

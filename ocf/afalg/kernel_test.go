@@ -3,7 +3,7 @@ package afalg
 import (
 	"testing"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 )
 
 // guestModules are the modules this package's tests need in Debian's

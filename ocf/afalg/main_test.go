@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 )
 
 // TestMain hands over to the kernel-in-the-loop harness: on the host it

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/afalg"
 )

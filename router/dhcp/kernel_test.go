@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router/netns"
 )

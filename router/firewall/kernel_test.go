@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/nftables"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 	"github.com/ocfw/ocfw/plan"
 )
 

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/internal/cabi"
-	"github.com/ocfw/ocfw/internal/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 )
 
 // TestKernelInTheLoop boots Debian's 686 kernel (i386, so the test

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/drivers/catalog"
-	"github.com/ocfw/ocfw/internal/kerneltest"
-	"github.com/ocfw/ocfw/internal/qemu"
-	"github.com/ocfw/ocfw/internal/testengine"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/testengine"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/router/ipsec"
 )

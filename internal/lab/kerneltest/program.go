@@ -18,7 +18,7 @@ import (
 	"github.com/u-root/u-root/pkg/cpio"
 
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 // FindKernel returns the cached kernel package pkg ("" means

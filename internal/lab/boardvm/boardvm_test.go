@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 // A sparse image is copied byte for byte, with its holes kept.

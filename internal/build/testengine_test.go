@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/internal/qemu"
-	"github.com/ocfw/ocfw/internal/testengine"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/testengine"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )

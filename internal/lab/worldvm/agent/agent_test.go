@@ -15,7 +15,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/ocfw/ocfw/internal/worldvm"
+	"github.com/ocfw/ocfw/internal/lab/worldvm"
 )
 
 func TestPool(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/build"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/pipeline"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
 	"github.com/ocfw/ocfw/plan"
@@ -56,7 +56,7 @@ func TestARMBoot(t *testing.T) {
 	}
 	img := filepath.Join(t.TempDir(), "nslu2-standin.img")
 	t0 := time.Now()
-	res, err := pipeline.Build(context.Background(), pl, pipeline.Options{Output: img, Kernel: deb, SourceDateEpoch: 1700000000,
+	res, err := build.Build(context.Background(), pl, build.Options{Output: img, Kernel: deb, SourceDateEpoch: 1700000000,
 		Tool: "ocfw test", Boot: plan.Options{SpeedBudget: "10s"}})
 	if err != nil {
 		t.Fatal(err)

@@ -39,12 +39,12 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/kerneltest"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 // AgentPackage is the agent's import path, built for the guest by Start.
-const AgentPackage = "github.com/ocfw/ocfw/internal/worldvm/agent"
+const AgentPackage = "github.com/ocfw/ocfw/internal/lab/worldvm/agent"
 
 // Config says how to build and boot a world.
 type Config struct {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 // StartTest starts a world for t. It skips with -short (a boot takes

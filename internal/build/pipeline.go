@@ -3,7 +3,7 @@
 // (rootfs.Build) and the image for the board's boot method
 // (firmware.Build). `ocfw build`, `ocfw try` and the benchmarks all call
 // Build, so what is measured is what users get.
-package pipeline
+package build
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/lab/testengine"
 	"github.com/ocfw/ocfw/internal/progress"
-	"github.com/ocfw/ocfw/internal/testengine"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/rootfs"
 )

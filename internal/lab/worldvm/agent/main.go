@@ -58,8 +58,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
-	"github.com/ocfw/ocfw/internal/worldvm"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/worldvm"
 )
 
 type command struct {

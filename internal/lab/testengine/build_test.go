@@ -12,8 +12,8 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/ocfw/ocfw/internal/kerneltest"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 // buildOrSkip builds the module for the cached kernel, skipping (failing

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
 // Options says what to run in the guest.

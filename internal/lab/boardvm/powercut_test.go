@@ -16,10 +16,10 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/build"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/pipeline"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/store"
 )
@@ -76,8 +76,8 @@ func powerImage(t *testing.T) (string, *firmware.Manifest) {
 			return
 		}
 		imgPath = filepath.Join(imgDir, "alix.img")
-		var res *pipeline.Result
-		res, imgErr = pipeline.Build(context.Background(), pl, pipeline.Options{Output: imgPath, Kernel: deb,
+		var res *build.Result
+		res, imgErr = build.Build(context.Background(), pl, build.Options{Output: imgPath, Kernel: deb,
 			SourceDateEpoch: 1700000000, Tool: "ocfw test",
 			Boot: plan.Options{SpeedBudget: "0s", TestWriteTime: writeTime.String()}})
 		if imgErr == nil {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers/catalog"
-	"github.com/ocfw/ocfw/internal/kerneltest"
-	"github.com/ocfw/ocfw/internal/qemu"
+	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/afalg"
 	"github.com/ocfw/ocfw/ocf/probe"
