@@ -224,7 +224,7 @@ func (r *runner) measureBuilds(ctx context.Context, res *buildResult, pl *plan.P
 		return time.Since(t0).Seconds(), nil
 	}
 	res.URootCommand = strings.Join(pl.Go.Env(), " ") + ` u-root -o OUT.cpio -build bb -tags goshsmall -initcmd init -uinitcmd "ocf boot" -defaultsh gosh -skip-ldd -go-enable-inlining` +
-		" <the " + strconv.Itoa(len(rootfs.Commands)) + " commands of rootfs.Commands>"
+		" <the " + strconv.Itoa(len(rootfs.Commands)) + " commands of kernel.Commands>"
 	for _, d := range []string{ocfwCache, urootCache} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/ocfw/ocfw/kernel"
 	"io"
 	"os"
 	"path/filepath"
@@ -154,7 +155,7 @@ func kernelFor(ctx context.Context, board string) (image, arg string, err error)
 	if err != nil {
 		return "", "", err
 	}
-	k, err := rootfs.LoadKernel(ctx, plan, "", "")
+	k, err := kernel.Load(ctx, plan, "", "")
 	if err != nil {
 		return "", "", err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ocfw/ocfw/kernel"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,13 +38,13 @@ func testPlan(t *testing.T) *plan.Plan {
 }
 
 // debianKernel is the cached linux-image-686, or a skip.
-func debianKernel(t *testing.T, p *plan.Plan) *Kernel {
+func debianKernel(t *testing.T, p *plan.Plan) *kernel.Kernel {
 	t.Helper()
 	deb, err := debian.CachedKernel(p.Kernel.Package, p.Kernel.Arch, "")
 	if err != nil {
 		qemu.SkipOrFail(t, "kernel package %s (%s) not cached: run `ocfw kernel fetch --board %s`: %v", p.Kernel.Package, p.Kernel.Arch, p.Board, err)
 	}
-	k, err := LoadKernel(context.Background(), p, deb, "")
+	k, err := kernel.Load(context.Background(), p, deb, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestBootNoDataPartition(t *testing.T) {
 	if _, err := fmt.Sscanf(con[i+len(plan.MarkSelfTest):], "%d passed, %d failed, %d absent", &pass, &fail, &absent); err != nil {
 		t.Fatalf("self-test marker: %v", err)
 	}
-	// Kernel and Go software pass for both ciphers; the Geode engine is
+	// kernel.Kernel and Go software pass for both ciphers; the Geode engine is
 	// absent on QEMU's PC.
 	if pass < 4 || fail != 0 || absent < 1 {
 		t.Errorf("self-test: %d passed, %d failed, %d absent; want >=4 passed, 0 failed, >=1 absent\n%s", pass, fail, absent, vm.Tail(80))

@@ -1,3 +1,7 @@
+// Package rootfs turns a Plan and its kernel into what the board runs:
+// an initramfs whose whole userland is Go — u-root's init, a shell, a few
+// core commands and the on-board `ocf` command as the boot sequence —
+// built for the board's CPU with u-root's mkuimage.
 package rootfs
 
 import (
@@ -10,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ocfw/ocfw/kernel"
 	"io"
 	"log/slog"
 	"os"
@@ -33,8 +38,8 @@ import (
 
 // Options say what goes into the initramfs.
 type Options struct {
-	Kernel  *Kernel // from LoadKernel; its modules go in
-	WorkDir string  // where the initramfs is written; "" means a new temporary directory
+	Kernel  *kernel.Kernel // from kernel.Load; its modules go in
+	WorkDir string         // where the initramfs is written; "" means a new temporary directory
 	// SourceDateEpoch is every file's time in the archive; 0 means
 	// $SOURCE_DATE_EPOCH, else 0 (1970).
 	SourceDateEpoch int64
@@ -65,7 +70,7 @@ type Result struct {
 	RawSize   int64  // the cpio archive
 	Size      int64  // compressed
 	Modules   []string
-	Kernel    *Kernel
+	Kernel    *kernel.Kernel
 	Inputs    map[string]string // name -> sha256
 	// Parts are the archive's biggest files, largest first.
 	Parts []Part
@@ -139,7 +144,7 @@ var buildMu sync.Mutex
 func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	start := time.Now()
 	if pl == nil || opts.Kernel == nil {
-		return nil, errors.New("rootfs: Build needs a plan and a kernel (LoadKernel)")
+		return nil, errors.New("rootfs: Build needs a plan and a kernel (kernel.Load)")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -432,7 +437,7 @@ const extraDir = "extra"
 // (with their dependencies, from modules.dep) under lib/modules/VERSION,
 // with a modules.dep and modules.builtin for them; extra module files go
 // under extra/.
-func moduleRecords(pl *plan.Plan, k *Kernel, extra []string) (names []string, recs []cpio.Record, storage []string, sums map[string]string, err error) {
+func moduleRecords(pl *plan.Plan, k *kernel.Kernel, extra []string) (names []string, recs []cpio.Record, storage []string, sums map[string]string, err error) {
 	if k.ModulesDir == "" {
 		if len(extra) > 0 {
 			return nil, nil, nil, nil, fmt.Errorf("kernel %s has no modules directory to add %s to", k.Source, strings.Join(extra, ", "))

@@ -3,6 +3,7 @@ package rootfs
 import (
 	"context"
 	"errors"
+	"github.com/ocfw/ocfw/kernel"
 	"path"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func TestExtraModules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := LoadKernel(context.Background(), with, deb, "")
+	k, err := kernel.Load(context.Background(), with, deb, "")
 	if err != nil {
 		t.Fatal(err)
 	}

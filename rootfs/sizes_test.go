@@ -3,6 +3,7 @@ package rootfs
 import (
 	"context"
 	"encoding/binary"
+	"github.com/ocfw/ocfw/kernel"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,7 +13,7 @@ import (
 
 // Every board's initramfs, with the full plan, fits its budget; the log
 // has the sizes the README quotes. Geode boards use Debian's kernel and
-// its modules; the IXP4xx boards have no kernel to hand here, so theirs
+// its modules; the kernel.IXP4xx boards have no kernel to hand here, so theirs
 // is the userland alone (their modules come with the user's kernel).
 func TestBoardSizes(t *testing.T) {
 	if testing.Short() {
@@ -29,7 +30,7 @@ func TestBoardSizes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var k *Kernel
+			var k *kernel.Kernel
 			if p.Kernel.Source == "debian" {
 				k = debianKernel(t, p)
 			} else {
@@ -39,7 +40,7 @@ func TestBoardSizes(t *testing.T) {
 				if err := os.WriteFile(name, img, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				k = &Kernel{Image: name, Arch: ArchARM, Source: name}
+				k = &kernel.Kernel{Image: name, Arch: kernel.ArchARM, Source: name}
 			}
 			res, err := Build(context.Background(), p, Options{Kernel: k, WorkDir: t.TempDir()})
 			if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/ocfw/ocfw/kernel"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,11 +11,10 @@ import (
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/plan"
-	"github.com/ocfw/ocfw/rootfs"
 )
 
 // kernelFlagHelp is the --kernel flag's text for build and kernel check:
-// the forms rootfs.LoadKernel accepts.
+// the forms kernel.Load accepts.
 const kernelFlagHelp = "the kernel: a linux-image .deb; a directory with vmlinuz, bzImage or zImage (or boot/vmlinuz-VERSION), " +
 	"lib/modules/VERSION and optionally config, .config or config.gz; IMAGE:MODULESDIR[:CONFIG]; or IMAGE::CONFIG for a kernel " +
 	"whose CONFIG has every planned module =y (an IMAGE alone is refused: nothing shows the modules are built in). " +
@@ -49,15 +49,15 @@ without network access; --refresh updates the lists and downloads again.`,
 			if err != nil {
 				return err
 			}
-			kernel := b.Kernel
+			kpkg := b.Kernel
 			if standIn {
 				pl, err := resolveStandIn(g, b.Name)
 				if err != nil {
 					return err
 				}
-				kernel = pl.Kernel
+				kpkg = pl.Kernel
 			}
-			if kernel.Source != "debian" || kernel.Package == "" {
+			if kpkg.Source != "debian" || kpkg.Package == "" {
 				msg := fmt.Sprintf("board %s has no Debian kernel package to fetch: build ocfw images for it with --kernel", b.Name)
 				if b.Kernel.Note != "" {
 					msg += " (" + strings.TrimSpace(b.Kernel.Note) + ")"
@@ -67,8 +67,8 @@ without network access; --refresh updates the lists and downloads again.`,
 			f := &debian.Fetcher{CacheDir: cache, Refresh: refresh, Log: func(format string, args ...any) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...)
 			}}
-			stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+kernel.Package)
-			deb, err := f.FetchKernel(cmd.Context(), kernel.Package, kernel.Arch)
+			stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+kpkg.Package)
+			deb, err := f.FetchKernel(cmd.Context(), kpkg.Package, kpkg.Arch)
 			stop()
 			if err != nil {
 				return err
@@ -77,7 +77,7 @@ without network access; --refresh updates the lists and downloads again.`,
 			if standIn {
 				what += "'s QEMU stand-in"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s) for %s: %s\n", kernel.Package, kernel.Arch, what, deb)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s) for %s: %s\n", kpkg.Package, kpkg.Arch, what, deb)
 			return nil
 		},
 	}
@@ -89,7 +89,7 @@ without network access; --refresh updates the lists and downloads again.`,
 }
 
 func newKernelCheckCmd(g *globalFlags) *cobra.Command {
-	var board, cache, kernel string
+	var board, cache, kernelSpec string
 	var cards []string
 	cmd := &cobra.Command{
 		Use:   "check --board BOARD [--card CARD]... [--kernel SPEC]",
@@ -128,12 +128,12 @@ missing).`,
 			if err != nil {
 				return err
 			}
-			if kernel == "" && (p.Kernel.Source != plan.KernelDebian || p.Kernel.Package == "") {
+			if kernelSpec == "" && (p.Kernel.Source != plan.KernelDebian || p.Kernel.Package == "") {
 				writeNeeds(cmd.OutOrStdout(), p)
 				return fmt.Errorf("nothing was checked: board %s has no Debian kernel package, so give its kernel with --kernel "+
 					"(IMAGE:MODULESDIR[:CONFIG], a directory or a .deb); above is what it must have", p.Board)
 			}
-			k, err := rootfs.LoadKernel(cmd.Context(), p, kernel, cache)
+			k, err := kernel.Load(cmd.Context(), p, kernelSpec, cache)
 			if err != nil {
 				return err
 			}
@@ -151,7 +151,7 @@ missing).`,
 	}
 	cmd.Flags().StringVar(&board, "board", "", "board name or alias (required)")
 	cmd.Flags().StringArrayVar(&cards, "card", nil, "a card in the board's slots (repeat)")
-	cmd.Flags().StringVar(&kernel, "kernel", "", kernelFlagHelp)
+	cmd.Flags().StringVar(&kernelSpec, "kernel", "", kernelFlagHelp)
 	cmd.Flags().StringVar(&cache, "cache", "", "cache directory (default $OCFW_CACHE, else ~/.cache/ocfw)")
 	return cmd
 }

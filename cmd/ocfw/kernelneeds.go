@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/ocfw/ocfw/kernel"
 	"io"
 	"strings"
 
@@ -9,7 +10,6 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/plan"
-	"github.com/ocfw/ocfw/rootfs"
 )
 
 // debianSources are the kernel sources Debian's packages reachable from
@@ -31,17 +31,17 @@ func fragmentHeader(p *plan.Plan) []string {
 		"written by `ocfw kernel config " + args + "`; ocfw kernel check judges a kernel by the same list.",
 		"",
 	}
-	if rootfs.IXP4xx(p) {
+	if kernel.IXP4xx(p) {
 		h = append(h,
 			"What the ocfw firmware (a Go userland, GOARCH=arm GOARM="+p.Go.GOARM+") needs of a LITTLE-ENDIAN IXP4xx kernel:",
-			"Linux "+rootfs.LESeries+" or later (the series restoring little-endian IXP4xx), or an old",
-			"little-endian kernel from "+rootfs.MinKernel+" to 5.18 (with the board-file alternative below).",
+			"Linux "+kernel.LESeries+" or later (the series restoring little-endian IXP4xx), or an old",
+			"little-endian kernel from "+kernel.MinKernel+" to 5.18 (with the board-file alternative below).",
 			"Merge it onto the IXP4xx defconfig and cross-build (Debian: crossbuild-essential-armel):",
 			"  make ARCH=arm CROSS_COMPILE=arm-linux-gnueabi- ixp4xx_defconfig",
 			"  ARCH=arm scripts/kconfig/merge_config.sh .config "+p.Board+".config",
 			"  make ARCH=arm CROSS_COMPILE=arm-linux-gnueabi- zImage modules dtbs",
 		)
-		if dtb := rootfs.BoardDTB(p); dtb != "" {
+		if dtb := kernel.BoardDTB(p); dtb != "" {
 			h = append(h, "  cat arch/arm/boot/zImage arch/arm/boot/dts/intel/ixp/"+dtb+" > zImage-dtb")
 		}
 		h = append(h, "Options wanted as modules are =m: the zImage stays small and ocfw loads them.")
@@ -73,7 +73,7 @@ copies for nslu2 and avila-gw2348 ship in boards/kernel/.`,
 			if err != nil {
 				return err
 			}
-			_, err = io.WriteString(cmd.OutOrStdout(), rootfs.Fragment(p, fragmentHeader(p)))
+			_, err = io.WriteString(cmd.OutOrStdout(), kernel.Fragment(p, fragmentHeader(p)))
 			return err
 		},
 	}
@@ -102,18 +102,18 @@ func writeNeeds(w io.Writer, p *plan.Plan) {
 		args += " --card " + c.Name
 	}
 	fmt.Fprintf(w, "What a kernel for %s needs (nothing was checked: no kernel given).\n\n", p.Board)
-	if rootfs.IXP4xx(p) {
+	if kernel.IXP4xx(p) {
 		fmt.Fprintf(w, "Version and byte order\n")
-		fmt.Fprintf(w, "  little-endian: Go has no big-endian ARM port. Mainline IXP4xx is big-endian only from %s;\n", rootfs.LEBroken)
-		fmt.Fprintf(w, "  the series restoring little-endian IXP4xx was queued for %s. So: Linux %s or later (or a\n", rootfs.LESeries, rootfs.LESeries)
-		fmt.Fprintf(w, "  kernel with that series applied), or an old little-endian kernel %s to 5.18 (Debian 7 shipped\n", rootfs.MinKernel)
-		fmt.Fprintf(w, "  linux-image-3.2.0-4-ixp4xx); never older than %s, the oldest Linux Go runs on. Before %s the\n", rootfs.MinKernel, rootfs.FirmwareDirect)
+		fmt.Fprintf(w, "  little-endian: Go has no big-endian ARM port. Mainline IXP4xx is big-endian only from %s;\n", kernel.LEBroken)
+		fmt.Fprintf(w, "  the series restoring little-endian IXP4xx was queued for %s. So: Linux %s or later (or a\n", kernel.LESeries, kernel.LESeries)
+		fmt.Fprintf(w, "  kernel with that series applied), or an old little-endian kernel %s to 5.18 (Debian 7 shipped\n", kernel.MinKernel)
+		fmt.Fprintf(w, "  linux-image-3.2.0-4-ixp4xx); never older than %s, the oldest Linux Go runs on. Before %s the\n", kernel.MinKernel, kernel.FirmwareDirect)
 		fmt.Fprintf(w, "  kernel cannot read firmware files itself: build the microcode in (CONFIG_EXTRA_FIRMWARE).\n")
 		fmt.Fprintf(w, "  Debian's kernel sources reachable here (%s) are too old for the series: ocfw has no kernel build.\n\n", debianSources)
 	}
 	fmt.Fprintf(w, "Config options (`ocfw kernel config %s` writes them as a fragment)\n", args)
 	group := ""
-	for _, n := range rootfs.Needs(p) {
+	for _, n := range kernel.Needs(p) {
 		if n.Group != group {
 			group = n.Group
 			fmt.Fprintf(w, "  %s\n", group)
@@ -124,7 +124,7 @@ func writeNeeds(w io.Writer, p *plan.Plan) {
 		}
 		fmt.Fprintf(w, "    %s\n      %s%s\n", n.Options(), opt, n.Why)
 	}
-	if mc := rootfs.NPEMicrocode(p); len(mc) > 0 {
+	if mc := kernel.NPEMicrocode(p); len(mc) > 0 {
 		var flags []string
 		fmt.Fprintf(w, "\nNPE microcode (Intel's IXP400 software; not in Debian or ocfw), read by the kernel from /lib/firmware\n")
 		for _, m := range mc {
@@ -133,7 +133,7 @@ func writeNeeds(w io.Writer, p *plan.Plan) {
 		}
 		fmt.Fprintf(w, "  ocfw build %s puts them in the initramfs's /lib/firmware; without one, what uses it is absent.\n", strings.Join(flags, " "))
 	}
-	if rootfs.IXP4xx(p) {
+	if kernel.IXP4xx(p) {
 		fmt.Fprintf(w, "\nStarting it\n")
 		for _, l := range startText(p) {
 			fmt.Fprintf(w, "  %s\n", l)
@@ -144,7 +144,7 @@ func writeNeeds(w io.Writer, p *plan.Plan) {
 
 // startText is how the board's boot loader must start the kernel.
 func startText(p *plan.Plan) []string {
-	dtb := rootfs.BoardDTB(p)
+	dtb := kernel.BoardDTB(p)
 	if dtb == "" {
 		dtb = "the board's .dtb"
 	}

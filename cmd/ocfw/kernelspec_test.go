@@ -8,7 +8,7 @@ import (
 )
 
 // The --kernel forms the help and README document, as accepted or
-// refused by kernel check (rootfs.LoadKernel).
+// refused by kernel check (kernel.Load).
 func TestKernelSpecForms(t *testing.T) {
 	dir := fakeKernelDir(t, false, "af_alg", "algif_skcipher", "algif_hash", "crypto_user", "des_generic", "geode_aes",
 		"via_rhine", "e1000", "crc32c_generic", "libcrc32c", "nfnetlink", "nf_tables", "nft_objref", "nf_defrag_ipv4", "nf_defrag_ipv6", "nf_conntrack", "nft_ct", "nf_nat", "nft_chain_nat", "nft_nat", "nft_masq", "nft_limit", "bridge",

@@ -1,5 +1,5 @@
 // Package pipeline is the one way a firmware image is built: the plan's
-// kernel (rootfs.LoadKernel), the initramfs with the Go userland
+// kernel (kernel.Load), the initramfs with the Go userland
 // (rootfs.Build) and the image for the board's boot method
 // (firmware.Build). `ocfw build`, `ocfw try` and the benchmarks all call
 // Build, so what is measured is what users get.
@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ocfw/ocfw/kernel"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,7 +29,7 @@ type Options struct {
 	// Output is the image path; sidecars go beside it. Made absolute
 	// before the userland build, which changes directories.
 	Output string
-	// Kernel is a --kernel spec (rootfs.LoadKernel); "" means the board's
+	// Kernel is a --kernel spec (kernel.Load); "" means the board's
 	// Debian package from the cache.
 	Kernel string
 	// Initramfs, when set, is a ready compressed initramfs used instead of
@@ -68,7 +69,7 @@ type Step struct {
 type Result struct {
 	Output   string // absolute image path
 	Manifest *firmware.Manifest
-	Kernel   *rootfs.Kernel
+	Kernel   *kernel.Kernel
 	// Rootfs is the initramfs build, nil when Options.Initramfs was given.
 	Rootfs *rootfs.Result
 	Steps  []Step
@@ -132,7 +133,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 
 	t0 := time.Now()
 	stop := progress.Start(opts.Progress, "reading the kernel")
-	k, err := rootfs.LoadKernel(ctx, pl, opts.Kernel, "")
+	k, err := kernel.Load(ctx, pl, opts.Kernel, "")
 	stop()
 	if err != nil {
 		return nil, err
@@ -211,7 +212,7 @@ func testEngine(pl *plan.Plan) bool {
 
 // buildTestEngine builds the test module for the plan's Debian kernel
 // package and checks it is the kernel this image boots.
-func buildTestEngine(ctx context.Context, pl *plan.Plan, k *rootfs.Kernel, logf func(string, ...any)) (string, error) {
+func buildTestEngine(ctx context.Context, pl *plan.Plan, k *kernel.Kernel, logf func(string, ...any)) (string, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}

@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"errors"
+	"github.com/ocfw/ocfw/kernel"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/testengine"
 	"github.com/ocfw/ocfw/plan"
-	"github.com/ocfw/ocfw/rootfs"
 )
 
 func standInPlan(t *testing.T, cards ...string) *plan.Plan {
@@ -46,7 +46,7 @@ func TestTestEngineModule(t *testing.T) {
 	// No make on PATH: the error names the tools and the package.
 	t.Run("no make", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
-		_, err := buildTestEngine(context.Background(), pl, &rootfs.Kernel{Version: "6.1.0-57-686"}, t.Logf)
+		_, err := buildTestEngine(context.Background(), pl, &kernel.Kernel{Version: "6.1.0-57-686"}, t.Logf)
 		if !errors.Is(err, testengine.ErrNoTools) || !strings.Contains(err.Error(), "--card testaes") || !strings.Contains(err.Error(), "apt-get install make gcc-12") {
 			t.Errorf("without make: %v", err)
 		}
@@ -57,7 +57,7 @@ func TestTestEngineModule(t *testing.T) {
 		if testing.Short() {
 			t.Skip("may fetch headers and compile the module; -short")
 		}
-		_, err := buildTestEngine(context.Background(), pl, &rootfs.Kernel{Version: "6.1.0-0-other"}, t.Logf)
+		_, err := buildTestEngine(context.Background(), pl, &kernel.Kernel{Version: "6.1.0-0-other"}, t.Logf)
 		if errors.Is(err, testengine.ErrNoTools) || errors.Is(err, testengine.ErrNoKernel) {
 			qemu.SkipOrFail(t, "%v", err)
 		}

@@ -1,4 +1,4 @@
-package rootfs
+package kernel
 
 import (
 	"archive/tar"
@@ -156,7 +156,7 @@ func TestLoadKernelBadInputs(t *testing.T) {
 		plan  *plan.Plan
 		setup setup
 		want  []string // substrings of the error, all required
-		count int      // problems in the *KernelError; 0 = not a KernelError
+		count int      // problems in the *Error; 0 = not a Error
 	}{
 		{"ARM zImage for an x86 board", alix, func(t *testing.T, d string) string {
 			write(t, filepath.Join(d, "zImage"), zImage(binary.LittleEndian))
@@ -220,9 +220,9 @@ func TestLoadKernelBadInputs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.setup(t, t.TempDir())
-			k, err := LoadKernel(context.Background(), tc.plan, spec, t.TempDir())
+			k, err := Load(context.Background(), tc.plan, spec, t.TempDir())
 			if err == nil {
-				t.Fatalf("LoadKernel(%s) = %+v, want an error", spec, k)
+				t.Fatalf("Load(%s) = %+v, want an error", spec, k)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -230,14 +230,14 @@ func TestLoadKernelBadInputs(t *testing.T) {
 				}
 			}
 			t.Logf("%v", err)
-			var ke *KernelError
+			var ke *Error
 			switch {
 			case tc.count == 0 && errors.As(err, &ke):
-				t.Errorf("got a *KernelError, want an input error: %v", err)
+				t.Errorf("got a *Error, want an input error: %v", err)
 			case tc.count > 0 && (!errors.As(err, &ke) || len(ke.Problems) != tc.count):
-				t.Errorf("want a *KernelError with %d problem(s), got %#v", tc.count, err)
+				t.Errorf("want a *Error with %d problem(s), got %#v", tc.count, err)
 			case tc.count < 0 && (!errors.As(err, &ke) || len(ke.Problems) < 3):
-				t.Errorf("want a *KernelError with all problems at once, got %#v", err)
+				t.Errorf("want a *Error with all problems at once, got %#v", err)
 			}
 		})
 	}
@@ -253,7 +253,7 @@ func TestLoadKernelForms(t *testing.T) {
 		write(t, filepath.Join(d, "bzImage"), bzImage())
 		modulesTree(t, d, "6.1.0-test", allModules(alix), nil)
 		write(t, filepath.Join(d, "config"), []byte(goodConfig))
-		k, err := LoadKernel(context.Background(), alix, d, t.TempDir())
+		k, err := Load(context.Background(), alix, d, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func TestLoadKernelForms(t *testing.T) {
 		write(t, filepath.Join(d, "bzImage"), bzImage())
 		modulesTree(t, d, "6.1.0-test", without(allModules(alix), "aes_ti"), nil)
 		write(t, filepath.Join(d, "config"), []byte(goodConfig))
-		k, err := LoadKernel(context.Background(), alix, d, t.TempDir())
+		k, err := Load(context.Background(), alix, d, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +281,7 @@ func TestLoadKernelForms(t *testing.T) {
 		// The board's own options from its fragment; goodConfig's
 		// CONFIG_CRYPTO_DEV_IXP4XX=y, read later, builds the driver in.
 		cfg := write(t, filepath.Join(d, "config"), []byte(Fragment(nslu2, nil)+goodConfig))
-		k, err := LoadKernel(context.Background(), nslu2, img+":"+mods+":"+cfg, t.TempDir())
+		k, err := Load(context.Background(), nslu2, img+":"+mods+":"+cfg, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,14 +298,14 @@ func TestLoadKernelForms(t *testing.T) {
 		zw.Write([]byte(goodConfig))
 		zw.Close()
 		write(t, filepath.Join(d, "config.gz"), gz.Bytes())
-		if _, err := LoadKernel(context.Background(), alix, d, t.TempDir()); err != nil {
+		if _, err := Load(context.Background(), alix, d, t.TempDir()); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run(".deb", func(t *testing.T) {
 		d := t.TempDir()
 		deb := write(t, filepath.Join(d, "linux-image-test.deb"), kernelDeb(t, "6.1.0-test", allModules(alix)))
-		k, err := LoadKernel(context.Background(), alix, deb, t.TempDir())
+		k, err := Load(context.Background(), alix, deb, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestLoadKernelForms(t *testing.T) {
 		}
 	})
 	t.Run("board without a Debian kernel", func(t *testing.T) {
-		_, err := LoadKernel(context.Background(), nslu2, "", t.TempDir())
+		_, err := Load(context.Background(), nslu2, "", t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), "--kernel") {
 			t.Errorf("err = %v, want a request for --kernel", err)
 		}
@@ -328,14 +328,14 @@ func TestDebianKernel(t *testing.T) {
 	if err != nil {
 		qemu.SkipOrFail(t, "kernel package not cached (`ocfw kernel fetch --board alix2d13`): %v", err)
 	}
-	k, err := LoadKernel(context.Background(), alix, deb, "")
+	k, err := Load(context.Background(), alix, deb, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k.Arch != ArchX86 || k.Config == "" || !strings.HasSuffix(k.Version, "-686") {
 		t.Errorf("kernel %+v", k)
 	}
-	_, err = LoadKernel(context.Background(), resolvePlan(t, "nslu2"), deb, "")
+	_, err = Load(context.Background(), resolvePlan(t, "nslu2"), deb, "")
 	if err == nil || !strings.Contains(err.Error(), "needs an ARM (zImage) kernel") {
 		t.Errorf("nslu2 with the 686 kernel: %v", err)
 	}

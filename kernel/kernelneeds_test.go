@@ -1,4 +1,4 @@
-package rootfs
+package kernel
 
 import (
 	"context"
@@ -217,16 +217,16 @@ func TestIXP4xxConfigCheck(t *testing.T) {
 			img := write(t, filepath.Join(d, "zImage"), zImage(binary.LittleEndian))
 			mods := modulesTree(t, d, tc.version, allModules(nslu2), nil)
 			cfg := write(t, filepath.Join(d, "config"), []byte(tc.config))
-			_, err := LoadKernel(context.Background(), nslu2, img+":"+mods+":"+cfg, t.TempDir())
+			_, err := Load(context.Background(), nslu2, img+":"+mods+":"+cfg, t.TempDir())
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
-			var ke *KernelError
+			var ke *Error
 			if !errors.As(err, &ke) {
-				t.Fatalf("err = %v, want a *KernelError", err)
+				t.Fatalf("err = %v, want a *Error", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

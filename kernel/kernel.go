@@ -1,9 +1,8 @@
-// Package rootfs turns a Plan into what the board runs: the board's kernel
-// (a Debian package, a directory or a zImage plus modules), checked against
-// the plan, and an initramfs whose whole userland is Go — u-root's init, a
-// shell, a few core commands and the on-board `ocf` command as the boot
-// sequence — built for the board's CPU with u-root's mkuimage.
-package rootfs
+// Package kernel finds the board's kernel (a Debian package, a directory
+// or an image plus modules), checks it against the plan, and says what a
+// kernel the owner builds must have (Needs, Fragment): every problem at
+// once, as facts the CLI words for its flags.
+package kernel
 
 import (
 	"bufio"
@@ -25,7 +24,7 @@ import (
 	"github.com/ocfw/ocfw/plan"
 )
 
-// Kernel is the kernel a firmware boots, as LoadKernel found and checked it.
+// Kernel is the kernel a firmware boots, as Load found and checked it.
 type Kernel struct {
 	Version    string // "6.1.0-57-686"; "" when no modules directory was given
 	Image      string // path of the bzImage or zImage
@@ -53,21 +52,21 @@ const (
 	ArchARM = "arm"
 )
 
-// KernelError lists every problem with a kernel input at once, so a user
+// Error lists every problem with a kernel input at once, so a user
 // fixes them in one round rather than one per run.
-type KernelError struct {
+type Error struct {
 	Source   string
 	Problems []string
 }
 
-func (e *KernelError) Error() string {
+func (e *Error) Error() string {
 	if len(e.Problems) == 1 {
 		return fmt.Sprintf("kernel %s: %s", e.Source, e.Problems[0])
 	}
 	return fmt.Sprintf("kernel %s has %d problems:\n  - %s", e.Source, len(e.Problems), strings.Join(e.Problems, "\n  - "))
 }
 
-// LoadKernel finds the kernel for plan and checks it. spec is:
+// Load finds the kernel for plan and checks it. spec is:
 //
 //   - "": the plan's Debian package (plan.Kernel.Package for
 //     plan.Kernel.Arch), from cacheDir, fetched with apt-get if missing;
@@ -83,8 +82,8 @@ func (e *KernelError) Error() string {
 // A config file beside the image is used as IMAGE:MODULES:CONFIG.
 // cacheDir "" means the default cache. The checks (architecture,
 // endianness, config options, planned modules) report every problem in
-// one *KernelError.
-func LoadKernel(ctx context.Context, pl *plan.Plan, spec, cacheDir string) (*Kernel, error) {
+// one *Error.
+func Load(ctx context.Context, pl *plan.Plan, spec, cacheDir string) (*Kernel, error) {
 	if pl == nil {
 		return nil, errors.New("rootfs: no plan")
 	}
@@ -499,7 +498,7 @@ func (k *Kernel) check(p *plan.Plan) error {
 		}
 	}
 	if len(problems) > 0 {
-		return &KernelError{Source: k.Source, Problems: problems}
+		return &Error{Source: k.Source, Problems: problems}
 	}
 	return nil
 }
