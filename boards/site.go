@@ -8,18 +8,20 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/ocfw/ocfw/site"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/ocfw/ocfw/plan"
 )
 
-// KindSite marks a site config: what a router does (plan.Site).
+// KindSite marks a site config: what a router does (site.Site).
 const KindSite = "site"
 
 // ParseSite reads a site config (YAML, kind: site) and checks it against
 // its board's ports from the catalog. Every problem comes back at once,
 // each at FILE:LINE:COLUMN, as an ErrorList.
-func (c *Catalog) ParseSite(file string, data []byte) (*plan.Site, *Board, error) {
+func (c *Catalog) ParseSite(file string, data []byte) (*site.Site, *Board, error) {
 	d, err := c.ParseSiteDoc(file, data)
 	if d == nil {
 		return nil, nil, err
@@ -32,7 +34,7 @@ func (c *Catalog) ParseSite(file string, data []byte) (*plan.Site, *Board, error
 // a line and column.
 type SiteDoc struct {
 	File  string
-	Site  *plan.Site
+	Site  *site.Site
 	Board *Board // nil when the site names no known board
 	pos   positions
 }
@@ -58,7 +60,7 @@ func (c *Catalog) ParseSiteDoc(file string, data []byte) (*SiteDoc, error) {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, ErrorList{{File: file, Line: doc.Line, Col: doc.Column, Msg: "want a mapping of fields (kind: site, board: ..., hostname: ...)"}}
 	}
-	s := &plan.Site{}
+	s := &site.Site{}
 	d := &decoder{file: file, what: "site config", pos: positions{}, bad: map[string]bool{}}
 	d.decode(doc.Content[0], reflect.ValueOf(s).Elem(), "")
 	var ports []plan.Port
@@ -98,7 +100,7 @@ func located(file string, pos positions, path, msg string) *Error {
 }
 
 // SitePortRoles says, for people, which port does what under a site.
-func SitePortRoles(s *plan.Site, b *Board) []string {
+func SitePortRoles(s *site.Site, b *Board) []string {
 	role := map[string]string{s.WAN.Port: "WAN"}
 	for _, p := range s.LAN.Ports {
 		role[p] = "LAN"

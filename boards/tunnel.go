@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/site"
 )
 
 // TunnelKeysPath is where the host finds a tunnel's key file: its name
 // taken beside the site config (on the box: in the card's ocfw folder).
-func TunnelKeysPath(siteFile string, t plan.SiteTunnel) string {
+func TunnelKeysPath(siteFile string, t site.Tunnel) string {
 	return filepath.Join(filepath.Dir(siteFile), t.Keys)
 }
 
@@ -36,10 +36,10 @@ func (d *SiteDoc) Tunnel(name string) int {
 // the files involved. Sites with errors of their own are skipped.
 func CheckTunnels(docs []*SiteDoc, read func(name string) ([]byte, error)) ErrorList {
 	var errs ErrorList
-	setups := map[*SiteDoc][]*plan.TunnelSetup{}
+	setups := map[*SiteDoc][]*site.TunnelSetup{}
 	// Both ends usually name one file: read and report it once.
 	type keyFile struct {
-		keys *plan.TunnelKeys
+		keys *site.TunnelKeys
 		err  error
 	}
 	files := map[string]*keyFile{}
@@ -55,14 +55,14 @@ func CheckTunnels(docs []*SiteDoc, read func(name string) ([]byte, error)) Error
 			return f
 		}
 		var kerrs []error
-		f.keys, kerrs = plan.ReadTunnelKeys(path, data)
+		f.keys, kerrs = site.ReadTunnelKeys(path, data)
 		for _, e := range kerrs {
 			errs = append(errs, fileError(path, e))
 		}
 		return f
 	}
 	for _, d := range docs {
-		setups[d] = make([]*plan.TunnelSetup, len(d.Site.Tunnels))
+		setups[d] = make([]*site.TunnelSetup, len(d.Site.Tunnels))
 		for i, t := range d.Site.Tunnels {
 			path := TunnelKeysPath(d.File, t)
 			at := fmt.Sprintf("tunnels[%d].keys", i)
@@ -111,7 +111,7 @@ func CheckTunnels(docs []*SiteDoc, read func(name string) ([]byte, error)) Error
 	return errs
 }
 
-func sameSA(a, b plan.SAKeys) bool {
+func sameSA(a, b site.SAKeys) bool {
 	return a.SPI == b.SPI && bytes.Equal(a.EncKey, b.EncKey) && bytes.Equal(a.AuthKey, b.AuthKey)
 }
 

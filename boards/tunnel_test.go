@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/site"
 )
 
 // Tunnel mistakes come with the rest of the site's, each at its line and
@@ -85,7 +85,7 @@ func pairDir(t *testing.T, editB func(string) string) (dir string, docs []*SiteD
 
 func writeKeys(t *testing.T, path string) {
 	t.Helper()
-	k, err := plan.NewTunnelKeys(rand.Reader, "a-b", "aes-128-cbc", "hmac-sha256",
+	k, err := site.NewTunnelKeys(rand.Reader, "a-b", "aes-128-cbc", "hmac-sha256",
 		netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("203.0.113.2"), time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/fault"
@@ -226,7 +228,7 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	// 4. The network, before the crypto checks: a router that is down
 	// for the length of a benchmark at every boot is a bad router.
 	var netNotes []string
-	var site *plan.Site
+	var site *site.Site
 	if pl != nil {
 		problem(step(ctx, "bringing the network up", cfg.StepTimeout+cfg.LinkWait, func() error {
 			var err error

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/ocf/report"
@@ -50,7 +52,7 @@ func espMissing(mods ModuleResults, builtin map[string]bool, cipher string) []st
 
 // espAlgorithms are the cipher and auth the ESP run measures: the site's
 // first tunnel's, else aes-128-cbc with hmac-sha1.
-func espAlgorithms(site *plan.Site) (cipher, auth string) {
+func espAlgorithms(site *site.Site) (cipher, auth string) {
 	if site != nil {
 		for _, t := range site.Tunnels {
 			if t.Cipher != "" && t.Auth != "" {
@@ -102,7 +104,7 @@ func espBudget(opts plan.Options) (time.Duration, error) {
 // the result why not. It runs before any tunnel is installed (the router
 // installs none before Run returns): new SAs bind whichever engine is
 // being measured.
-func measureESP(ctx context.Context, cfg *Config, pl *plan.Plan, r *report.Report, mods ModuleResults, site *plan.Site, budget time.Duration) *report.ESP {
+func measureESP(ctx context.Context, cfg *Config, pl *plan.Plan, r *report.Report, mods ModuleResults, site *site.Site, budget time.Duration) *report.ESP {
 	cipher, auth := espAlgorithms(site)
 	switch {
 	case budget == 0:

@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
-	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router/ipsec/espspeed"
 )
 
@@ -101,12 +102,12 @@ func without(rs ModuleResults, name string) ModuleResults {
 
 func TestESPAlgorithms(t *testing.T) {
 	for _, tc := range []struct {
-		site         *plan.Site
+		site         *site.Site
 		cipher, auth string
 	}{
 		{nil, "aes-128-cbc", "hmac-sha1"},
-		{&plan.Site{}, "aes-128-cbc", "hmac-sha1"},
-		{&plan.Site{Tunnels: []plan.SiteTunnel{{Cipher: "aes-256-cbc", Auth: "hmac-sha256"}, {Cipher: "des-ede3-cbc", Auth: "hmac-sha1"}}}, "aes-256-cbc", "hmac-sha256"},
+		{&site.Site{}, "aes-128-cbc", "hmac-sha1"},
+		{&site.Site{Tunnels: []site.Tunnel{{Cipher: "aes-256-cbc", Auth: "hmac-sha256"}, {Cipher: "des-ede3-cbc", Auth: "hmac-sha1"}}}, "aes-256-cbc", "hmac-sha256"},
 	} {
 		if c, a := espAlgorithms(tc.site); c != tc.cipher || a != tc.auth {
 			t.Errorf("%+v: %s+%s, want %s+%s", tc.site, c, a, tc.cipher, tc.auth)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router"
@@ -18,14 +20,14 @@ import (
 // one built into the image. A broken card copy is reported and the
 // built-in one used: the router never comes up without a network because
 // of a typo. notes say what was used and why.
-func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (site *plan.Site, notes []string) {
+func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (sc *site.Site, notes []string) {
 	if st != nil {
-		data, err := st.ReadFile(plan.SiteCardFile, plan.MaxFileSize)
+		data, err := st.ReadFile(site.CardFile, plan.MaxFileSize)
 		switch {
 		case err == nil:
-			s, errs := plan.ReadSite("data partition "+store.Dir+"/"+plan.SiteCardFile, data, pl.Ports)
+			s, errs := site.Read("data partition "+store.Dir+"/"+site.CardFile, data, pl.Ports)
 			if len(errs) == 0 {
-				return s, []string{"site config: the copy on the data partition (" + store.Dir + "/" + plan.SiteCardFile + ")"}
+				return s, []string{"site config: the copy on the data partition (" + store.Dir + "/" + site.CardFile + ")"}
 			}
 			var msgs []string
 			for _, e := range errs {
@@ -36,14 +38,14 @@ func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (site *plan.Site, not
 			notes = append(notes, "site config on the data partition unreadable, the built-in one is used: "+err.Error())
 		}
 	}
-	data, err := os.ReadFile(cfg.path(plan.SiteFile))
+	data, err := os.ReadFile(cfg.path(site.File))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, append(notes, "no site config in this image: the firmware does not route (ocfw build --site FILE)")
 	}
 	if err != nil {
 		return nil, append(notes, "site config: "+err.Error())
 	}
-	s, errs := plan.ReadSite(plan.SiteFile, data, pl.Ports)
+	s, errs := site.Read(site.File, data, pl.Ports)
 	if len(errs) > 0 {
 		return nil, append(notes, fmt.Sprintf("the built-in site config is invalid (%v): the firmware does not route", errs[0]))
 	}
@@ -54,21 +56,21 @@ func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (site *plan.Site, not
 // the console and, when there is a data partition, to its log. The site
 // is returned whether or not the router starts (the ESP run measures its
 // tunnels' algorithms).
-func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store) (*router.Router, *plan.Site, []string, error) {
-	site, notes := loadSite(cfg, pl, st)
+func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store) (*router.Router, *site.Site, []string, error) {
+	sc, notes := loadSite(cfg, pl, st)
 	for _, n := range notes {
 		cfg.printf("ocfw: %s", n)
 		if st != nil {
 			st.Log(n)
 		}
 	}
-	if site == nil || cfg.NoNetwork {
-		return nil, site, notes, nil
+	if sc == nil || cfg.NoNetwork {
+		return nil, sc, notes, nil
 	}
 	// WaitForCrypto: the tunnels come up once Run calls CryptoSettled,
 	// after the engines' self-test, so that their SAs bind to engines it
 	// proved.
-	rc := router.Config{Site: site, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true,
+	rc := router.Config{Site: sc, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true,
 		Log: func(format string, args ...any) {
 			line := fmt.Sprintf(format, args...)
 			cfg.printf("ocfw: %s", line)
@@ -87,5 +89,5 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 		ctxStatus := context.Background()
 		go r.ServeStatus(ctxStatus, cfg.path(router.StatusSocket))
 	}
-	return r, site, notes, err
+	return r, sc, notes, err
 }

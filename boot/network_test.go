@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/internal/lab/qemu"
-	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/store"
 )
 
@@ -40,7 +41,7 @@ func TestLoadSite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			if tc.builtin != "" {
-				write(t, filepath.Join(root, plan.SiteFile), []byte(tc.builtin))
+				write(t, filepath.Join(root, site.File), []byte(tc.builtin))
 			}
 			data := dataPartition(t)
 			if tc.card != "" {

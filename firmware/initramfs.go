@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ulikunitz/xz"
 
 	"github.com/ocfw/ocfw/drivers/catalog"
@@ -157,7 +159,7 @@ func skip(r io.Reader, n int64) error {
 // ImageSite returns the site config built into a CF image's initramfs
 // (nil, nil when the image has none: it does not route). ocfw run uses it
 // to wire the QEMU ports the way the site uses them.
-func ImageSite(image string) (*plan.Site, error) {
+func ImageSite(image string) (*site.Site, error) {
 	f, fi, err := regfile.Open(image)
 	if err != nil {
 		return nil, err
@@ -187,16 +189,16 @@ func ImageSite(image string) (*plan.Site, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", image, BootInitrd, err)
 		}
-		data, err := findInCpio(io.LimitReader(r, maxInitramfs), strings.TrimPrefix(plan.SiteFile, "/"), plan.MaxFileSize)
+		data, err := findInCpio(io.LimitReader(r, maxInitramfs), strings.TrimPrefix(site.File, "/"), plan.MaxFileSize)
 		if errors.Is(err, ErrNoPlan) {
 			return nil, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", image, BootInitrd, err)
 		}
-		var s plan.Site
+		var s site.Site
 		if err := json.Unmarshal(data, &s); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", image, plan.SiteFile, err)
+			return nil, fmt.Errorf("%s: %s: %w", image, site.File, err)
 		}
 		return &s, nil
 	}

@@ -6,7 +6,10 @@
 // nor anything host-only: only the drivers catalog.
 package plan
 
-import "github.com/ocfw/ocfw/drivers/catalog"
+import (
+	"github.com/ocfw/ocfw/drivers/catalog"
+	"github.com/ocfw/ocfw/internal/jsonfile"
+)
 
 // Boot methods.
 const (
@@ -209,7 +212,7 @@ type Route struct {
 
 // JSON renders the plan as indented JSON with a trailing newline: the
 // bytes the host writes into the initramfs.
-func (p *Plan) JSON() ([]byte, error) { return indentJSON(p) }
+func (p *Plan) JSON() ([]byte, error) { return jsonfile.Indent(p) }
 
 // DataPartitionLabel is the FAT label of the partition that keeps the
 // board's files.
@@ -219,3 +222,27 @@ func (p *Plan) DataPartitionLabel() string {
 	}
 	return DataLabel
 }
+
+// Port is one Ethernet port of a board, as its profile lists it.
+type Port struct {
+	// Name is what the user calls it: "wan", "lan1"...
+	Name string `yaml:"name" json:"name"`
+	// Driver is the kernel module that drives it (via-rhine, ixp4xx_eth).
+	Driver string `yaml:"driver" json:"driver"`
+	// PCI is vendor:device for a PCI NIC; Platform names an on-chip one.
+	PCI      string `yaml:"pci" json:"pci,omitempty"`
+	Platform string `yaml:"platform" json:"platform,omitempty"`
+	// Interface is the kernel interface it becomes (eth0...).
+	Interface string `yaml:"interface" json:"interface"`
+	// Role is the default use: wan, lan or unused.
+	Role string `yaml:"role" json:"role"`
+	// Needs is what the driver needs beyond itself (NPE microcode).
+	Needs string `yaml:"needs" json:"needs,omitempty"`
+}
+
+// Port roles.
+const (
+	RoleWAN    = "wan"
+	RoleLAN    = "lan"
+	RoleUnused = "unused"
+)

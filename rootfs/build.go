@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ocfw/ocfw/kernel"
 	"io"
 	"log/slog"
 	"os"
@@ -25,6 +24,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ocfw/ocfw/kernel"
+	"github.com/ocfw/ocfw/site"
 
 	"github.com/u-root/gobusybox/src/pkg/golang"
 	"github.com/u-root/mkuimage/uimage"
@@ -45,8 +47,8 @@ type Options struct {
 	SourceDateEpoch int64
 	Boot            plan.Options // written into the initramfs as plan.OptionsFile
 	// Site, when set, is the router's site config, written into the
-	// initramfs as plan.SiteFile (JSON).
-	Site *plan.Site
+	// initramfs as site.File (JSON).
+	Site *site.Site
 	// FirmwareFiles are put into /lib/firmware under their base names:
 	// microcode the drivers load (the IXP4xx NPE-B and NPE-C), which
 	// ocfw cannot ship.
@@ -212,7 +214,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		extra = append(extra, cpio.StaticFile(strings.TrimPrefix(plan.SiteFile, "/"), string(sj), 0o644))
+		extra = append(extra, cpio.StaticFile(strings.TrimPrefix(site.File, "/"), string(sj), 0o644))
 		siteJSON = sj
 	}
 	fwSums := map[string]string{}

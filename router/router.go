@@ -1,5 +1,5 @@
 // Package router is the board's router, driven by the site config
-// (plan.Site): it names the ports' interfaces, bridges the LAN ports,
+// (site.Site): it names the ports' interfaces, bridges the LAN ports,
 // sets addresses and routes, turns on forwarding, programs NAT and the
 // firewall (router/firewall), runs the DHCP client on the WAN and the DHCP
 // server and DNS forwarder on the LAN (router/dhcp, router/dns), SSH for
@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/plan"
@@ -38,7 +40,7 @@ type Values interface {
 
 // Config says what to run.
 type Config struct {
-	Site  *plan.Site
+	Site  *site.Site
 	Ports []plan.Port
 	// Values may be nil (no data partition): host keys and leases then
 	// live in RAM only, and the log says so.

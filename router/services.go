@@ -10,9 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"golang.org/x/sys/unix"
 
-	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router/dhcp"
 	"github.com/ocfw/ocfw/router/dns"
 	"github.com/ocfw/ocfw/router/firewall"
@@ -327,7 +328,7 @@ func (r *Router) applyFirewall() error {
 	return nil
 }
 
-func wanOpen(s *plan.Site) string {
+func wanOpen(s *site.Site) string {
 	out := ""
 	if contains(s.Firewall.WANServices, "ssh") {
 		out += fmt.Sprintf(", SSH (%d)", s.SSH.SSHPort())

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router/ipsec"
 )
 
@@ -55,8 +56,8 @@ type tunnelSet struct {
 
 // tunnelRun is one site tunnel.
 type tunnelRun struct {
-	site   plan.SiteTunnel
-	addrs  plan.TunnelAddrs // for the status even when down
+	site   site.Tunnel
+	addrs  site.TunnelAddrs // for the status even when down
 	x      *ipsec.Tunnel    // nil until its key file was read and checked
 	keyErr string           // why it has no keys, once read
 
@@ -249,12 +250,12 @@ func (r *Router) tunnelDown(t *tunnelRun, why string) {
 
 // readTunnelKeys reads a tunnel's key file from the card and checks it
 // against the site: the ipsec tunnel, or why there is none.
-func (r *Router) readTunnelKeys(t plan.SiteTunnel) (*ipsec.Tunnel, string) {
+func (r *Router) readTunnelKeys(t site.Tunnel) (*ipsec.Tunnel, string) {
 	const where = "the card's ocfw folder"
 	if r.cfg.Files == nil {
 		return nil, fmt.Sprintf("no data partition: the key file %s is read from %s", t.Keys, where)
 	}
-	data, err := r.cfg.Files.ReadFile(t.Keys, plan.MaxTunnelKeysSize)
+	data, err := r.cfg.Files.ReadFile(t.Keys, site.MaxTunnelKeysSize)
 	switch {
 	case errors.Is(err, fat.ErrNotExist):
 		return nil, fmt.Sprintf("no key file %s in %s (make it with ocfw tunnel keys and copy it beside site.json)", t.Keys, where)
@@ -274,16 +275,16 @@ func (r *Router) readTunnelKeys(t plan.SiteTunnel) (*ipsec.Tunnel, string) {
 
 // tunnelFromKeys checks a key file against the site's tunnel and turns
 // both into what the kernel gets.
-func tunnelFromKeys(site *plan.Site, t plan.SiteTunnel, data []byte) (*ipsec.Tunnel, []error) {
-	keys, errs := plan.ReadTunnelKeys(t.Keys, data)
+func tunnelFromKeys(cfg *site.Site, t site.Tunnel, data []byte) (*ipsec.Tunnel, []error) {
+	keys, errs := site.ReadTunnelKeys(t.Keys, data)
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	s, errs := t.Setup(site, keys)
+	s, errs := t.Setup(cfg, keys)
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	sa := func(k plan.SAKeys) ipsec.SA {
+	sa := func(k site.SAKeys) ipsec.SA {
 		return ipsec.SA{SPI: k.SPI, Cipher: s.Cipher, Auth: s.Auth, EncKey: k.EncKey, AuthKey: k.AuthKey,
 			ReplayWindow: uint32(s.ReplayWindow), ESN: s.ESN}
 	}
@@ -318,7 +319,7 @@ var errNoWAN = errors.New("the WAN has no address yet")
 // tunnelRoute works out a tunnel's route from the WAN as it is now. The
 // XFRM policy applies only to packets the kernel has a route for, so the
 // remote subnet needs one even where a default route would do.
-func tunnelRoute(site *plan.Site, a plan.TunnelAddrs, wan wanState) (route, error) {
+func tunnelRoute(cfg *site.Site, a site.TunnelAddrs, wan wanState) (route, error) {
 	switch {
 	case !wan.Addr.IsValid():
 		return route{}, errNoWAN
@@ -334,7 +335,7 @@ func tunnelRoute(site *plan.Site, a plan.TunnelAddrs, wan wanState) (route, erro
 	default:
 		return route{}, fmt.Errorf("the peer %s is not on the WAN's network %s and the WAN has no gateway", a.Peer, wan.Addr.Masked())
 	}
-	if lan, err := netip.ParsePrefix(site.LAN.Address); err == nil && a.LocalSubnet.Contains(lan.Addr()) {
+	if lan, err := netip.ParsePrefix(cfg.LAN.Address); err == nil && a.LocalSubnet.Contains(lan.Addr()) {
 		rt.Src = lan.Addr()
 	}
 	return rt, nil

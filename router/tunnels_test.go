@@ -10,18 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/plan"
 )
 
 // siteA is the examples' site A with two tunnels: a-b to site B and a-c
 // to a peer on the WAN's own network.
-func siteA() *plan.Site {
-	return &plan.Site{
+func siteA() *site.Site {
+	return &site.Site{
 		Kind: "site", Board: "alix2d13", Hostname: "site-a",
-		WAN: plan.SiteWAN{Port: "wan", Address: "198.51.100.2/24", Gateway: "198.51.100.1"},
-		LAN: plan.SiteLAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24"},
-		Tunnels: []plan.SiteTunnel{
+		WAN: site.WAN{Port: "wan", Address: "198.51.100.2/24", Gateway: "198.51.100.1"},
+		LAN: site.LAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24"},
+		Tunnels: []site.Tunnel{
 			{Name: "a-b", Peer: "203.0.113.2", RemoteSubnet: "192.168.2.0/24", Cipher: "aes-128-cbc", Auth: "hmac-sha256", Keys: "a-b.keys"},
 			{Name: "a-c", Peer: "198.51.100.9", LocalSubnet: "192.168.1.128/25", RemoteSubnet: "192.168.3.0/24", Cipher: "des-ede3-cbc", Auth: "hmac-sha1", Keys: "a-c.keys"},
 		},
@@ -30,7 +31,7 @@ func siteA() *plan.Site {
 
 func keyFile(t *testing.T, name, cipher, auth, a, b string) []byte {
 	t.Helper()
-	k, err := plan.NewTunnelKeys(rand.Reader, name, cipher, auth, netip.MustParseAddr(a), netip.MustParseAddr(b), time.Now())
+	k, err := site.NewTunnelKeys(rand.Reader, name, cipher, auth, netip.MustParseAddr(a), netip.MustParseAddr(b), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +60,14 @@ func (f files) ReadFile(name string, max int64) ([]byte, error) {
 // side; a missing, foreign or broken one leaves the tunnel down with a
 // reason that says what to do.
 func TestReadTunnelKeys(t *testing.T) {
-	site := siteA()
+	sc := siteA()
 	ab := keyFile(t, "a-b", "aes-128-cbc", "hmac-sha256", "203.0.113.2", "198.51.100.2") // B made first: order must not matter
-	var k plan.TunnelKeys
+	var k site.TunnelKeys
 	if err := json.Unmarshal(ab, &k); err != nil {
 		t.Fatal(err)
 	}
-	r := &Router{cfg: Config{Site: site, Files: files{"a-b.keys": ab}}}
-	x, why := r.readTunnelKeys(site.Tunnels[0])
+	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.keys": ab}}}
+	x, why := r.readTunnelKeys(sc.Tunnels[0])
 	if x == nil {
 		t.Fatalf("a-b: %s", why)
 	}
@@ -82,7 +83,7 @@ func TestReadTunnelKeys(t *testing.T) {
 	if got := fmt.Sprintf("0x%08x", x.Out.SPI); got != out.SPI || fmt.Sprintf("%x", x.Out.EncKey) != out.EncKey || fmt.Sprintf("%x", x.Out.AuthKey) != out.AuthKey {
 		t.Errorf("out SA %+v, want the key file's %+v", x.Out, out)
 	}
-	if !x.Out.ESN || x.In.ReplayWindow != plan.DefaultReplayWindow || x.In.Cipher != "aes-128-cbc" || x.In.Auth != "hmac-sha256" {
+	if !x.Out.ESN || x.In.ReplayWindow != site.DefaultReplayWindow || x.In.Cipher != "aes-128-cbc" || x.In.Auth != "hmac-sha256" {
 		t.Errorf("in SA %+v", x.In)
 	}
 
@@ -102,8 +103,8 @@ func TestReadTunnelKeys(t *testing.T) {
 		{"a key tampered", files{"a-b.keys": bytes.Replace(ab, []byte(`"enc_key": "`), []byte(`"enc_key": "zz`), 1)}, "enc_key: not hex"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Router{cfg: Config{Site: site, Files: tc.files}}
-			x, why := r.readTunnelKeys(site.Tunnels[0])
+			r := &Router{cfg: Config{Site: sc, Files: tc.files}}
+			x, why := r.readTunnelKeys(sc.Tunnels[0])
 			if x != nil || !strings.Contains(why, tc.want) {
 				t.Errorf("tunnel %v, why %q; want none and %q", x, why, tc.want)
 			}
@@ -115,7 +116,7 @@ func TestReadTunnelKeys(t *testing.T) {
 // straight to a peer on the WAN's network, with the LAN address as the
 // source when the LAN address is inside the tunnel's local subnet.
 func TestTunnelRoute(t *testing.T) {
-	site := siteA()
+	sc := siteA()
 	gw := netip.MustParseAddr("198.51.100.1")
 	wan := wanState{Addr: netip.MustParsePrefix("198.51.100.2/24"), Gateway: gw}
 	for _, tc := range []struct {
@@ -133,11 +134,11 @@ func TestTunnelRoute(t *testing.T) {
 			"the WAN's address is 198.51.100.77, the tunnel's local end 198.51.100.2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := site.TunnelAddrs(site.Tunnels[tc.tunnel])
+			a, err := sc.TunnelAddrs(sc.Tunnels[tc.tunnel])
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt, err := tunnelRoute(site, a, tc.wan)
+			rt, err := tunnelRoute(sc, a, tc.wan)
 			got := rt.String()
 			if err != nil {
 				got = err.Error()

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/firmware"
@@ -27,7 +29,7 @@ type buildFlags struct {
 	espBudget string
 	inject    []string
 	site      string
-	siteCfg   *plan.Site
+	siteCfg   *site.Site
 	fwFiles   []string
 	json      bool
 }

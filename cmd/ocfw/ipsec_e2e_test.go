@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/worldvm"
@@ -123,14 +125,14 @@ func TestIPsecEndToEnd(t *testing.T) {
 			t.Fatalf("ocfw %v: exit %d\n%s%s", args, code, out, errs)
 		}
 	}
-	var keys plan.TunnelKeys
+	var keys site.TunnelKeys
 	b, err := os.ReadFile(p("a-b.keys"))
 	must(t, err)
 	must(t, json.Unmarshal(b, &keys))
 	spiOf := func(from string) uint32 {
 		for _, sa := range keys.SAs {
 			if sa.From == from {
-				v, err := plan.ParseSPI(sa.SPI)
+				v, err := site.ParseSPI(sa.SPI)
 				must(t, err)
 				return v
 			}
@@ -427,7 +429,7 @@ func tunnel(t *testing.T, st *router.Status, name string) router.TunnelState {
 
 func spiOfState(t *testing.T, sa *router.SAState) uint32 {
 	t.Helper()
-	v, err := plan.ParseSPI(sa.SPI)
+	v, err := site.ParseSPI(sa.SPI)
 	must(t, err)
 	return v
 }

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/plan"
 )
 
 func TestValidateSite(t *testing.T) {
@@ -73,7 +74,7 @@ func TestRunNetFlags(t *testing.T) {
 	}
 }
 
-// ocfw site json writes what the board reads: plan.ReadSite takes it
+// ocfw site json writes what the board reads: site.Read takes it
 // back against the board's ports.
 func TestSiteJSON(t *testing.T) {
 	out, errs, code := ocfw(t, "site", "json", "../../examples/sites/alix2d13.yaml")
@@ -85,7 +86,7 @@ func TestSiteJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := cat.Board("alix2d13")
-	s, perrs := plan.ReadSite("site.json", []byte(out), b.Ports)
+	s, perrs := site.Read("site.json", []byte(out), b.Ports)
 	if len(perrs) != 0 || s.Hostname != "alix" || len(s.Firewall.PortForwards) != 1 {
 		t.Errorf("the board reads back %+v, %v", s, perrs)
 	}

@@ -9,12 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/internal/regfile"
-	"github.com/ocfw/ocfw/plan"
 )
 
 func newTunnelCmd(g *globalFlags) *cobra.Command {
@@ -94,7 +95,7 @@ install the new file on both boxes and restart both.`,
 			}
 			ta := a.Site.Tunnels[ai]
 			addrA, _ := a.Site.TunnelAddrs(ta)
-			k, err := plan.NewTunnelKeys(rand.Reader, name, ta.Cipher, ta.Auth, addrA.Local, addrA.Peer, time.Now())
+			k, err := site.NewTunnelKeys(rand.Reader, name, ta.Cipher, ta.Auth, addrA.Local, addrA.Peer, time.Now())
 			if err != nil {
 				return err
 			}
@@ -179,5 +180,5 @@ func printErrors(cmd *cobra.Command, l boards.ErrorList, where string) error {
 // readTunnelKeys reads a key file the way the other inputs are read:
 // regular files only, bounded.
 func readTunnelKeys(path string) ([]byte, error) {
-	return regfile.ReadFile(path, plan.MaxTunnelKeysSize)
+	return regfile.ReadFile(path, site.MaxTunnelKeysSize)
 }

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/plan"
 )
 
 // The tunnel workflow on the example pair: validate asks for the key
@@ -48,11 +49,11 @@ func TestTunnelKeysCommand(t *testing.T) {
 	// Each end reads the one file as the board does, from its side.
 	cat, err := boards.Embedded()
 	must(t, err)
-	k, kerrs := plan.ReadTunnelKeys("a-b.keys", first)
+	k, kerrs := site.ReadTunnelKeys("a-b.keys", first)
 	if len(kerrs) != 0 {
 		t.Fatal(kerrs)
 	}
-	var setups []*plan.TunnelSetup
+	var setups []*site.TunnelSetup
 	for _, f := range []string{a, b} {
 		data, err := os.ReadFile(f)
 		must(t, err)

@@ -9,12 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ocfw/ocfw/kernel"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ocfw/ocfw/kernel"
+	"github.com/ocfw/ocfw/site"
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
@@ -39,7 +41,7 @@ type Options struct {
 	Boot plan.Options
 	// Site is the router's site config baked into the image; nil: the
 	// firmware does not route.
-	Site *plan.Site
+	Site *site.Site
 	// FirmwareFiles go into the initramfs's /lib/firmware (NPE microcode).
 	FirmwareFiles []string
 	// SizeMiB and CardMB override the board's image and card sizes.

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
-	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router/netns"
 )
 
@@ -50,12 +51,12 @@ func TestGuestServerAndClient(t *testing.T) {
 	if err := netns.Veth(srvNS, "dhcps", "192.168.7.1/24", cliNS, "dhcpc", ""); err != nil {
 		t.Fatal(err)
 	}
-	site := &plan.Site{Kind: "site", Hostname: "gw", LAN: plan.SiteLAN{
+	site := &site.Site{Kind: "site", Hostname: "gw", LAN: site.LAN{
 		Ports: []string{"lan1"}, Address: "192.168.7.1/24",
-		DHCP: plan.SiteDHCP{
+		DHCP: site.DHCP{
 			Range:  []string{"192.168.7.100", "192.168.7.150"},
 			Lease:  "1h",
-			Static: []plan.StaticLease{{MAC: macS, IP: "192.168.7.50"}},
+			Static: []site.StaticLease{{MAC: macS, IP: "192.168.7.50"}},
 		},
 	}}
 	store := &memStore{}

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
-
-	"github.com/ocfw/ocfw/plan"
 )
 
 // ServerConfig is one LAN's DHCP server.
@@ -32,7 +32,7 @@ type ServerConfig struct {
 // ServerConfigFromSite is the LAN DHCP server the site asks for on iface.
 // The router, DNS server and the address reserved from the range default
 // to the router's LAN address.
-func ServerConfigFromSite(site *plan.Site, iface string) (ServerConfig, error) {
+func ServerConfigFromSite(site *site.Site, iface string) (ServerConfig, error) {
 	d := site.LAN.DHCP
 	if len(d.Range) == 0 {
 		return ServerConfig{}, errors.New("dhcp: the site has no LAN DHCP range: the server is off")

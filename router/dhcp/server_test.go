@@ -8,17 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/ocfw/ocfw/site"
 
-	"github.com/ocfw/ocfw/plan"
+	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
-func testSite() *plan.Site {
-	return &plan.Site{
+func testSite() *site.Site {
+	return &site.Site{
 		Kind: "site", Hostname: "gw",
-		LAN: plan.SiteLAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24", DHCP: plan.SiteDHCP{
+		LAN: site.LAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24", DHCP: site.DHCP{
 			Range:  []string{"192.168.1.100", "192.168.1.199"},
-			Static: []plan.StaticLease{{MAC: "52:54:00:00:00:5e", IP: "192.168.1.50", Name: "printer"}},
+			Static: []site.StaticLease{{MAC: "52:54:00:00:00:5e", IP: "192.168.1.50", Name: "printer"}},
 		}},
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/google/nftables"
 
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
-	"github.com/ocfw/ocfw/plan"
 )
 
 // TestKernelInTheLoop boots Debian's 686 kernel in QEMU with Modules (and
@@ -86,14 +87,14 @@ func TestGuestRouter(t *testing.T) {
 		t.Fatalf("without the firewall, wan -> lan: %v", err)
 	}
 
-	site := &plan.Site{
+	site := &site.Site{
 		Kind: "site", Hostname: "gw",
-		WAN: plan.SiteWAN{Port: "wan", Address: routerWAN + "/24", Gateway: wanHost},
-		LAN: plan.SiteLAN{Ports: []string{"lan1"}, Address: routerLAN + "/24"},
-		Firewall: plan.SiteFirewall{PortForwards: []plan.PortForward{
+		WAN: site.WAN{Port: "wan", Address: routerWAN + "/24", Gateway: wanHost},
+		LAN: site.LAN{Ports: []string{"lan1"}, Address: routerLAN + "/24"},
+		Firewall: site.Firewall{PortForwards: []site.PortForward{
 			{Proto: "tcp", Port: 8080, To: lanHost, ToPort: 80},
 		}},
-		Tunnels: []plan.SiteTunnel{{Name: "a-b", Peer: tunnelPeer, RemoteSubnet: remoteNet,
+		Tunnels: []site.Tunnel{{Name: "a-b", Peer: tunnelPeer, RemoteSubnet: remoteNet,
 			Cipher: "aes-128-cbc", Auth: "hmac-sha1", Keys: "a-b.keys"}},
 	}
 	apply := func() {

@@ -24,7 +24,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/site"
 )
 
 // TableName is the nftables table the router owns (family inet).
@@ -131,7 +131,7 @@ type Counter struct {
 // must enter the tunnel with their LAN source addresses for its policy to
 // match. LAN to remote subnet needs no rule of its own: routing sends it
 // out of the WAN, where the LAN's rule accepts it and XFRM encrypts it.
-func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, error) {
+func Build(cfg *site.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, error) {
 	if err := checkIfName("WAN", wan); err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 	// someone's network. Only the input chain matters then: nothing is
 	// forwarded or translated.
 	noLAN := lan == "" && !lanAddr.IsValid()
-	if noLAN && len(site.Firewall.PortForwards) > 0 {
+	if noLAN && len(cfg.Firewall.PortForwards) > 0 {
 		return nil, errors.New("firewall: port forwards need a LAN")
 	}
 	if !noLAN {
@@ -154,12 +154,12 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 		}
 	}
 	lanNet := lanAddr.Masked()
-	if noLAN && len(site.Tunnels) > 0 {
+	if noLAN && len(cfg.Tunnels) > 0 {
 		return nil, errors.New("firewall: tunnels need a LAN")
 	}
-	var tunnels []plan.TunnelAddrs
-	for _, t := range site.Tunnels {
-		a, err := site.TunnelAddrs(t)
+	var tunnels []site.TunnelAddrs
+	for _, t := range cfg.Tunnels {
+		a, err := cfg.TunnelAddrs(t)
 		if err != nil {
 			return nil, fmt.Errorf("firewall: %w", err)
 		}
@@ -170,13 +170,13 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 	}
 
 	sshFromWAN := false
-	for _, s := range site.Firewall.WANServices {
+	for _, s := range cfg.Firewall.WANServices {
 		if s != "ssh" {
 			return nil, fmt.Errorf("firewall: WAN service %q: only ssh can be opened on the WAN", s)
 		}
 		sshFromWAN = true
 	}
-	sshPort := site.SSH.SSHPort()
+	sshPort := cfg.SSH.SSHPort()
 	if sshPort < 1 || sshPort > 65535 {
 		return nil, fmt.Errorf("firewall: SSH port %d out of range", sshPort)
 	}
@@ -189,7 +189,7 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 	}
 	var fwds []fwd
 	seen := map[string]bool{}
-	for i, f := range site.Firewall.PortForwards {
+	for i, f := range cfg.Firewall.PortForwards {
 		if f.Proto != "tcp" && f.Proto != "udp" {
 			return nil, fmt.Errorf("firewall: port forward %d: protocol %q: want tcp or udp", i, f.Proto)
 		}
@@ -252,7 +252,7 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 	for i, a := range tunnels {
 		input.Rules = append(input.Rules, Rule{
 			IIf: wan, IPv4: true, SAddr: netip.PrefixFrom(a.Peer, 32), Proto: "esp", Verdict: "accept",
-			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", site.Tunnels[i].Name)})
+			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", cfg.Tunnels[i].Name)})
 	}
 	input.Rules = append(input.Rules,
 		Rule{Counter: CounterInputDrop, Verdict: "drop", Comment: "everything else, counted"})
@@ -279,7 +279,7 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 		for i, a := range tunnels {
 			forward.Rules = append(forward.Rules, Rule{
 				IIf: wan, OIf: lan, IPv4: true, SAddr: a.RemoteSubnet, DAddr: a.LocalSubnet, IPsec: true, Verdict: "accept",
-				Comment: fmt.Sprintf("tunnel %s: decrypted, from the peer's network to ours", site.Tunnels[i].Name)})
+				Comment: fmt.Sprintf("tunnel %s: decrypted, from the peer's network to ours", cfg.Tunnels[i].Name)})
 		}
 		forward.Rules = append(forward.Rules,
 			Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"})
@@ -300,7 +300,7 @@ func Build(site *plan.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, er
 		// Accept in a NAT chain: no translation for the connection.
 		post.Rules = append(post.Rules, Rule{
 			OIf: wan, IPv4: true, DAddr: a.RemoteSubnet, Verdict: "accept",
-			Comment: fmt.Sprintf("tunnel %s: into the tunnel with LAN addresses, not masqueraded", site.Tunnels[i].Name)})
+			Comment: fmt.Sprintf("tunnel %s: into the tunnel with LAN addresses, not masqueraded", cfg.Tunnels[i].Name)})
 	}
 	post.Rules = append(post.Rules,
 		Rule{OIf: wan, IPv4: true, Verdict: "masquerade", Comment: "the LAN leaves with the WAN address"})

@@ -10,21 +10,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/drivers/catalog"
-	"github.com/ocfw/ocfw/plan"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-func baseSite() *plan.Site {
-	return &plan.Site{
+func baseSite() *site.Site {
+	return &site.Site{
 		Kind: "site", Hostname: "gw",
-		WAN: plan.SiteWAN{Port: "wan", Address: "dhcp"},
-		LAN: plan.SiteLAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24"},
+		WAN: site.WAN{Port: "wan", Address: "dhcp"},
+		LAN: site.LAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24"},
 	}
 }
 
@@ -32,10 +33,10 @@ var lanAddr = netip.MustParsePrefix("192.168.1.1/24")
 
 // tunnelSite is site A of the examples with a second tunnel to a third
 // site, on a static WAN address.
-func tunnelSite() *plan.Site {
+func tunnelSite() *site.Site {
 	s := baseSite()
-	s.WAN = plan.SiteWAN{Port: "wan", Address: "198.51.100.2/24", Gateway: "198.51.100.1"}
-	s.Tunnels = []plan.SiteTunnel{
+	s.WAN = site.WAN{Port: "wan", Address: "198.51.100.2/24", Gateway: "198.51.100.1"}
+	s.Tunnels = []site.Tunnel{
 		{Name: "a-b", Peer: "203.0.113.2", RemoteSubnet: "192.168.2.0/24", Cipher: "aes-128-cbc", Auth: "hmac-sha256", Keys: "a-b.keys"},
 		{Name: "a-c", Peer: "192.0.2.7", LocalSubnet: "192.168.1.128/25", RemoteSubnet: "10.3.0.0/16", Cipher: "aes-256-cbc", Auth: "hmac-sha1", Keys: "a-c.keys"},
 	}
@@ -47,18 +48,18 @@ func tunnelSite() *plan.Site {
 func TestBuildGolden(t *testing.T) {
 	forwards := baseSite()
 	forwards.SSH.Port = 2222
-	forwards.Firewall = plan.SiteFirewall{
+	forwards.Firewall = site.Firewall{
 		WANServices: []string{"ssh"},
-		PortForwards: []plan.PortForward{
+		PortForwards: []site.PortForward{
 			{Proto: "tcp", Port: 8080, To: "192.168.1.10", ToPort: 80},
 			{Proto: "udp", Port: 51820, To: "192.168.1.20"},
 		},
 	}
 	// A one-port box with no LAN (an NSLU2 as a host): input only.
 	host := baseSite()
-	host.LAN = plan.SiteLAN{}
+	host.LAN = site.LAN{}
 	host.Firewall.WANServices = []string{"ssh"}
-	for name, site := range map[string]*plan.Site{"closed": baseSite(), "forwards-ssh": forwards, "host-no-lan": host, "tunnels": tunnelSite()} {
+	for name, site := range map[string]*site.Site{"closed": baseSite(), "forwards-ssh": forwards, "host-no-lan": host, "tunnels": tunnelSite()} {
 		t.Run(name, func(t *testing.T) {
 			lan, addr := "br0", lanAddr
 			if !site.LAN.HasLAN() {
@@ -173,7 +174,7 @@ func TestBuildTunnelPolicy(t *testing.T) {
 
 func TestBuildRefuses(t *testing.T) {
 	for name, tc := range map[string]struct {
-		edit     func(*plan.Site)
+		edit     func(*site.Site)
 		wan, lan string
 		addr     netip.Prefix
 		want     string
@@ -183,38 +184,38 @@ func TestBuildRefuses(t *testing.T) {
 		"long name":      {nil, "eth0", "averyveryverylongname", lanAddr, "LAN interface"},
 		"no LAN address": {nil, "eth0", "br0", netip.Prefix{}, "LAN address"},
 		"IPv6 LAN":       {nil, "eth0", "br0", netip.MustParsePrefix("fd00::1/64"), "LAN address"},
-		"telnet":         {func(s *plan.Site) { s.Firewall.WANServices = []string{"telnet"} }, "eth0", "br0", lanAddr, "only ssh"},
-		"forward to WAN": {func(s *plan.Site) {
-			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 80, To: "8.8.8.8"}}
+		"telnet":         {func(s *site.Site) { s.Firewall.WANServices = []string{"telnet"} }, "eth0", "br0", lanAddr, "only ssh"},
+		"forward to WAN": {func(s *site.Site) {
+			s.Firewall.PortForwards = []site.PortForward{{Proto: "tcp", Port: 80, To: "8.8.8.8"}}
 		}, "eth0", "br0", lanAddr, "host in the LAN"},
-		"forward to self": {func(s *plan.Site) {
-			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 80, To: "192.168.1.1"}}
+		"forward to self": {func(s *site.Site) {
+			s.Firewall.PortForwards = []site.PortForward{{Proto: "tcp", Port: 80, To: "192.168.1.1"}}
 		}, "eth0", "br0", lanAddr, "host in the LAN"},
-		"forward sctp": {func(s *plan.Site) {
-			s.Firewall.PortForwards = []plan.PortForward{{Proto: "sctp", Port: 80, To: "192.168.1.5"}}
+		"forward sctp": {func(s *site.Site) {
+			s.Firewall.PortForwards = []site.PortForward{{Proto: "sctp", Port: 80, To: "192.168.1.5"}}
 		}, "eth0", "br0", lanAddr, "tcp or udp"},
-		"forward port 0": {func(s *plan.Site) {
-			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 0, To: "192.168.1.5"}}
+		"forward port 0": {func(s *site.Site) {
+			s.Firewall.PortForwards = []site.PortForward{{Proto: "tcp", Port: 0, To: "192.168.1.5"}}
 		}, "eth0", "br0", lanAddr, "out of range"},
-		"forward twice": {func(s *plan.Site) {
-			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 80, To: "192.168.1.5"}, {Proto: "tcp", Port: 80, To: "192.168.1.6"}}
+		"forward twice": {func(s *site.Site) {
+			s.Firewall.PortForwards = []site.PortForward{{Proto: "tcp", Port: 80, To: "192.168.1.5"}, {Proto: "tcp", Port: 80, To: "192.168.1.6"}}
 		}, "eth0", "br0", lanAddr, "twice"},
-		"tunnel without LAN": {func(s *plan.Site) { *s = *tunnelSite(); s.LAN = plan.SiteLAN{} }, "eth0", "", netip.Prefix{}, "tunnels need a LAN"},
-		"tunnel peer": {func(s *plan.Site) {
+		"tunnel without LAN": {func(s *site.Site) { *s = *tunnelSite(); s.LAN = site.LAN{} }, "eth0", "", netip.Prefix{}, "tunnels need a LAN"},
+		"tunnel peer": {func(s *site.Site) {
 			*s = *tunnelSite()
 			s.Tunnels[0].Peer = "me"
 		}, "eth0", "br0", lanAddr, `tunnel a-b: peer "me"`},
-		"tunnel into the LAN": {func(s *plan.Site) {
+		"tunnel into the LAN": {func(s *site.Site) {
 			*s = *tunnelSite()
 			s.Tunnels[1].RemoteSubnet = "192.168.0.0/16"
 		}, "eth0", "br0", lanAddr, "tunnel a-c: 192.168.1.128/25 to 192.168.0.0/16"},
-		"tunnel on DHCP without local": {func(s *plan.Site) {
+		"tunnel on DHCP without local": {func(s *site.Site) {
 			*s = *tunnelSite()
 			s.WAN.Address = "dhcp"
 		}, "eth0", "br0", lanAddr, "tunnel a-b: local: the WAN has no static address"},
-		"forward over ssh": {func(s *plan.Site) {
+		"forward over ssh": {func(s *site.Site) {
 			s.Firewall.WANServices = []string{"ssh"}
-			s.Firewall.PortForwards = []plan.PortForward{{Proto: "tcp", Port: 22, To: "192.168.1.5"}}
+			s.Firewall.PortForwards = []site.PortForward{{Proto: "tcp", Port: 22, To: "192.168.1.5"}}
 		}, "eth0", "br0", lanAddr, "SSH port"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
@@ -159,7 +161,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	if opt.Console != nil {
 		echo = NewTermFilter(opt.Console)
 	}
-	var site *plan.Site
+	var site *site.Site
 	if len(pl.Ports) > 0 && !opt.Network.None && pl.StandIn == nil {
 		if site, err = firmware.ImageSite(image); err != nil {
 			return nil, err

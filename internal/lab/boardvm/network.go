@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -34,7 +36,7 @@ func PortMAC(i int) string { return fmt.Sprintf("52:54:00:0f:00:%02x", i+1) }
 // port on a restricted user network on the LAN's own subnet, where QEMU's
 // end carries the SSH forward; other ports are unplugged. Without one
 // every port is unplugged. notes say, for the user, what went where.
-func NICs(pl *plan.Plan, site *plan.Site, n Network) (nics []qemu.NIC, notes []string, err error) {
+func NICs(pl *plan.Plan, site *site.Site, n Network) (nics []qemu.NIC, notes []string, err error) {
 	if n.None {
 		return nil, []string{"no network cards (--net none)"}, nil
 	}
@@ -83,7 +85,7 @@ func NICs(pl *plan.Plan, site *plan.Site, n Network) (nics []qemu.NIC, notes []s
 
 // lanNIC puts QEMU's end of the first LAN port on the LAN's subnet, at
 // an address neither the router's nor in its DHCP range.
-func lanNIC(site *plan.Site, i, sshPort int) (qemu.NIC, error) {
+func lanNIC(site *site.Site, i, sshPort int) (qemu.NIC, error) {
 	lan, err := netip.ParsePrefix(site.LAN.Address)
 	if err != nil {
 		return qemu.NIC{}, fmt.Errorf("site LAN address %q: %w", site.LAN.Address, err)

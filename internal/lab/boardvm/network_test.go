@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/site"
+
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -11,9 +13,9 @@ import (
 func TestNICs(t *testing.T) {
 	pl := &plan.Plan{Board: "alix2d13", Ports: []plan.Port{
 		{Name: "wan", Interface: "eth0"}, {Name: "lan1", Interface: "eth1"}, {Name: "lan2", Interface: "eth2"}}}
-	site := &plan.Site{WAN: plan.SiteWAN{Port: "wan", Address: "dhcp"},
-		LAN: plan.SiteLAN{Ports: []string{"lan1", "lan2"}, Address: "192.168.1.1/24",
-			DHCP: plan.SiteDHCP{Range: []string{"192.168.1.100", "192.168.1.254"}}}}
+	site := &site.Site{WAN: site.WAN{Port: "wan", Address: "dhcp"},
+		LAN: site.LAN{Ports: []string{"lan1", "lan2"}, Address: "192.168.1.1/24",
+			DHCP: site.DHCP{Range: []string{"192.168.1.100", "192.168.1.254"}}}}
 	nics, notes, err := NICs(pl, site, Network{SSHPort: 2222})
 	if err != nil {
 		t.Fatal(err)

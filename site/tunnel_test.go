@@ -1,4 +1,4 @@
-package plan
+package site
 
 import (
 	"bytes"
@@ -17,16 +17,16 @@ import (
 func siteAB() (a, b *Site) {
 	a = &Site{
 		Kind: "site", Board: "alix2d13", Hostname: "site-a",
-		WAN: SiteWAN{Port: "wan", Address: "198.51.100.2/24", Gateway: "198.51.100.1"},
-		LAN: SiteLAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24"},
-		Tunnels: []SiteTunnel{{Name: "a-b", Peer: "203.0.113.2", RemoteSubnet: "192.168.2.0/24",
+		WAN: WAN{Port: "wan", Address: "198.51.100.2/24", Gateway: "198.51.100.1"},
+		LAN: LAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24"},
+		Tunnels: []Tunnel{{Name: "a-b", Peer: "203.0.113.2", RemoteSubnet: "192.168.2.0/24",
 			Cipher: "aes-128-cbc", Auth: "hmac-sha256", Keys: "a-b.keys"}},
 	}
 	b = &Site{
 		Kind: "site", Board: "alix2d13", Hostname: "site-b",
-		WAN: SiteWAN{Port: "wan", Address: "203.0.113.2/24", Gateway: "203.0.113.1"},
-		LAN: SiteLAN{Ports: []string{"lan1"}, Address: "192.168.2.1/24"},
-		Tunnels: []SiteTunnel{{Name: "a-b", Peer: "198.51.100.2", Local: "wan", LocalSubnet: "192.168.2.0/24",
+		WAN: WAN{Port: "wan", Address: "203.0.113.2/24", Gateway: "203.0.113.1"},
+		LAN: LAN{Ports: []string{"lan1"}, Address: "192.168.2.1/24"},
+		Tunnels: []Tunnel{{Name: "a-b", Peer: "198.51.100.2", Local: "wan", LocalSubnet: "192.168.2.0/24",
 			RemoteSubnet: "192.168.1.0/24", Cipher: "aes-128-cbc", Auth: "hmac-sha256", Keys: "a-b.keys"}},
 	}
 	return a, b
@@ -83,7 +83,7 @@ func TestTunnelValidate(t *testing.T) {
 		{"local is not the WAN's", func(s *Site) { s.Tunnels[0].Local = "198.51.100.9" }, []string{
 			"tunnels[0].local: 198.51.100.9 is not this box's WAN address 198.51.100.2",
 		}},
-		{"DHCP WAN without local", func(s *Site) { s.WAN = SiteWAN{Port: "wan", Address: "dhcp"} }, []string{
+		{"DHCP WAN without local", func(s *Site) { s.WAN = WAN{Port: "wan", Address: "dhcp"} }, []string{
 			`tunnels[0].local: the WAN has no static address ("dhcp"): give the address your ISP always gives`,
 		}},
 		{"key file names", func(s *Site) {
@@ -97,7 +97,7 @@ func TestTunnelValidate(t *testing.T) {
 			`tunnels[2].keys: name the tunnel's key file`,
 			`tunnels[2].name: "Bad_Name": want a name of lower-case letters`,
 		}},
-		{"no LAN", func(s *Site) { s.LAN = SiteLAN{} }, []string{
+		{"no LAN", func(s *Site) { s.LAN = LAN{} }, []string{
 			"tunnels[0]: a tunnel joins this site's LAN to the peer's: the site has no lan",
 		}},
 	} {
@@ -117,7 +117,7 @@ func TestTunnelValidate(t *testing.T) {
 		})
 	}
 	// A DHCP WAN with the ISP's fixed address named is fine.
-	a.WAN = SiteWAN{Port: "wan", Address: "dhcp"}
+	a.WAN = WAN{Port: "wan", Address: "dhcp"}
 	a.Tunnels[0].Local = "198.51.100.2"
 	if errs := a.Validate(alixPorts); len(errs) != 0 {
 		t.Errorf("DHCP WAN with local: %v", errs)

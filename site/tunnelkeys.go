@@ -1,4 +1,4 @@
-package plan
+package site
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/ocfw/ocfw/internal/jsonfile"
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 )
@@ -165,7 +167,7 @@ func weak3DES(k []byte) bool {
 }
 
 // JSON renders the key file as the board reads it.
-func (k *TunnelKeys) JSON() ([]byte, error) { return indentJSON(k) }
+func (k *TunnelKeys) JSON() ([]byte, error) { return jsonfile.Indent(k) }
 
 // ReadTunnelKeys decodes a key file and checks it on its own (sizes,
 // SPIs, the two directions); Setup checks it against a site's tunnel.
@@ -180,10 +182,10 @@ func ReadTunnelKeys(name string, data []byte) (*TunnelKeys, []error) {
 }
 
 // Check returns every problem of the key file on its own, at field paths.
-func (k *TunnelKeys) Check() []SiteError {
-	var errs []SiteError
+func (k *TunnelKeys) Check() []Error {
+	var errs []Error
 	bad := func(path, format string, args ...any) {
-		errs = append(errs, SiteError{Path: path, Msg: fmt.Sprintf(format, args...)})
+		errs = append(errs, Error{Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
 	if k.Kind != TunnelKeysKind {
 		bad("kind", "want %q, got %s: not a tunnel key file", TunnelKeysKind, catalog.Quote(k.Kind))
@@ -322,7 +324,7 @@ type SAKeys struct {
 // file is for this tunnel, with its cipher and MAC, between its two
 // addresses. Every mismatch is returned; the setup is nil unless there
 // are none.
-func (t SiteTunnel) Setup(site *Site, keys *TunnelKeys) (*TunnelSetup, []error) {
+func (t Tunnel) Setup(site *Site, keys *TunnelKeys) (*TunnelSetup, []error) {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("tunnel %s: "+format, append([]any{t.Name}, args...)...))

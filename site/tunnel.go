@@ -1,4 +1,4 @@
-package plan
+package site
 
 import (
 	"fmt"
@@ -9,12 +9,12 @@ import (
 	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
-// SiteTunnel is one site-to-site IPsec tunnel: ESP in tunnel mode between
+// Tunnel is one site-to-site IPsec tunnel: ESP in tunnel mode between
 // this box's WAN address and the peer's, carrying traffic between
 // LocalSubnet (behind this box) and RemoteSubnet (behind the peer). Keys
 // are manual: generated on the host for both ends (TunnelKeys), never
 // renegotiated.
-type SiteTunnel struct {
+type Tunnel struct {
 	// Name identifies the tunnel in both sites' configs and in its key
 	// file: the two ends use the same name.
 	Name string `yaml:"name" json:"name"`
@@ -69,7 +69,7 @@ type TunnelAddrs struct {
 // TunnelAddrs resolves a tunnel's addresses against the site: Local
 // defaults to the WAN's static address, LocalSubnet to the LAN's network.
 // It checks only what it needs to parse; Validate checks the rest.
-func (s *Site) TunnelAddrs(t SiteTunnel) (TunnelAddrs, error) {
+func (s *Site) TunnelAddrs(t Tunnel) (TunnelAddrs, error) {
 	var a TunnelAddrs
 	var err error
 	if a.Local, err = s.tunnelLocal(t); err != nil {
@@ -87,7 +87,7 @@ func (s *Site) TunnelAddrs(t SiteTunnel) (TunnelAddrs, error) {
 	return a, nil
 }
 
-func (s *Site) tunnelLocal(t SiteTunnel) (netip.Addr, error) {
+func (s *Site) tunnelLocal(t Tunnel) (netip.Addr, error) {
 	if t.Local == "" || t.Local == LocalWAN {
 		p, err := netip.ParsePrefix(s.WAN.Address)
 		if err != nil || !p.Addr().Is4() {
@@ -102,7 +102,7 @@ func (s *Site) tunnelLocal(t SiteTunnel) (netip.Addr, error) {
 	return a, nil
 }
 
-func (s *Site) tunnelLocalSubnet(t SiteTunnel) (netip.Prefix, error) {
+func (s *Site) tunnelLocalSubnet(t Tunnel) (netip.Prefix, error) {
 	if t.LocalSubnet != "" {
 		return subnet(t.LocalSubnet)
 	}
@@ -222,7 +222,7 @@ func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Pre
 // site.json or the store's files (FAT compares names without case).
 func reservedName(name string) bool {
 	n := strings.ToLower(name)
-	return n == SiteCardFile || n == "readme.txt" || strings.HasSuffix(n, ".bin") || strings.HasPrefix(n, "report-")
+	return n == CardFile || n == "readme.txt" || strings.HasSuffix(n, ".bin") || strings.HasPrefix(n, "report-")
 }
 
 func orDefault(s, d string) string {

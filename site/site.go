@@ -1,4 +1,8 @@
-package plan
+// Package site is the site config: what the router does (WAN, LAN, DHCP,
+// firewall, SSH, NTP, tunnels) and the tunnels' key files. The host
+// validates and writes it as JSON; the board reads and checks it with the
+// same code, so both sides judge a config alike.
+package site
 
 import (
 	"fmt"
@@ -6,39 +10,17 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/ocfw/ocfw/plan"
 )
 
-// SiteFile is where the host writes the site config into the initramfs,
-// as JSON; SiteCardFile is the copy a user may put on the data partition
+// File is where the host writes the site config into the initramfs,
+// as JSON; CardFile is the copy a user may put on the data partition
 // (in its ocfw folder) to change settings without rebuilding: when
 // present and valid it wins.
 const (
-	SiteFile     = "/etc/ocfw/site.json"
-	SiteCardFile = "site.json"
-)
-
-// Port is one Ethernet port of a board, as its profile lists it.
-type Port struct {
-	// Name is what the user calls it: "wan", "lan1"...
-	Name string `yaml:"name" json:"name"`
-	// Driver is the kernel module that drives it (via-rhine, ixp4xx_eth).
-	Driver string `yaml:"driver" json:"driver"`
-	// PCI is vendor:device for a PCI NIC; Platform names an on-chip one.
-	PCI      string `yaml:"pci" json:"pci,omitempty"`
-	Platform string `yaml:"platform" json:"platform,omitempty"`
-	// Interface is the kernel interface it becomes (eth0...).
-	Interface string `yaml:"interface" json:"interface"`
-	// Role is the default use: wan, lan or unused.
-	Role string `yaml:"role" json:"role"`
-	// Needs is what the driver needs beyond itself (NPE microcode).
-	Needs string `yaml:"needs" json:"needs,omitempty"`
-}
-
-// Port roles.
-const (
-	RoleWAN    = "wan"
-	RoleLAN    = "lan"
-	RoleUnused = "unused"
+	File     = "/etc/ocfw/site.json"
+	CardFile = "site.json"
 )
 
 // Site says what the router does: one YAML file on the host (kind: site),
@@ -47,19 +29,19 @@ type Site struct {
 	Kind string `yaml:"kind" json:"kind"`
 	// Board is the board profile the site is for: its ports are the ones
 	// the site may name.
-	Board    string       `yaml:"board" json:"board"`
-	Hostname string       `yaml:"hostname" json:"hostname"`
-	WAN      SiteWAN      `yaml:"wan" json:"wan"`
-	LAN      SiteLAN      `yaml:"lan" json:"lan"`
-	Firewall SiteFirewall `yaml:"firewall" json:"firewall"`
-	SSH      SiteSSH      `yaml:"ssh" json:"ssh"`
-	NTP      SiteNTP      `yaml:"ntp" json:"ntp"`
+	Board    string   `yaml:"board" json:"board"`
+	Hostname string   `yaml:"hostname" json:"hostname"`
+	WAN      WAN      `yaml:"wan" json:"wan"`
+	LAN      LAN      `yaml:"lan" json:"lan"`
+	Firewall Firewall `yaml:"firewall" json:"firewall"`
+	SSH      SSH      `yaml:"ssh" json:"ssh"`
+	NTP      NTP      `yaml:"ntp" json:"ntp"`
 	// Tunnels are site-to-site IPsec tunnels with manual keys (tunnel.go).
-	Tunnels []SiteTunnel `yaml:"tunnels" json:"tunnels,omitempty"`
+	Tunnels []Tunnel `yaml:"tunnels" json:"tunnels,omitempty"`
 }
 
-// SiteWAN is the port towards the internet.
-type SiteWAN struct {
+// WAN is the port towards the internet.
+type WAN struct {
 	Port string `yaml:"port" json:"port"`
 	// Address is "dhcp" or a static address with its prefix
 	// (198.51.100.2/24).
@@ -71,20 +53,20 @@ type SiteWAN struct {
 	MTU     int      `yaml:"mtu" json:"mtu,omitempty"`
 }
 
-// SiteLAN is the local network: its ports (bridged when more than one),
+// LAN is the local network: its ports (bridged when more than one),
 // the router's address on it, the DHCP server and the DNS forwarder.
-type SiteLAN struct {
+type LAN struct {
 	Ports   []string `yaml:"ports" json:"ports"`
 	Address string   `yaml:"address" json:"address"`
 	MTU     int      `yaml:"mtu" json:"mtu,omitempty"`
-	DHCP    SiteDHCP `yaml:"dhcp" json:"dhcp"`
+	DHCP    DHCP     `yaml:"dhcp" json:"dhcp"`
 	// DNSForwarder answers LAN clients from the WAN's resolvers (on by
 	// default; false turns it off).
 	DNSForwarder *bool `yaml:"dns_forwarder" json:"dns_forwarder,omitempty"`
 }
 
-// SiteDHCP is the LAN's DHCP server; off when Range is empty.
-type SiteDHCP struct {
+// DHCP is the LAN's DHCP server; off when Range is empty.
+type DHCP struct {
 	// Range is the first and last address handed out.
 	Range []string `yaml:"range" json:"range,omitempty"`
 	// Lease is a Go duration (12h); default 12h.
@@ -103,9 +85,9 @@ type StaticLease struct {
 	Name string `yaml:"name" json:"name,omitempty"`
 }
 
-// SiteFirewall: inbound on WAN is dropped except established/related
+// Firewall: inbound on WAN is dropped except established/related
 // traffic, the port forwards and the WAN services named here.
-type SiteFirewall struct {
+type Firewall struct {
 	PortForwards []PortForward `yaml:"port_forwards" json:"port_forwards,omitempty"`
 	// WANServices are router services reachable from the WAN: "ssh".
 	WANServices []string `yaml:"wan_services" json:"wan_services,omitempty"`
@@ -119,26 +101,26 @@ type PortForward struct {
 	ToPort int    `yaml:"to_port" json:"to_port,omitempty"`
 }
 
-// SiteSSH is management access: keys only, never passwords.
-type SiteSSH struct {
+// SSH is management access: keys only, never passwords.
+type SSH struct {
 	AuthorizedKeys []string `yaml:"authorized_keys" json:"authorized_keys,omitempty"`
 	Port           int      `yaml:"port" json:"port,omitempty"` // default 22
 }
 
-// SiteNTP sets the clock once the WAN is up.
-type SiteNTP struct {
+// NTP sets the clock once the WAN is up.
+type NTP struct {
 	Servers []string `yaml:"servers" json:"servers,omitempty"`
 }
 
-// SiteError is one problem in a site config, at a field path
+// Error is one problem in a site config, at a field path
 // ("lan.dhcp.range[1]") that the YAML or JSON reader turns into a line
 // and column.
-type SiteError struct {
+type Error struct {
 	Path string
 	Msg  string
 }
 
-func (e SiteError) Error() string { return e.Path + ": " + e.Msg }
+func (e Error) Error() string { return e.Path + ": " + e.Msg }
 
 var hostnameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
@@ -150,15 +132,15 @@ const (
 )
 
 // HasLAN says whether the site has a LAN side at all.
-func (l SiteLAN) HasLAN() bool {
+func (l LAN) HasLAN() bool {
 	return len(l.Ports) > 0 || l.Address != "" || len(l.DHCP.Range) > 0 || len(l.DHCP.Static) > 0
 }
 
 // ForwarderOn says whether the LAN DNS forwarder runs.
-func (l SiteLAN) ForwarderOn() bool { return l.DNSForwarder == nil || *l.DNSForwarder }
+func (l LAN) ForwarderOn() bool { return l.DNSForwarder == nil || *l.DNSForwarder }
 
 // LeaseTime is the DHCP lease time, DefaultLease when unset.
-func (d SiteDHCP) LeaseTime() time.Duration {
+func (d DHCP) LeaseTime() time.Duration {
 	if t, err := time.ParseDuration(d.Lease); err == nil && t > 0 {
 		return t
 	}
@@ -166,7 +148,7 @@ func (d SiteDHCP) LeaseTime() time.Duration {
 }
 
 // SSHPort is the SSH port, DefaultSSHPort when unset.
-func (s SiteSSH) SSHPort() int {
+func (s SSH) SSHPort() int {
 	if s.Port > 0 {
 		return s.Port
 	}
@@ -176,10 +158,10 @@ func (s SiteSSH) SSHPort() int {
 // Validate checks a site against the board's ports and returns every
 // problem, each at its field path. It needs no YAML: the board runs it on
 // the JSON copy from the card, the host on the YAML file.
-func (s *Site) Validate(ports []Port) []SiteError {
-	var errs []SiteError
+func (s *Site) Validate(ports []plan.Port) []Error {
+	var errs []Error
 	bad := func(path, format string, args ...any) {
-		errs = append(errs, SiteError{Path: path, Msg: fmt.Sprintf(format, args...)})
+		errs = append(errs, Error{Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
 	if s.Kind != "site" {
 		bad("kind", "want kind: site, got %q", s.Kind)

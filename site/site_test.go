@@ -1,14 +1,16 @@
-package plan
+package site
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/ocfw/ocfw/plan"
 )
 
-var alixPorts = []Port{
-	{Name: "wan", Driver: "via_rhine", Interface: "eth0", Role: RoleWAN},
-	{Name: "lan1", Driver: "via_rhine", Interface: "eth1", Role: RoleLAN},
-	{Name: "lan2", Driver: "via_rhine", Interface: "eth2", Role: RoleLAN},
+var alixPorts = []plan.Port{
+	{Name: "wan", Driver: "via_rhine", Interface: "eth0", Role: plan.RoleWAN},
+	{Name: "lan1", Driver: "via_rhine", Interface: "eth1", Role: plan.RoleLAN},
+	{Name: "lan2", Driver: "via_rhine", Interface: "eth2", Role: plan.RoleLAN},
 }
 
 const goodSite = `{"kind": "site", "board": "alix2d13", "hostname": "gw",
@@ -18,7 +20,7 @@ const goodSite = `{"kind": "site", "board": "alix2d13", "hostname": "gw",
  "ssh": {"authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKBwJBsFLsyeu0X2x0QRAdxj8oBbJzXpNHzV8QkGZtxv me"]}}`
 
 func TestReadSite(t *testing.T) {
-	s, errs := ReadSite("site.json", []byte(goodSite), alixPorts)
+	s, errs := Read("site.json", []byte(goodSite), alixPorts)
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -30,7 +32,7 @@ func TestReadSite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, errs := ReadSite("again.json", j, alixPorts); len(errs) != 0 {
+	if _, errs := Read("again.json", j, alixPorts); len(errs) != 0 {
 		t.Errorf("round trip: %v", errs)
 	}
 	for _, tc := range []struct {
@@ -43,10 +45,10 @@ func TestReadSite(t *testing.T) {
 		{"WAN port twice", strings.Replace(goodSite, `["lan1"]`, `["wan"]`, 1), "lan.ports[0]: port wan is already the WAN port"},
 		{"static WAN without gateway", strings.Replace(goodSite, `"address": "dhcp"`, `"address": "198.51.100.2/24"`, 1), "wan.gateway: a static WAN address needs the gateway"},
 		{"LAN overlapping WAN", strings.Replace(strings.Replace(goodSite, `"address": "dhcp"`, `"address": "192.168.1.2/16", "gateway": "192.168.0.1"`, 1), "x", "x", 1), "overlaps the WAN network"},
-		{"huge", strings.Repeat(" ", MaxFileSize+1), "larger than"},
+		{"huge", strings.Repeat(" ", plan.MaxFileSize+1), "larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, errs := ReadSite("bad.json", []byte(tc.data), alixPorts)
+			s, errs := Read("bad.json", []byte(tc.data), alixPorts)
 			var all []string
 			for _, e := range errs {
 				all = append(all, e.Error())
