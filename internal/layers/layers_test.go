@@ -51,7 +51,7 @@ func TestImportRules(t *testing.T) {
 			// no CLI, YAML, image-writing or VM code.
 			name:    "board side imports no host package",
 			applies: func(p string) bool { return under(p, "boot", "router", "ocf", "store", "plan", "site") },
-			forbidden: []string{mod + "internal/ocfcmd", "github.com/spf13/cobra", "gopkg.in/yaml.v3",
+			forbidden: []string{mod + "internal/ocfcmd", mod + "internal/cli", "github.com/spf13/cobra", "gopkg.in/yaml.v3",
 				"github.com/diskfs/go-diskfs", "github.com/u-root/mkuimage", mod + "internal/lab",
 				mod + "internal/build", mod + "firmware", mod + "rootfs", mod + "boards"},
 		},

@@ -1,0 +1,539 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/site"
+
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/worldvm"
+	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router"
+)
+
+// The addresses of the examples' two sites, and of "the internet"
+// between them (the world VM's inet namespace, routing between the two
+// WAN networks as each site's gateway).
+const (
+	wanA, wanB   = "198.51.100.2", "203.0.113.2"
+	inetA, inetB = "198.51.100.1", "203.0.113.1"
+	hostA, hostB = "192.168.1.50", "192.168.2.50"
+	absentPeer   = "192.0.2.2" // site C: a-c's peer, never booted
+)
+
+// exampleSite is an example site config with the test's SSH key in place
+// of the example's.
+func exampleSite(t *testing.T, name, authorizedKey string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "sites", name))
+	must(t, err)
+	re := regexp.MustCompile(`(?m)^    - ssh-ed25519 .*$`)
+	if !re.Match(b) {
+		t.Fatalf("%s: no SSH key line to replace", name)
+	}
+	return re.ReplaceAllLiteralString(string(b), "    - "+authorizedKey)
+}
+
+// siteC is the other end of A's tunnel a-c: it exists only so that
+// ocfw tunnel keys can make a-c's keys; no box runs it.
+const siteC = `kind: site
+board: alix2d13
+hostname: site-c
+wan: {port: wan, address: 192.0.2.2/24, gateway: 192.0.2.1}
+lan: {ports: [lan1], address: 192.168.3.1/24}
+tunnels:
+  - {name: a-c, peer: 198.51.100.2, remote_subnet: 192.168.1.0/24, cipher: aes-256-cbc, auth: hmac-sha1, keys: a-c.keys}
+`
+
+// moreTunnelsA are site A's tunnels beyond a-b: a-c, whose peer is never
+// there; a-d, whose key file on the card is another tunnel's; a-e, whose
+// key file is missing.
+const moreTunnelsA = `  - {name: a-c, peer: 192.0.2.2, remote_subnet: 192.168.3.0/24, cipher: aes-256-cbc, auth: hmac-sha1, keys: a-c.keys}
+  - {name: a-d, peer: 192.0.2.3, remote_subnet: 192.168.4.0/24, cipher: aes-256-cbc, auth: hmac-sha1, keys: a-d.keys}
+  - {name: a-e, peer: 192.0.2.4, remote_subnet: 192.168.5.0/24, cipher: aes-128-cbc, auth: hmac-sha1, keys: a-e.keys}
+`
+
+// putOnCard copies files into the ocfw folder of an image's data
+// partition, as a user does on a PC.
+func putOnCard(t *testing.T, img string, files map[string]string) {
+	t.Helper()
+	info, err := firmware.Inspect(img)
+	must(t, err)
+	var off int64 = -1
+	for _, p := range info.Partitions {
+		if p.FS != nil && p.FS.Label == plan.DataLabel {
+			off = p.Offset
+		}
+	}
+	if off < 0 {
+		t.Fatalf("%s: no data partition", img)
+	}
+	for name, src := range files {
+		cmd := exec.Command("mcopy", "-o", "-i", fmt.Sprintf("%s@@%d", img, off), src, "::/ocfw/"+name)
+		cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1", "MTOOLSRC=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("mcopy %s: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// TestIPsecEndToEnd boots the examples' two sites, A and B, as two
+// router VMs whose WAN ports meet in a world VM acting as the internet
+// and whose LAN ports each reach a host in the world. A LAN host behind
+// A and one behind B talk through the tunnel; a capture of A's WAN (QEMU's
+// filter-dump) shows only ESP between the two WAN addresses for it and
+// never the data; both routers' SA counters match the capture and each
+// other; ESP from a stranger is dropped by the firewall while the same
+// packet from the peer's address reaches the SA. A also has a tunnel
+// whose peer is never there and two whose key files are wrong or
+// missing: they say so, and none of it delays A's boot.
+func TestIPsecEndToEnd(t *testing.T) {
+	needEndToEnd(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	pub, priv := testKey(t)
+	files := map[string]string{
+		"a.yaml": exampleSite(t, "site-a.yaml", pub) + moreTunnelsA,
+		"b.yaml": exampleSite(t, "site-b.yaml", pub),
+		"c.yaml": siteC,
+	}
+	for name, s := range files {
+		must(t, os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644))
+	}
+	p := func(name string) string { return filepath.Join(dir, name) }
+	for _, args := range [][]string{
+		{"tunnel", "keys", "--site", p("a.yaml"), "--site", p("b.yaml"), "--tunnel", "a-b", "-o", p("a-b.keys")},
+		{"tunnel", "keys", "--site", p("a.yaml"), "--site", p("c.yaml"), "--tunnel", "a-c", "-o", p("a-c.keys")},
+	} {
+		if out, errs, code := ocfw(t, args...); code != 0 {
+			t.Fatalf("ocfw %v: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+	var keys site.TunnelKeys
+	b, err := os.ReadFile(p("a-b.keys"))
+	must(t, err)
+	must(t, json.Unmarshal(b, &keys))
+	spiOf := func(from string) uint32 {
+		for _, sa := range keys.SAs {
+			if sa.From == from {
+				v, err := site.ParseSPI(sa.SPI)
+				must(t, err)
+				return v
+			}
+		}
+		t.Fatalf("a-b.keys has no SA from %s", from)
+		return 0
+	}
+	spiAB, spiBA := spiOf(wanA), spiOf(wanB)
+
+	t0 := time.Now()
+	imgA, imgB := p("a.img"), p("b.img")
+	// A carries the test engine, set to corrupt every request of 1 KiB or
+	// more: the kernel's default choice by priority, which the self-test
+	// must catch, keeping the tunnel's traffic off it.
+	buildImage(t, imgA, "--board", "alix2d13", "--card", "testaes", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("a.yaml"))
+	t1 := time.Now()
+	buildImage(t, imgB, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("b.yaml"))
+	t.Logf("images built: A in %v, B in %v", t1.Sub(t0).Round(time.Second), time.Since(t1).Round(time.Second))
+	// a-d's key file is a-c's: the wrong tunnel's. a-e's is missing.
+	putOnCard(t, imgA, map[string]string{"a-b.keys": p("a-b.keys"), "a-c.keys": p("a-c.keys"), "a-d.keys": p("a-c.keys")})
+	putOnCard(t, imgB, map[string]string{"a-b.keys": p("a-b.keys")})
+	addKernelArgs(t, imgA, "ocfw_testaes.corrupt_min=1024")
+
+	// The world: eth0 and eth1 to the routers' WANs, in one namespace
+	// that routes between the two WAN networks; eth2 and eth3 to their
+	// LANs, one host each.
+	sock := t.TempDir()
+	var nics []qemu.NIC
+	for i, n := range []string{"wan-a", "wan-b", "lan-a", "lan-b"} {
+		nics = append(nics, qemu.NIC{Listen: true, Socket: filepath.Join(sock, n+".sock"), MAC: fmt.Sprintf("52:54:00:0c:00:%02x", i+1)})
+	}
+	w := worldvm.StartTest(t, worldvm.Config{Name: "world", NICs: nics, Files: map[string][]byte{"/key": priv}})
+	pcap := p("wan-a.pcap")
+	boot := func(name, image string, wan, lan int, dump string) *qemu.VM {
+		t.Helper()
+		var args []string
+		if dump != "" {
+			args = []string{"-object", "filter-dump,id=wandump,netdev=net0,file=" + dump}
+		}
+		vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Disk: image,
+			Timeout: 15 * time.Minute, Args: args,
+			NICs: []qemu.NIC{w.Peer(wan, fmt.Sprintf("52:54:00:0d:%02x:01", wan)), w.Peer(lan, fmt.Sprintf("52:54:00:0d:%02x:02", wan)), {MAC: fmt.Sprintf("52:54:00:0d:%02x:03", wan), Unplugged: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			vm.Kill()
+			if t.Failed() {
+				t.Logf("%s: last console lines:\n%s", name, vm.Tail(80))
+			}
+		})
+		return vm
+	}
+	// Both routers boot at once, A's WAN captured from power-on.
+	vmA := boot("router A", imgA, 0, 2, pcap)
+	vmB := boot("router B", imgB, 1, 3, "")
+
+	do := func(cmd string) string {
+		t.Helper()
+		out, err := w.Do(ctx, cmd)
+		if err != nil {
+			t.Fatalf("world: %s: %v", cmd, err)
+		}
+		return out
+	}
+	if _, err := w.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{
+		"ns inet eth0 eth1", "addr inet eth0 " + inetA + "/24", "addr inet eth1 " + inetB + "/24",
+		"up inet eth0", "up inet eth1", "sysctl inet net.ipv4.ip_forward 1",
+		"ns lan-a eth2", "addr lan-a eth2 " + hostA + "/24", "up lan-a eth2", "route lan-a default 192.168.1.1",
+		"ns lan-b eth3", "addr lan-b eth3 " + hostB + "/24", "up lan-b eth3", "route lan-b default 192.168.2.1",
+		"echo-server lan-a 7", "echo-server lan-b 7",
+	} {
+		do(c)
+	}
+
+	// Both tunnels up; the time from power-on says what a user waits.
+	var wg sync.WaitGroup
+	upAt := map[string]time.Duration{}
+	var mu sync.Mutex
+	for name, vm := range map[string]*qemu.VM{"A": vmA, "B": vmB} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if consoleShows(t, ctx, vm, regexp.MustCompile(`ocfw: ipsec: tunnel a-b up`), 10*time.Minute) == nil {
+				t.Errorf("router %s: tunnel a-b never came up", name)
+				return
+			}
+			mu.Lock()
+			upAt[name] = vm.Elapsed()
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("power-on to tunnel a-b up: A %v, B %v", upAt["A"].Round(100*time.Millisecond), upAt["B"].Round(100*time.Millisecond))
+
+	// Data both ways through the tunnel, a marker in it. The echo server
+	// says where the connection came from: the other LAN's host, not a
+	// router (nothing is masqueraded into the tunnel).
+	marker := make([]byte, 8)
+	rand.Read(marker)
+	mark := "OCFW-TUNNEL-MARKER-" + hex.EncodeToString(marker)
+	lineAB := mark + "-a-to-b-" + strings.Repeat("0123456789abcdef", 100) // two segments at MTU 1500
+	lineBA := mark + "-b-to-a-" + strings.Repeat("fedcba9876543210", 60)
+	if got := do("tcp lan-a " + hostB + ":7 " + lineAB); got != "from "+hostA+":"+portOf(t, got)+"\n"+lineAB {
+		t.Errorf("A's LAN to B's LAN through the tunnel: got %.200q", got)
+	}
+	if got := do("tcp lan-b " + hostA + ":7 " + lineBA); got != "from "+hostB+":"+portOf(t, got)+"\n"+lineBA {
+		t.Errorf("B's LAN to A's LAN through the tunnel: got %.200q", got)
+	}
+	// Traffic into a-c, whose peer is not there: it leaves as ESP, and
+	// nothing comes back.
+	if out, err := w.Do(ctx, "timeout=3s tcp lan-a 192.168.3.50:7 "+mark+"-to-nowhere"); err == nil {
+		t.Errorf("a host behind the absent peer answered: %q", out)
+	}
+
+	status := func(ns, addr string) *router.Status {
+		t.Helper()
+		out := do("ssh " + ns + " " + addr + ":22 root /key ocf net --json")
+		_, js, ok := strings.Cut(out, "\n")
+		if !strings.HasPrefix(out, "exit 0") || !ok {
+			t.Fatalf("ocf net --json on %s: %q", addr, out)
+		}
+		var st router.Status
+		if err := json.Unmarshal([]byte(js), &st); err != nil {
+			t.Fatalf("ocf net --json on %s: %v\n%s", addr, err, js)
+		}
+		return &st
+	}
+	stA, stB := status("lan-a", "192.168.1.1"), status("lan-b", "192.168.2.1")
+	tA, tB := tunnel(t, stA, "a-b"), tunnel(t, stB, "a-b")
+	logTunnels(t, "A", stA)
+	logTunnels(t, "B", stB)
+
+	// The capture of A's WAN, since power-on.
+	capt := readPCAP(t, pcap)
+	if bytes.Contains(capt.raw, []byte(mark)) || bytes.Contains(capt.raw, []byte("0123456789abcdef0123456789abcdef")) {
+		t.Errorf("the data went over the WAN in the clear: the marker is in %s", pcap)
+	}
+	lan := netip.MustParsePrefix("192.168.0.0/16")
+	wans := map[netip.Addr]bool{netip.MustParseAddr(wanA): true, netip.MustParseAddr(wanB): true}
+	espBySPI := map[uint32]int{}
+	for _, pk := range capt.packets {
+		if lan.Contains(pk.src) || lan.Contains(pk.dst) {
+			t.Errorf("a LAN packet on the WAN in the clear: %v -> %v protocol %d", pk.src, pk.dst, pk.proto)
+		}
+		if wans[pk.src] && wans[pk.dst] && pk.proto != 50 {
+			t.Errorf("between the two WAN addresses, a packet that is not ESP: %v -> %v protocol %d", pk.src, pk.dst, pk.proto)
+		}
+		if pk.proto == 50 {
+			espBySPI[pk.spi]++
+		}
+	}
+	t.Logf("A's WAN capture: %d IPv4 packets, ESP by SPI %v", len(capt.packets), espBySPI)
+	// The counters: A's out is B's in and the other way round, and each
+	// SA's packets are the ESP packets with its SPI on the wire.
+	for _, c := range []struct {
+		what    string
+		sa      *router.SAState
+		spi     uint32
+		mirror  *router.SAState
+		payload int
+	}{
+		{"A out, B in", tA.Out, spiAB, tB.In, len(lineAB) + len(lineBA)},
+		{"B out, A in", tB.Out, spiBA, tA.In, len(lineAB) + len(lineBA)},
+	} {
+		if c.sa == nil || c.mirror == nil {
+			t.Errorf("%s: no counters: %+v %+v", c.what, tA, tB)
+			continue
+		}
+		if c.sa.SPI != fmt.Sprintf("0x%08x", c.spi) || c.mirror.SPI != c.sa.SPI {
+			t.Errorf("%s: SPIs %s and %s, want 0x%08x (the key file's)", c.what, c.sa.SPI, c.mirror.SPI, c.spi)
+		}
+		if c.sa.Packets != c.mirror.Packets || c.sa.Bytes != c.mirror.Bytes {
+			t.Errorf("%s: sent %d packets, %d bytes; received %d, %d", c.what, c.sa.Packets, c.sa.Bytes, c.mirror.Packets, c.mirror.Bytes)
+		}
+		if got := espBySPI[c.spi]; uint64(got) != c.sa.Packets {
+			t.Errorf("%s: %d ESP packets with SPI 0x%08x on A's WAN, the SA counted %d", c.what, got, c.spi, c.sa.Packets)
+		}
+		// Both lines cross each way once (request, then echo), in TCP
+		// and IP headers.
+		if c.sa.Bytes < uint64(c.payload) || c.sa.Packets < 4 || c.sa.Errors != 0 || c.mirror.Errors != 0 {
+			t.Errorf("%s: %+v / %+v, want at least %d bytes in at least 4 packets, no errors", c.what, c.sa, c.mirror, c.payload)
+		}
+	}
+
+	// The tunnels that cannot work say why and stay down; a-c is up with
+	// nothing back; none of it held anything up.
+	ac := tunnel(t, stA, "a-c")
+	if ac.State != "up" || ac.Out == nil || ac.Out.Packets == 0 || ac.In.Packets != 0 {
+		t.Errorf("a-c (absent peer): %+v, want up, packets out, none in", ac)
+	} else if got := espBySPI[spiOfState(t, ac.Out)]; uint64(got) != ac.Out.Packets {
+		t.Errorf("a-c: %d ESP packets on the WAN, the SA counted %d", got, ac.Out.Packets)
+	}
+	for name, want := range map[string]string{
+		"a-d": `down: tunnel a-d: the key file is for tunnel "a-c"`,
+		"a-e": "down: no key file a-e.keys in the card's ocfw folder",
+	} {
+		if got := tunnel(t, stA, name).State; !strings.HasPrefix(got, want) {
+			t.Errorf("%s: state %q, want %q", name, got, want)
+		}
+		if !strings.Contains(strings.Join(stA.Events, "\n"), "ipsec: tunnel "+name+" left down: ") {
+			t.Errorf("%s: not in the router's log:\n%s", name, strings.Join(stA.Events, "\n"))
+		}
+	}
+	if !strings.Contains(stA.Services["ipsec"], "2 of 4 tunnel(s) up") {
+		t.Errorf("A's ipsec service: %q", stA.Services["ipsec"])
+	}
+
+	// ESP from a stranger (the internet's own address, not B's peer),
+	// with B's inbound SPI: the firewall drops and counts it, and it never
+	// reaches the SA. The same packet from the peer's address passes the
+	// firewall and the SA refuses it: the drop was the source address's.
+	inDrop := func(st *router.Status) uint64 { return st.Counters["firewall_input_drop_packets"] }
+	before := stB
+	do(fmt.Sprintf("esp inet %s %s 0x%08x 0x7fff0000", inetB, wanB, spiAB))
+	afterStranger := status("lan-b", "192.168.2.1")
+	do(fmt.Sprintf("esp inet %s %s 0x%08x 0x7fff0000", wanA, wanB, spiAB))
+	afterPeer := status("lan-b", "192.168.2.1")
+	in0, in1, in2 := tunnel(t, before, "a-b").In, tunnel(t, afterStranger, "a-b").In, tunnel(t, afterPeer, "a-b").In
+	if inDrop(afterStranger) <= inDrop(before) || in1.Errors != in0.Errors || in1.Packets != in0.Packets {
+		t.Errorf("ESP from a stranger: input_drop %d -> %d, the SA's errors %d -> %d; want it dropped by the firewall",
+			inDrop(before), inDrop(afterStranger), in0.Errors, in1.Errors)
+	}
+	if in2.Errors != in1.Errors+1 || inDrop(afterPeer) != inDrop(afterStranger) {
+		t.Errorf("forged ESP from the peer's address: the SA's errors %d -> %d (%+v), input_drop %d -> %d; want it past the firewall and refused by the SA",
+			in1.Errors, in2.Errors, in2, inDrop(afterStranger), inDrop(afterPeer))
+	}
+
+	// A's report is written with a-c's peer absent, and A's boot sequence
+	// takes no longer than B's (whose one tunnel's peer is there) but for
+	// noise: a setup that waited for a-c's peer would add its whole wait.
+	// The tunnels came up after the engines' self-test started (their SAs
+	// bind to the engines the kernel uses then), not with the network.
+	tookA, tookB := bootTook(t, ctx, vmA), bootTook(t, ctx, vmB)
+	for name, vm := range map[string]*qemu.VM{"A": vmA, "B": vmB} {
+		con := vm.Console()
+		if i, j := strings.Index(con, "ocfw: self-testing "), strings.Index(con, "ocfw: ipsec: tunnel a-b up"); i < 0 || j < i {
+			t.Errorf("%s: the self-test started at %d, tunnel a-b came up at %d: want the tunnel after", name, i, j)
+		}
+		if !strings.Contains(con, plan.MarkReportWritten) {
+			t.Errorf("%s: no report written", name)
+		}
+	}
+	// A's corrupting test engine: failed by the self-test, kept below
+	// software, and not what the kernel resolves cbc(aes) to — so the
+	// tunnel's bytes, checked end to end above, went through a passed
+	// engine.
+	conA := vmA.Console()
+	if !regexp.MustCompile(`ocfw: engines: ocfw_testaes_cbc \(cbc\(aes\)\) stays demoted at \d+: .*self-test`).MatchString(conA) {
+		t.Errorf("A: the console does not say the corrupting test engine stays demoted because of its self-test")
+	}
+	if m := regexp.MustCompile(`ocfw: engines: cbc\(aes\) resolves to (\S+)`).FindAllStringSubmatch(conA, -1); len(m) == 0 || m[len(m)-1][1] == "ocfw_testaes_cbc" {
+		t.Errorf("A: after the boot the kernel resolves cbc(aes) to %v; want a passed engine, not the corrupting one", m)
+	}
+	if tookA > tookB+10*time.Second {
+		t.Errorf("A's boot sequence took %v, B's %v: A's absent peer delayed it", tookA, tookB)
+	}
+	t.Logf("boot sequence: A (peer of a-c absent) %v, B %v", tookA, tookB)
+	// The watch says that a-c's peer sends nothing back.
+	silent := regexp.MustCompile(`ipsec: tunnel a-c: \d+ packet\(s\) sent to the peer ` + regexp.QuoteMeta(absentPeer) + ` since \S+ and none back`)
+	if consoleShows(t, ctx, vmA, silent, 2*router.DefaultTunnelCheck+10*time.Second) == nil {
+		t.Errorf("A never said that a-c's peer is silent")
+	}
+	t.Logf("ocf net on A:\n%s", do("ssh lan-a 192.168.1.1:22 root /key ocf net"))
+}
+
+var portRe = regexp.MustCompile(`^from [0-9.]+:(\d+)\n`)
+
+func portOf(t *testing.T, echo string) string {
+	t.Helper()
+	m := portRe.FindStringSubmatch(echo)
+	if m == nil {
+		return "?"
+	}
+	return m[1]
+}
+
+func tunnel(t *testing.T, st *router.Status, name string) router.TunnelState {
+	t.Helper()
+	for _, x := range st.Tunnels {
+		if x.Name == name {
+			return x
+		}
+	}
+	t.Fatalf("%s: no tunnel %s in ocf net: %+v", st.Hostname, name, st.Tunnels)
+	return router.TunnelState{}
+}
+
+func spiOfState(t *testing.T, sa *router.SAState) uint32 {
+	t.Helper()
+	v, err := site.ParseSPI(sa.SPI)
+	must(t, err)
+	return v
+}
+
+func logTunnels(t *testing.T, name string, st *router.Status) {
+	t.Helper()
+	var b strings.Builder
+	for _, x := range st.Tunnels {
+		fmt.Fprintf(&b, "  %s: %s", x.Name, x.State)
+		if x.Out != nil {
+			fmt.Fprintf(&b, "; out %s %d packets %d bytes; in %s %d packets %d bytes %d errors", x.Out.SPI, x.Out.Packets, x.Out.Bytes, x.In.SPI, x.In.Packets, x.In.Bytes, x.In.Errors)
+		}
+		b.WriteString("\n")
+	}
+	t.Logf("router %s tunnels:\n%s", name, b.String())
+}
+
+var tookRe = regexp.MustCompile(`ocfw: boot sequence took ([0-9.]+m?s|[0-9.]+m[0-9.]+s)`)
+
+// bootTook waits for the boot sequence's end and returns its own
+// measure of how long it took.
+func bootTook(t *testing.T, ctx context.Context, vm *qemu.VM) time.Duration {
+	t.Helper()
+	m := consoleShows(t, ctx, vm, tookRe, 5*time.Minute)
+	if m == nil {
+		t.Fatalf("the boot sequence never ended")
+	}
+	d, err := time.ParseDuration(m[1])
+	must(t, err)
+	return d
+}
+
+// consoleShows waits until anything on the console so far matches re,
+// wherever it is: the firmware's services and its boot sequence print
+// in no fixed order, which VM.WaitFor's moving cursor cannot follow. It
+// returns nil after within.
+func consoleShows(t *testing.T, ctx context.Context, vm *qemu.VM, re *regexp.Regexp, within time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if m := re.FindStringSubmatch(vm.Console()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil || vm.Exited() {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// capture is a pcap file's IPv4 packets.
+type capture struct {
+	raw     []byte
+	packets []ipPacket
+}
+
+type ipPacket struct {
+	src, dst netip.Addr
+	proto    uint8
+	spi      uint32 // ESP only
+}
+
+// readPCAP reads a classic pcap file of Ethernet frames (what QEMU's
+// filter-dump writes, one record per frame, flushed as it goes; a frame
+// being written at the time of reading is left out).
+func readPCAP(t *testing.T, name string) *capture {
+	t.Helper()
+	raw, err := os.ReadFile(name)
+	must(t, err)
+	c := &capture{raw: raw}
+	if len(raw) < 24 {
+		t.Fatalf("%s: %d bytes, no pcap header", name, len(raw))
+	}
+	var bo binary.ByteOrder
+	switch {
+	case binary.LittleEndian.Uint32(raw) == 0xa1b2c3d4:
+		bo = binary.LittleEndian
+	case binary.BigEndian.Uint32(raw) == 0xa1b2c3d4:
+		bo = binary.BigEndian
+	default:
+		t.Fatalf("%s: magic %x: not a pcap file", name, raw[:4])
+	}
+	if lt := bo.Uint32(raw[20:]); lt != 1 {
+		t.Fatalf("%s: link type %d, want 1 (Ethernet)", name, lt)
+	}
+	for off := 24; off+16 <= len(raw); {
+		n := int(bo.Uint32(raw[off+8:]))
+		if off+16+n > len(raw) {
+			break
+		}
+		f := raw[off+16 : off+16+n]
+		off += 16 + n
+		if len(f) < 14+20 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
+			continue // ARP, IPv6
+		}
+		ip := f[14:]
+		hl := int(ip[0]&0x0f) * 4
+		pk := ipPacket{proto: ip[9]}
+		pk.src, _ = netip.AddrFromSlice(ip[12:16])
+		pk.dst, _ = netip.AddrFromSlice(ip[16:20])
+		if pk.proto == 50 && len(ip) >= hl+4 {
+			pk.spi = binary.BigEndian.Uint32(ip[hl:])
+		}
+		c.packets = append(c.packets, pk)
+	}
+	return c
+}

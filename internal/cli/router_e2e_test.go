@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/worldvm"
+	"github.com/ocfw/ocfw/plan"
+)
+
+// MACs of the router VM's ports; the world's ends are derived by worldvm.
+const (
+	routerWANMAC = "52:54:00:0a:00:01"
+	routerLANMAC = "52:54:00:0a:00:02"
+	routerLAN2   = "52:54:00:0a:00:03"
+)
+
+var (
+	hostRe = regexp.MustCompile(`hostkey (SHA256:[A-Za-z0-9+/]{43})`)
+)
+
+// routerSite is the site config of the end-to-end test: WAN by DHCP,
+// LAN 192.168.1.1/24 with a DHCP server whose range is one address (so
+// the one LAN client's address, and the port forward's target, are
+// known), SSH by key, one port forward.
+func routerSite(authorizedKey string) string {
+	return `kind: site
+board: alix2d13
+hostname: e2e-gw
+wan:
+  port: wan
+  address: dhcp
+lan:
+  ports: [lan1, lan2]
+  address: 192.168.1.1/24
+  dhcp:
+    range: [192.168.1.100, 192.168.1.100]
+    lease: 1h
+firewall:
+  port_forwards:
+    - {proto: tcp, port: 8080, to: 192.168.1.100, to_port: 80}
+ssh:
+  authorized_keys:
+    - ` + authorizedKey + `
+ntp:
+  servers: [198.51.100.1]
+`
+}
+
+// testKey makes an SSH key pair: the authorized_keys line and the
+// private key in OpenSSH PEM form.
+func testKey(t *testing.T) (string, []byte) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " e2e@test", pem.EncodeToMemory(blk)
+}
+
+// TestRouterEndToEnd builds the ALIX firmware with a site config and
+// boots it between two network namespaces of a world VM: the internet on
+// its WAN port (a DHCP server, a resolver, an echo server) and a client
+// on its LAN port.
+func TestRouterEndToEnd(t *testing.T) {
+	needEndToEnd(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	pub, priv := testKey(t)
+	site := filepath.Join(dir, "site.yaml")
+	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
+	img := filepath.Join(dir, "gw.img")
+	buildImage(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	built, err := os.ReadFile(img)
+	must(t, err)
+
+	sock := t.TempDir()
+	w := worldvm.StartTest(t, worldvm.Config{Name: "world", NICs: []qemu.NIC{
+		{Listen: true, Socket: filepath.Join(sock, "wan.sock"), MAC: "52:54:00:0b:00:01"},
+		{Listen: true, Socket: filepath.Join(sock, "lan.sock"), MAC: "52:54:00:0b:00:02"}},
+		Files: map[string][]byte{"/key": priv}})
+	do := func(cmd string) string {
+		t.Helper()
+		out, err := w.Do(ctx, cmd)
+		if err != nil {
+			t.Fatalf("world: %s: %v", cmd, err)
+		}
+		return out
+	}
+	fails := func(cmd string) error {
+		t.Helper()
+		out, err := w.Do(ctx, cmd)
+		if err == nil {
+			t.Fatalf("world: %s: worked (%q), want it to fail", cmd, out)
+		}
+		return err
+	}
+	if _, err := w.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	do("ns wan eth0")
+	do("ns lan eth1")
+	do("addr wan eth0 198.51.100.1/24")
+	do("up wan eth0")
+	do("dhcp-server wan eth0 198.51.100.10 198.51.100.20 198.51.100.1 198.51.100.1 1h")
+	do("dns-server wan example.test=198.51.100.7")
+	do("echo-server wan 7")
+	do("ntp-server wan")
+
+	boot := func(name, image string) *qemu.VM {
+		t.Helper()
+		vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Disk: image,
+			Timeout: 10 * time.Minute, NICs: []qemu.NIC{w.Peer(0, routerWANMAC), w.Peer(1, routerLANMAC), {MAC: routerLAN2, Unplugged: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			vm.Kill()
+			if t.Failed() {
+				t.Logf("%s: last console lines:\n%s", name, vm.Tail(60))
+			}
+		})
+		return vm
+	}
+	vm := boot("router", img)
+	start := time.Now()
+
+	// The router's WAN gets its address from the world's DHCP server (read
+	// from the world's side: the router's console interleaves kernel
+	// messages with its own lines).
+	var wanAddr string
+	leaseRe := regexp.MustCompile(regexp.QuoteMeta(routerWANMAC) + ` (198\.51\.100\.\d+) acked`)
+	for deadline := time.Now().Add(3 * time.Minute); wanAddr == ""; time.Sleep(time.Second) {
+		if m := leaseRe.FindStringSubmatch(do("leases wan")); m != nil {
+			wanAddr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the router's WAN got no address from the world's DHCP server:\n%s", vm.Tail(30))
+		}
+	}
+	// The LAN client gets its lease from the router.
+	do("up lan eth1")
+	lease := do("dhcp-client lan eth1")
+	if !strings.Contains(lease, "addr 192.168.1.100/24 router 192.168.1.1 dns 192.168.1.1") {
+		t.Fatalf("LAN lease: %q", lease)
+	}
+	// NAT: the server on the WAN sees the router's WAN address.
+	echo := do("tcp lan 198.51.100.1:7 hello")
+	forwarded := time.Since(start)
+	if !strings.Contains(echo, "from "+wanAddr+":") || !strings.Contains(echo, "hello") {
+		t.Errorf("through the router: %q; want the echo server to see %s", echo, wanAddr)
+	}
+	// The firewall: nothing from the WAN reaches the LAN or the router's
+	// SSH; the port forward does.
+	if err := fails("timeout=5s tcp wan 192.168.1.100:7 x"); !strings.Contains(worldvm.ErrorKind(err), "no-route") && worldvm.ErrorKind(err) != "timeout" {
+		t.Errorf("WAN to a LAN address: %v", err)
+	}
+	if err := fails("timeout=5s tcp wan " + wanAddr + ":22 x"); worldvm.ErrorKind(err) != "timeout" && worldvm.ErrorKind(err) != "refused" {
+		t.Errorf("WAN to the router's SSH: %v", err)
+	}
+	do("echo-server lan 80")
+	if fw := do("tcp wan " + wanAddr + ":8080 forwarded"); !strings.Contains(fw, "from 198.51.100.1:") || !strings.Contains(fw, "forwarded") {
+		t.Errorf("port forward: %q", fw)
+	}
+	// SSH from the LAN with the key; a password is refused.
+	out := do("ssh lan 192.168.1.1:22 root /key cat /proc/sys/kernel/hostname")
+	if !strings.HasPrefix(out, "exit 0") || !strings.Contains(out, "e2e-gw") {
+		t.Errorf("ssh with the key: %q", out)
+	}
+	hm := hostRe.FindStringSubmatch(out) // the host key the client saw
+	if hm == nil {
+		t.Fatalf("no host key in the ssh reply %q", out)
+	}
+	if err := fails("ssh lan 192.168.1.1:22 root password=hunter2 hostname"); worldvm.ErrorKind(err) != "auth" {
+		t.Errorf("password login: %v, want an auth failure", err)
+	}
+	// ocf net, over SSH: the router's own view, memory included.
+	st := do("ssh lan 192.168.1.1:22 root /key ocf net")
+	t.Logf("ocf net on the router:\n%s", st)
+	for _, want := range []string{"WAN eth0: " + wanAddr + "/24 via 198.51.100.1", "lease 192.168.1.100 52:54:00:0b:00:02", "SSH host key " + hm[1], "memory: firmware process"} {
+		if !strings.Contains(st, want) {
+			t.Errorf("ocf net lacks %q", want)
+		}
+	}
+	// The DNS forwarder answers from the WAN's resolver.
+	if a := do("dns lan 192.168.1.1 example.test"); a != "198.51.100.7" {
+		t.Errorf("DNS through the forwarder: %q", a)
+	}
+	// The crypto report is still written.
+	if err := vm.WaitFor(ctx, plan.MarkDone); err != nil {
+		t.Fatal(err)
+	}
+	report := time.Since(start)
+	if !strings.Contains(vm.Console(), plan.MarkReportWritten) {
+		t.Errorf("no crypto report written:\n%s", vm.Tail(30))
+	}
+	t.Logf("power-on to the first forwarded packet %v, to the report %v", forwarded.Round(100*time.Millisecond), report.Round(100*time.Millisecond))
+
+	// The leases survive a reboot: the store on the card holds them.
+	powerOff(t, vm)
+	info, err := firmware.Inspect(img)
+	must(t, err)
+	if info.Store == nil || !contains(info.Store.Values, "dhcp_leases") {
+		t.Fatalf("no leases kept on the card: %+v", info.Store)
+	}
+	vm = boot("router after reboot", img)
+	if err := vm.WaitFor(ctx, plan.MarkDone); err != nil {
+		t.Fatal(err)
+	}
+	powerOff(t, vm)
+	// The router's own log, kept on the card, says what the second boot
+	// found: the lease kept, the same host key.
+	log := cardLog(t, img)
+	if !strings.Contains(log, "lease 192.168.1.100 to 52:54:00:0b:00:02") || !strings.Contains(log, "1 lease(s) kept from before") {
+		t.Errorf("the log on the card does not show the lease given and kept across the reboot:\n%s", log)
+	}
+	if n := strings.Count(log, "ssh: host key "+hm[1]); n != 2 {
+		t.Errorf("the host key %s is in the log of %d boots, want both:\n%s", hm[1], n, log)
+	}
+
+	// Another box from the same image makes its own host key.
+	other := filepath.Join(dir, "other.img")
+	must(t, os.WriteFile(other, built, 0o644))
+	vm = boot("second router", other)
+	if err := vm.WaitFor(ctx, plan.MarkDone); err != nil {
+		t.Fatal(err)
+	}
+	powerOff(t, vm)
+	olog := cardLog(t, other)
+	if !strings.Contains(olog, "ssh: made a new host key SHA256:") || strings.Contains(olog, hm[1]) {
+		t.Errorf("a second box from the same image must make its own host key, not %s:\n%s", hm[1], olog)
+	}
+
+	// The same inputs give the same image bytes.
+	again := filepath.Join(dir, "again.img")
+	buildImage(t, again, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	b2, err := os.ReadFile(again)
+	must(t, err)
+	if string(b2) != string(built) {
+		t.Error("two builds from the same inputs differ")
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// powerOff types poweroff at the router's shell and waits for QEMU to
+// end, failing the test (with the console's tail) if it does not.
+func powerOff(t *testing.T, vm *qemu.VM) {
+	t.Helper()
+	if err := vm.Send("\npoweroff\n"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- vm.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the router did not power off:\n%s", vm.Tail(40))
+	}
+	vm.Kill()
+}
+
+// cardLog is the router's log kept on an image's data partition.
+func cardLog(t *testing.T, img string) string {
+	t.Helper()
+	info, err := firmware.Inspect(img)
+	if err != nil && info == nil {
+		t.Fatal(err)
+	}
+	if info.Store == nil {
+		t.Fatalf("%s: no store on the data partition", img)
+	}
+	var lines []string
+	for _, l := range info.Store.Log {
+		lines = append(lines, l.Text)
+	}
+	return strings.Join(lines, "\n")
+}

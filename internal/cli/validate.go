@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/regfile"
+)
+
+func newValidateCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check user-written board and card profiles and site configs",
+		Long: `validate parses each profile or site config file strictly (unknown fields, wrong
+types, unknown engines, impossible slot or boot combinations; for a site config
+(kind: site) its ports, addresses, DHCP range, port forwards and keys against its
+board, and each tunnel's key file, read beside the site config, against the
+tunnel; the two ends of a tunnel given together are checked against each other)
+and reports every problem as FILE:LINE:COLUMN with what would be valid, all in
+one run. Names must be unique among the profiles given; a site config may
+name a board given alongside. Exit status 1 when anything is wrong.`,
+		Args: needArgs(1, -1, "one or more profile or site config files", "ocfw validate myboard.yaml site.yaml"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var sites, files []string
+			for _, a := range args {
+				if data, err := readProfileFile(a); err == nil && boards.FileKind(data) == boards.KindSite {
+					sites = append(sites, a)
+				} else {
+					files = append(files, a)
+				}
+			}
+			var profiles []boards.Profile
+			var err error
+			if len(files) > 0 {
+				profiles, err = boards.LoadFiles(files)
+			}
+			if err == nil && len(sites) > 0 {
+				err = validateSites(cmd, g, sites, profiles)
+			}
+			if err != nil {
+				var l boards.ErrorList
+				if errors.As(err, &l) {
+					for _, e := range l {
+						fmt.Fprintln(cmd.ErrOrStderr(), e)
+					}
+					return fmt.Errorf("%d problem(s) in the profiles given", len(l))
+				}
+				return err
+			}
+			for _, p := range profiles {
+				kind := boards.KindBoard
+				file := ""
+				if p.Card != nil {
+					kind, file = boards.KindCard, p.Card.File()
+				} else {
+					file = p.Board.File()
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s %s)\n", file, kind, p.Name())
+			}
+			return nil
+		},
+	}
+}
+
+// readProfileFile reads a site config or profile: a regular file (a FIFO
+// or device is refused without blocking) of at most boards.MaxProfileSize.
+func readProfileFile(name string) ([]byte, error) {
+	return regfile.ReadFile(name, boards.MaxProfileSize)
+}
+
+// validateSites checks site configs against the catalog plus the
+// profiles given in the same run.
+func validateSites(cmd *cobra.Command, g *globalFlags, sites []string, profiles []boards.Profile) error {
+	cat, err := g.catalog()
+	if err != nil {
+		return err
+	}
+	cat.Add(profiles)
+	var all boards.ErrorList
+	var docs []*boards.SiteDoc
+	for _, f := range sites {
+		data, err := readProfileFile(f)
+		if err != nil {
+			return err
+		}
+		d, err := cat.ParseSiteDoc(f, data)
+		var l boards.ErrorList
+		if errors.As(err, &l) {
+			all = append(all, l...)
+			continue
+		} else if err != nil {
+			return err
+		}
+		docs = append(docs, d)
+	}
+	// Key files are checked only for sites that are right themselves:
+	// a wrong address would make every key check wrong too.
+	all = append(all, boards.CheckTunnels(docs, readTunnelKeys)...)
+	wrong := map[string]bool{}
+	for _, e := range all {
+		wrong[e.File] = true
+	}
+	for _, d := range docs {
+		var ks []string
+		ok := !wrong[d.File]
+		for _, t := range d.Site.Tunnels {
+			k := boards.TunnelKeysPath(d.File, t)
+			ok = ok && !wrong[k]
+			ks = append(ks, fmt.Sprintf("; tunnel %s to %s, keys %s", t.Name, t.Peer, k))
+		}
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (site %s for %s%s)\n", d.File, d.Site.Hostname, d.Site.Board, strings.Join(ks, ""))
+	}
+	if len(all) > 0 {
+		return all
+	}
+	return nil
+}
