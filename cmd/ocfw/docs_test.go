@@ -183,7 +183,7 @@ func extractDocCommands(name, doc string) []docCommand {
 		if !inFence {
 			for _, m := range inlineCode.FindAllStringSubmatch(l, -1) {
 				span := strings.ReplaceAll(m[1], `\|`, "|")
-				if c, ok := ocfwInvocation(span, false); ok {
+				if c, ok := ocfwInvocation(span, true); ok {
 					out = append(out, docCommand{where, c})
 				}
 			}
