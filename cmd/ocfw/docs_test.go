@@ -87,7 +87,8 @@ func TestCheckDocCommand(t *testing.T) {
 
 func TestExtractDocCommands(t *testing.T) {
 	doc := "Run `ocfw plan --board B` or `go run ./cmd/ocfw boards --json`;\n" +
-		"not `ocfw: stopped`, `ocf net` or `tool: ocfw REVISION`.\n" +
+		"not `ocfw: stopped`, `ocf net` or `tool: ocfw REVISION`; `ocfw run\n" +
+		"--persist x.img`.\n" +
 		"```sh\n" +
 		"SOURCE_DATE_EPOCH=1 ocfw build --board alix2d13 \\\n" +
 		"  -o alix.img   # a comment --bogus\n" +
@@ -106,11 +107,12 @@ func TestExtractDocCommands(t *testing.T) {
 		got = append(got, c.where+" "+c.line)
 	}
 	want := []string{
+		"x.md:5 ocfw build --board alix2d13 -o alix.img",
+		"x.md:8 ocfw completion bash",
+		"x.md:11 ocfw inspect alix.img",
 		"x.md:1 ocfw plan --board B",
 		"x.md:1 ocfw boards --json",
-		"x.md:4 ocfw build --board alix2d13 -o alix.img",
-		"x.md:7 ocfw completion bash",
-		"x.md:10 ocfw inspect alix.img",
+		"x.md:2 ocfw run --persist x.img",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("extracted:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -166,7 +168,8 @@ var (
 func extractDocCommands(name, doc string) []docCommand {
 	var out []docCommand
 	lines := strings.Split(doc, "\n")
-	fence := "" // the open fence's info string; "" outside a block
+	prose := make([]string, len(lines)) // the lines outside code blocks; "" inside
+	fence := ""                         // the open fence's info string
 	inFence := false
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
@@ -181,12 +184,7 @@ func extractDocCommands(name, doc string) []docCommand {
 			continue
 		}
 		if !inFence {
-			for _, m := range inlineCode.FindAllStringSubmatch(l, -1) {
-				span := strings.ReplaceAll(m[1], `\|`, "|")
-				if c, ok := ocfwInvocation(span, true); ok {
-					out = append(out, docCommand{where, c})
-				}
-			}
+			prose[i] = l
 			continue
 		}
 		if strings.HasPrefix(trimmed, "$ ") {
@@ -209,6 +207,20 @@ func extractDocCommands(name, doc string) []docCommand {
 			if c, ok := ocfwInvocation(seg, true); ok {
 				out = append(out, docCommand{where, c})
 			}
+		}
+	}
+	// Inline code in prose, which may wrap onto the next line (never past
+	// a paragraph's end).
+	text := strings.Join(prose, "\n")
+	for _, m := range inlineCode.FindAllStringSubmatchIndex(text, -1) {
+		span := text[m[2]:m[3]]
+		if strings.Contains(span, "\n\n") {
+			continue
+		}
+		span = strings.ReplaceAll(span, `\|`, "|")
+		if c, ok := ocfwInvocation(span, true); ok {
+			line := strings.Count(text[:m[0]], "\n") + 1
+			out = append(out, docCommand{fmt.Sprintf("%s:%d", name, line), c})
 		}
 	}
 	return out
