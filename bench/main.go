@@ -10,6 +10,10 @@
 // -trials: the host is shared, and noise only ever slows a run down.
 //
 //	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,boot,esp]
+//
+// A full run also writes its tables into the marked section of
+// docs/benchmarks-results.md (-doc), where the docs show them; a run with
+// -only does so only when -doc is given.
 package main
 
 import (
@@ -53,7 +57,13 @@ func main() {
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
 	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")
+	doc := flag.String("doc", docResults, "document whose marked section gets the tables (\"\" for none; with -only only when given)")
 	flag.Parse()
+	docGiven := false
+	flag.Visit(func(f *flag.Flag) { docGiven = docGiven || f.Name == "doc" })
+	if *only != "" && !docGiven {
+		*doc = ""
+	}
 	if *trials < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -trials must be at least 1")
 		os.Exit(2)
@@ -109,6 +119,11 @@ func main() {
 	r.res.Seconds = time.Since(start).Seconds()
 	r.res.Host.LoadAfter = loadAvg()
 	werr := r.res.write(*out)
+	if werr == nil && *doc != "" {
+		if werr = writeDocSection(*doc, r.res.markdown()); werr == nil {
+			r.logf("wrote the tables into %s", *doc)
+		}
+	}
 	stop()
 	os.RemoveAll(tmp) // os.Exit skips deferred calls
 	if werr != nil {
@@ -171,6 +186,7 @@ func (r *runner) goTestBinary(ctx context.Context, pkg, name string, env ...stri
 }
 
 type hostInfoT struct {
+	Hostname   string `json:"hostname"`
 	CPU        string `json:"cpu"`
 	Cores      int    `json:"cores"`
 	GoVersion  string `json:"go"`
@@ -181,6 +197,7 @@ type hostInfoT struct {
 
 func hostInfo() hostInfoT {
 	h := hostInfoT{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadAvg()}
+	h.Hostname, _ = os.Hostname()
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {

@@ -86,12 +86,36 @@ func (r *results) write(dir string) error {
 	return atomicfile.WriteFile(filepath.Join(dir, "bench.md"), []byte(r.markdown()), 0o644)
 }
 
+// docResults is the committed document that shows the last run's tables,
+// between docBegin and docEnd.
+const (
+	docResults = "docs/benchmarks-results.md"
+	docBegin   = "<!-- bench/run results: begin (written by bench/run, do not edit by hand) -->"
+	docEnd     = "<!-- bench/run results: end -->"
+)
+
+// writeDocSection replaces what lies between the markers in the document
+// at path with section, leaving the rest of the document as it was.
+func writeDocSection(path, section string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, docBegin), strings.Index(s, docEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no section between %q and %q to replace", path, docBegin, docEnd)
+	}
+	out := s[:i+len(docBegin)] + "\n\n" + strings.TrimSpace(section) + "\n\n" + s[j:]
+	return atomicfile.WriteFile(path, []byte(out), 0o644)
+}
+
 func (r *results) markdown() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("## Benchmarks\n\n")
-	p("`%s` — %s, %d cores (%s), %s; load average %s before, %s after; best of %d interleaved runs per side; %.0f s in all.\n\n",
-		r.Command, r.Host.CPU, r.Host.Cores, r.Host.GoVersion, r.Host.OpenSSL, r.Host.LoadBefore, r.Host.LoadAfter, r.Trials, r.Seconds)
+	p("`%s`, started %s on host %s — %s, %d cores (%s), %s; load average %s before, %s after; best of %d interleaved runs per side; %.0f s in all.\n\n",
+		r.Command, r.Started, r.Host.Hostname, r.Host.CPU, r.Host.Cores, r.Host.GoVersion, r.Host.OpenSSL, r.Host.LoadBefore, r.Host.LoadAfter, r.Trials, r.Seconds)
 	if len(r.Goals) > 0 {
 		p("### Goals\n\n| item | what | goal | measured | met? |\n|---|---|---|---|---|\n")
 		for _, g := range r.Goals {
