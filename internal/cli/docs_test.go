@@ -1,4 +1,4 @@
-package main
+package cli
 
 // The commands the README and docs/ show must be real: every ocfw
 // invocation they contain names an existing subcommand and only flags that
@@ -141,7 +141,7 @@ func moduleRoot(t *testing.T) string {
 // docsRootCmd is the CLI's command tree with what cobra adds only when it
 // executes (help flags, the help and completion commands).
 func docsRootCmd() *cobra.Command {
-	root := newRootCmd()
+	root := NewRootCmd()
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	var walk func(*cobra.Command)
