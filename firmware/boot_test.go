@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
 )
 
 var cmdlineRe = regexp.MustCompile(`Kernel command line: .*console=ttyS0,38400n8 panic=10`)
@@ -19,18 +20,12 @@ func TestBIOSCFImageBoots(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU; -short")
 	}
-	cfg := qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Timeout: 3 * time.Minute}
-	if err := qemu.Installed(cfg.Arch); err != nil {
+	if err := qemu.Installed("i386"); err != nil {
 		qemu.SkipOrFail(t, "%v", err)
 	}
 	_, img := buildALIX(t, t.TempDir(), ImageOptions{})
-	cfg.Disk = img
 	ctx := context.Background()
-	vm, err := qemu.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vm.Kill()
+	vm := vmtest.Start(t, img, vmtest.Options{Timeout: 3 * time.Minute})
 	if err := vm.WaitFor(ctx, testMarker); err != nil {
 		t.Fatalf("the image did not reach its init: %v\nconsole tail:\n%s", err, vm.Tail(30))
 	}

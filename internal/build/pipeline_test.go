@@ -14,6 +14,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -32,8 +33,7 @@ func TestFirmwareImageBoots(t *testing.T) {
 	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
 		qemu.SkipOrFail(t, "%v", err)
 	}
-	cfg := qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Timeout: 6 * time.Minute}
-	if err := qemu.Installed(cfg.Arch); err != nil {
+	if err := qemu.Installed("i386"); err != nil {
 		qemu.SkipOrFail(t, "%v", err)
 	}
 	cat, err := boards.Embedded()
@@ -67,7 +67,7 @@ func TestFirmwareImageBoots(t *testing.T) {
 	if m.Inputs["kernel"] == "" || len(m.Inputs) < 3 {
 		t.Errorf("manifest inputs: %v", m.Inputs)
 	}
-	cfg.Disk = img
+	opts := vmtest.Options{Timeout: 6 * time.Minute}
 	// OCFW_TEST_CONSOLE names a file that gets a live copy of the console.
 	if p := os.Getenv("OCFW_TEST_CONSOLE"); p != "" {
 		f, err := os.Create(p)
@@ -75,13 +75,9 @@ func TestFirmwareImageBoots(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		cfg.Echo = f
+		opts.Echo = f
 	}
-	vm, err := qemu.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vm.Kill()
+	vm := vmtest.Start(t, img, opts)
 	// The console prints the report marker, then the self-test summary.
 	rep, err := vm.WaitForRegexp(ctx, reportRe)
 	if err != nil {

@@ -31,6 +31,8 @@ func TestARMBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the ARM firmware and boots it in qemu-system-arm; skipped with -short")
 	}
+	// One guest, beside the power-cut tests' one: two cores, two guests.
+	t.Parallel()
 	s := qemu.RaspiStandIn
 	var missing []string
 	if err := qemu.Installed(s.Arch); err != nil {

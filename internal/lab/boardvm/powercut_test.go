@@ -20,6 +20,7 @@ import (
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/store"
 )
@@ -146,28 +147,9 @@ func fsckData(t *testing.T, part []byte) string {
 	return ""
 }
 
-// storeOf reads the store on a data partition.
-func storeOf(t *testing.T, part []byte) *store.Contents {
+func start(t *testing.T, img string) *qemu.VM {
 	t.Helper()
-	fsys, err := fat.Open(bytes.NewReader(part), 0, int64(len(part)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := store.Load(func(name string) ([]byte, error) { return fsys.ReadFile(store.Dir+"/"+name, 4<<20) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func start(t *testing.T, img string, m *firmware.Manifest) *qemu.VM {
-	t.Helper()
-	vm, err := qemu.Start(context.Background(), qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2",
-		MemoryMB: 256, Disk: img, Timeout: 4 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return vm
+	return vmtest.Start(t, img, vmtest.Options{Timeout: 4 * time.Minute})
 }
 
 // cut is a moment to pull the plug: after the console shows marker
@@ -197,6 +179,9 @@ var cuts = []cut{
 // the next boot number's report. OCFW_POWERCUT_KILLS sets the number of
 // cuts (30 or more for a thorough run by hand).
 func TestPowerCut(t *testing.T) {
+	// Its cuts follow one another on one card; the other boot tests run
+	// beside it, each with its own copy.
+	t.Parallel()
 	built, m := powerImage(t)
 	img := copyImage(t, built)
 	kills := 12
@@ -219,7 +204,7 @@ func TestPowerCut(t *testing.T) {
 		if msg := fsckData(t, part); msg != "" {
 			t.Fatalf("%s: %s", when, msg)
 		}
-		c := storeOf(t, part)
+		c := vmtest.Store(t, img)
 		got := map[int][]byte{}
 		for _, r := range c.Reports {
 			got[r.Boot] = r.JSON
@@ -253,7 +238,7 @@ func TestPowerCut(t *testing.T) {
 			k = cuts[[]int{2, 4, 5, 6}[i%4]]
 		}
 		delay := k.lo + time.Duration(rng.Int63n(int64(k.hi-k.lo)+1))
-		vm := start(t, img, m)
+		vm := start(t, img)
 		if k.marker != "" {
 			if err := vm.WaitFor(context.Background(), k.marker); err != nil {
 				vm.Kill()
@@ -269,7 +254,7 @@ func TestPowerCut(t *testing.T) {
 
 	// Power comes back for good: the next boot takes the next number and
 	// writes its report; nothing earlier changed.
-	vm := start(t, img, m)
+	vm := start(t, img)
 	if err := vm.WaitFor(context.Background(), plan.MarkDone); err != nil {
 		t.Fatalf("the boot after the cuts: %v\n%s", err, vm.Tail(40))
 	}
@@ -290,6 +275,7 @@ func TestPowerCut(t *testing.T) {
 // damaged, or its boot sector zeroed, the firmware boots to the shell and
 // never makes things worse.
 func TestDataPartitionProblems(t *testing.T) {
+	t.Parallel()
 	built, m := powerImage(t)
 	for _, tc := range []struct {
 		name   string
@@ -303,6 +289,7 @@ func TestDataPartitionProblems(t *testing.T) {
 		{"boot sector zeroed", func(t *testing.T, part []byte) []byte { copy(part, make([]byte, 512)); return part }, "no FAT file system labelled OCFWDATA"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			img := copyImage(t, built)
 			part := tc.break_(t, dataPart(t, img, m))
 			f, err := os.OpenFile(img, os.O_RDWR, 0)
@@ -312,7 +299,7 @@ func TestDataPartitionProblems(t *testing.T) {
 			f.WriteAt(part, m.Layout[2].Offset)
 			f.Close()
 			before := append([]byte(nil), part...)
-			vm := start(t, img, m)
+			vm := start(t, img)
 			if err := vm.WaitFor(context.Background(), plan.MarkDone); err != nil {
 				t.Fatalf("%v\n%s", err, vm.Tail(40))
 			}

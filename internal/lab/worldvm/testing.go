@@ -48,3 +48,25 @@ func StartTest(t testing.TB, cfg Config) *World {
 	})
 	return w
 }
+
+// MustDo runs command in the world for t (see Do) and returns the
+// reply; when the command fails it fails t, naming the command.
+func (w *World) MustDo(t testing.TB, command string) string {
+	t.Helper()
+	out, err := w.Do(context.Background(), command)
+	if err != nil {
+		t.Fatalf("%s: %s: %v", w.name, command, err)
+	}
+	return out
+}
+
+// MustFail runs command in the world for t and returns its error; when
+// the command works it fails t, naming the command and the reply.
+func (w *World) MustFail(t testing.TB, command string) error {
+	t.Helper()
+	out, err := w.Do(context.Background(), command)
+	if err == nil {
+		t.Fatalf("%s: %s: worked (%q), want it to fail", w.name, command, out)
+	}
+	return err
+}

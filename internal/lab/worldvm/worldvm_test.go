@@ -127,10 +127,7 @@ func TestTwoWorlds(t *testing.T) {
 // do runs cmd, which must succeed, and returns the reply.
 func do(t *testing.T, w *World, cmd string) string {
 	t.Helper()
-	r, err := w.Do(context.Background(), cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := w.MustDo(t, cmd)
 	t.Logf("%s: %s -> %q", w.name, cmd, r)
 	return r
 }

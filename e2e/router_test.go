@@ -1,4 +1,4 @@
-package cli
+package e2e
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/internal/lab/worldvm"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -98,22 +98,8 @@ func TestRouterEndToEnd(t *testing.T) {
 		{Listen: true, Socket: filepath.Join(sock, "wan.sock"), MAC: "52:54:00:0b:00:01"},
 		{Listen: true, Socket: filepath.Join(sock, "lan.sock"), MAC: "52:54:00:0b:00:02"}},
 		Files: map[string][]byte{"/key": priv}})
-	do := func(cmd string) string {
-		t.Helper()
-		out, err := w.Do(ctx, cmd)
-		if err != nil {
-			t.Fatalf("world: %s: %v", cmd, err)
-		}
-		return out
-	}
-	fails := func(cmd string) error {
-		t.Helper()
-		out, err := w.Do(ctx, cmd)
-		if err == nil {
-			t.Fatalf("world: %s: worked (%q), want it to fail", cmd, out)
-		}
-		return err
-	}
+	do := func(cmd string) string { t.Helper(); return w.MustDo(t, cmd) }
+	fails := func(cmd string) error { t.Helper(); return w.MustFail(t, cmd) }
 	if _, err := w.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -128,18 +114,8 @@ func TestRouterEndToEnd(t *testing.T) {
 
 	boot := func(name, image string) *qemu.VM {
 		t.Helper()
-		vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Disk: image,
-			Timeout: 10 * time.Minute, NICs: []qemu.NIC{w.Peer(0, routerWANMAC), w.Peer(1, routerLANMAC), {MAC: routerLAN2, Unplugged: true}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			vm.Kill()
-			if t.Failed() {
-				t.Logf("%s: last console lines:\n%s", name, vm.Tail(60))
-			}
-		})
-		return vm
+		return vmtest.Start(t, image, vmtest.Options{Name: name,
+			NICs: []qemu.NIC{w.Peer(0, routerWANMAC), w.Peer(1, routerLANMAC), {MAC: routerLAN2, Unplugged: true}}})
 	}
 	vm := boot("router", img)
 	start := time.Now()
@@ -215,17 +191,15 @@ func TestRouterEndToEnd(t *testing.T) {
 	t.Logf("power-on to the first forwarded packet %v, to the report %v", forwarded.Round(100*time.Millisecond), report.Round(100*time.Millisecond))
 
 	// The leases survive a reboot: the store on the card holds them.
-	powerOff(t, vm)
-	info, err := firmware.Inspect(img)
-	must(t, err)
-	if info.Store == nil || !contains(info.Store.Values, "dhcp_leases") {
-		t.Fatalf("no leases kept on the card: %+v", info.Store)
+	vmtest.PowerOff(t, vm)
+	if c := cardStore(t, img); c.State.Values["dhcp_leases"] == nil {
+		t.Fatalf("no leases kept on the card: %+v", c.State)
 	}
 	vm = boot("router after reboot", img)
 	if err := vm.WaitFor(ctx, plan.MarkDone); err != nil {
 		t.Fatal(err)
 	}
-	powerOff(t, vm)
+	vmtest.PowerOff(t, vm)
 	// The router's own log, kept on the card, says what the second boot
 	// found: the lease kept, the same host key.
 	log := cardLog(t, img)
@@ -243,7 +217,7 @@ func TestRouterEndToEnd(t *testing.T) {
 	if err := vm.WaitFor(ctx, plan.MarkDone); err != nil {
 		t.Fatal(err)
 	}
-	powerOff(t, vm)
+	vmtest.PowerOff(t, vm)
 	olog := cardLog(t, other)
 	if !strings.Contains(olog, "ssh: made a new host key SHA256:") || strings.Contains(olog, hm[1]) {
 		t.Errorf("a second box from the same image must make its own host key, not %s:\n%s", hm[1], olog)
@@ -257,47 +231,4 @@ func TestRouterEndToEnd(t *testing.T) {
 	if string(b2) != string(built) {
 		t.Error("two builds from the same inputs differ")
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// powerOff types poweroff at the router's shell and waits for QEMU to
-// end, failing the test (with the console's tail) if it does not.
-func powerOff(t *testing.T, vm *qemu.VM) {
-	t.Helper()
-	if err := vm.Send("\npoweroff\n"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- vm.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("the router did not power off:\n%s", vm.Tail(40))
-	}
-	vm.Kill()
-}
-
-// cardLog is the router's log kept on an image's data partition.
-func cardLog(t *testing.T, img string) string {
-	t.Helper()
-	info, err := firmware.Inspect(img)
-	if err != nil && info == nil {
-		t.Fatal(err)
-	}
-	if info.Store == nil {
-		t.Fatalf("%s: no store on the data partition", img)
-	}
-	var lines []string
-	for _, l := range info.Store.Log {
-		lines = append(lines, l.Text)
-	}
-	return strings.Join(lines, "\n")
 }

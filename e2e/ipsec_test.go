@@ -1,4 +1,4 @@
-package cli
+package e2e
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/internal/lab/worldvm"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router"
@@ -41,7 +42,7 @@ const (
 // of the example's.
 func exampleSite(t *testing.T, name, authorizedKey string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "sites", name))
+	b, err := os.ReadFile(filepath.Join("..", "examples", "sites", name))
 	must(t, err)
 	re := regexp.MustCompile(`(?m)^    - ssh-ed25519 .*$`)
 	if !re.Match(b) {
@@ -172,32 +173,14 @@ func TestIPsecEndToEnd(t *testing.T) {
 		if dump != "" {
 			args = []string{"-object", "filter-dump,id=wandump,netdev=net0,file=" + dump}
 		}
-		vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Disk: image,
-			Timeout: 15 * time.Minute, Args: args,
+		return vmtest.Start(t, image, vmtest.Options{Name: name, Timeout: 15 * time.Minute, Args: args, TailLines: 80,
 			NICs: []qemu.NIC{w.Peer(wan, fmt.Sprintf("52:54:00:0d:%02x:01", wan)), w.Peer(lan, fmt.Sprintf("52:54:00:0d:%02x:02", wan)), {MAC: fmt.Sprintf("52:54:00:0d:%02x:03", wan), Unplugged: true}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			vm.Kill()
-			if t.Failed() {
-				t.Logf("%s: last console lines:\n%s", name, vm.Tail(80))
-			}
-		})
-		return vm
 	}
 	// Both routers boot at once, A's WAN captured from power-on.
 	vmA := boot("router A", imgA, 0, 2, pcap)
 	vmB := boot("router B", imgB, 1, 3, "")
 
-	do := func(cmd string) string {
-		t.Helper()
-		out, err := w.Do(ctx, cmd)
-		if err != nil {
-			t.Fatalf("world: %s: %v", cmd, err)
-		}
-		return out
-	}
+	do := func(cmd string) string { t.Helper(); return w.MustDo(t, cmd) }
 	if _, err := w.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}

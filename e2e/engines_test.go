@@ -1,4 +1,4 @@
-package cli
+package e2e
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/lab/boardvm"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
@@ -43,6 +44,7 @@ var resolvesRe = regexp.MustCompile(`(?m)^cbc\(aes\)\s+\([^)]*\)\s+kernel resolv
 // report's own measurements call for, and never the engine that failed.
 func TestEndToEndEngineChoice(t *testing.T) {
 	needEndToEnd(t)
+	t.Parallel()
 	dir := t.TempDir()
 	img := filepath.Join(dir, "stand-ins.img")
 	args := []string{"--board", "alix2d13", "--card", "virtio-crypto", "--card", "testaes", "--cipher", "aes-128-cbc"}
@@ -111,7 +113,7 @@ func TestEndToEndEngineChoice(t *testing.T) {
 	}
 	// `ocf engines` at the shell shows the same choice, live.
 	if m := resolvesRe.FindStringSubmatch(con); m == nil || m[1] != got.Driver {
-		t.Errorf("ocf engines on the console: %v, want cbc(aes) resolving to %s\n%s", m, got.Driver, lastLines(con, 30))
+		t.Errorf("ocf engines on the console: %v, want cbc(aes) resolving to %s\n%s", m, got.Driver, qemu.TailLines(con, 30))
 	}
 	t.Logf("slow boot: at 1024 bytes %s %.0f kB/s, %s %.0f, best software %.0f; policy %+v; the kernel resolves cbc(aes) to %s (priority %d)",
 		virtioDrv, kbpsAt(r, virtioDrv, 1024), testaesDrv, kbpsAt(r, testaesDrv, 1024), bestSoftware(r, 1024), cp, got.Driver, got.Priority)
@@ -242,16 +244,8 @@ func bootWithParams(t *testing.T, img string, pl *plan.Plan, copyTo, kargs strin
 
 	ctx := context.Background()
 	qargs, _ := boardvm.StandInArgs(pl)
-	vm, err := qemu.Start(ctx, qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Disk: copyTo,
-		Timeout: 8 * time.Minute, Args: qargs})
-	must(t, err)
 	name := filepath.Base(copyTo)
-	t.Cleanup(func() {
-		vm.Kill()
-		if t.Failed() {
-			t.Logf("%s: last console lines:\n%s", name, vm.Tail(60))
-		}
-	})
+	vm := vmtest.Start(t, copyTo, vmtest.Options{Name: name, Timeout: 8 * time.Minute, Args: qargs})
 	if err := vm.WaitFor(ctx, plan.MarkDone); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -266,12 +260,12 @@ func bootWithParams(t *testing.T, img string, pl *plan.Plan, copyTo, kargs strin
 		}
 		time.Sleep(2 * time.Second) // the rest of its listing
 	}
-	powerOff(t, vm)
+	vmtest.PowerOff(t, vm)
 	con := vm.Console()
 	if w := "loaded with " + strings.TrimPrefix(kargs, "ocfw_testaes.") + " (kernel command line)"; !strings.Contains(con, w) {
 		t.Errorf("%s: console lacks %q", name, w)
 	}
-	c := dataStore(t, copyTo)
+	c := cardStore(t, copyTo)
 	if len(c.Reports) != 1 {
 		t.Fatalf("%s: %d reports on the card", name, len(c.Reports))
 	}

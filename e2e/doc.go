@@ -1,0 +1,13 @@
+// Package e2e holds the end-to-end tests: each builds firmware images
+// with the ocfw CLI in-process (cli.Run, as a user's command line would)
+// and boots them in QEMU, alone or between the namespaces of a world VM:
+// the whole chain from a board profile to the report on the card, the
+// kernel's engine choice with the stand-in engines, the router, and two
+// routers' IPsec tunnel.
+//
+// Every test skips with -short. They boot guests under TCG, one core
+// each: the tests with one guest at a time run in parallel (two at once,
+// go test's default on two cores), those that run a world VM and routers
+// together run alone. Builds of the same Go userland after the first are
+// cheap: rootfs caches it.
+package e2e

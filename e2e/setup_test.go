@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/cli"
+	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
+	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/ocf/selftest"
+	"github.com/ocfw/ocfw/ocf/speed"
+	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
+)
+
+// ocfw runs the CLI in-process, as cmd/ocfw does.
+func ocfw(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cli.Run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// needEndToEnd skips with -short, and skips (or, under
+// OCFW_REQUIRE_KERNEL=1 as in CI, fails) when what the whole chain needs
+// is missing, naming all of it.
+func needEndToEnd(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the firmware with its userland and boots it in QEMU; skipped with -short")
+	}
+	var missing []string
+	if err := qemu.Installed("i386"); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if _, err := debian.CachedKernel("linux-image-686", "i386", ""); err != nil {
+		missing = append(missing, "the linux-image-686 (i386) package in the cache (ocfw kernel fetch --board alix2d13)")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	qemu.SkipOrFail(t, "end-to-end test needs: %s", strings.Join(missing, "; "))
+}
+
+func buildImage(t *testing.T, image string, args ...string) {
+	t.Helper()
+	out, errs, code := ocfw(t, append([]string{"build", "-o", image, "--speed-budget", "10s"}, args...)...)
+	if code != 0 {
+		t.Fatalf("ocfw build %v: exit %d\n%s\n%s", args, code, out, errs)
+	}
+}
+
+// boot runs image with `ocfw run` until the boot's report, then powers
+// it off.
+func boot(t *testing.T, image string, flags ...string) (console, summary string, code int) {
+	t.Helper()
+	out, errs, code := ocfw(t, append(append([]string{"run", "--poweroff-after-report", "--timeout", "8m"}, flags...), image)...)
+	return out, errs, code
+}
+
+// cardStore is the store on image's data partition, which must read
+// back without problems.
+func cardStore(t *testing.T, image string) *store.Contents {
+	t.Helper()
+	c := vmtest.Store(t, image)
+	if len(c.Problems) > 0 {
+		t.Errorf("store on %s: %v", image, c.Problems)
+	}
+	return c
+}
+
+// cardLog is the router's log kept on an image's data partition.
+func cardLog(t *testing.T, img string) string {
+	t.Helper()
+	var lines []string
+	for _, l := range cardStore(t, img).Log {
+		lines = append(lines, l.Text)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// unchanged asserts that image is still byte for byte what was built:
+// its sha256 is its manifest's and the one in sha256sums.
+func unchanged(t *testing.T, image string) {
+	t.Helper()
+	b, err := os.ReadFile(firmware.ManifestPath(image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := firmware.ReadManifest(b)
+	if err != nil || m.Image == nil {
+		t.Fatalf("manifest of %s: %v", image, err)
+	}
+	f, err := os.Open(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if got != m.Image.SHA256 {
+		t.Errorf("%s changed: sha256 %s, its manifest says %s", image, got, m.Image.SHA256)
+	}
+	sums, err := os.ReadFile(firmware.SumsPath(image))
+	if err != nil || !strings.Contains(string(sums), got+"  "+filepath.Base(image)+"\n") {
+		t.Errorf("sha256sums does not list %s with sha256 %s: %v\n%s", image, got, err, sums)
+	}
+}
+
+// checkReport asserts what a good boot leaves on the card.
+func checkReport(t *testing.T, name string, raw []byte, boot int) *report.Report {
+	t.Helper()
+	r, err := report.Read(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if r.Boot != boot {
+		t.Errorf("%s: boot %d, want %d", name, r.Boot, boot)
+	}
+	present := map[string]bool{}
+	for _, st := range r.SelfTest {
+		switch st.Status {
+		case selftest.Fail:
+			t.Errorf("%s: %s on %s failed: %v", name, st.Cipher, st.Engine, st.Failure)
+		case selftest.Absent:
+			// In QEMU the Geode and Hifn engines are absent, never failed.
+			if !strings.Contains(st.Engine, "geode") && !strings.Contains(st.Engine, "hifn") {
+				t.Errorf("%s: %s on %s absent: %s", name, st.Cipher, st.Engine, st.Reason)
+			}
+		case selftest.Pass:
+			present[st.Engine+"/"+st.Cipher] = true
+		}
+	}
+	if len(present) < 18 {
+		t.Errorf("%s: %d (engine, cipher) pairs passed, want the kernel's and Go's for all 9 ciphers", name, len(present))
+	}
+	rows := map[string]bool{}
+	for _, row := range r.Speed {
+		rows[row.Engine+"/"+row.Cipher] = true
+		if row.Err != "" || len(row.Cells) != len(speed.Sizes) {
+			t.Errorf("%s: speed %s %s: %d cells, error %q", name, row.Engine, row.Cipher, len(row.Cells), row.Err)
+		}
+	}
+	for k := range present {
+		if !rows[k] {
+			t.Errorf("%s: no speed row for %s", name, k)
+		}
+	}
+	if len(r.Policy.Ciphers) != 9 {
+		t.Errorf("%s: policy covers %d ciphers", name, len(r.Policy.Ciphers))
+	}
+	if !strings.HasPrefix(r.Env.Kernel, "6.1.") {
+		t.Errorf("%s: environment names kernel %q", name, r.Env.Kernel)
+	}
+	return r
+}

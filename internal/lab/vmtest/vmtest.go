@@ -1,0 +1,133 @@
+// Package vmtest is the harness of the tests that boot board images in
+// QEMU: Start boots an image with the board defaults and cleans up after
+// the test, PowerOff ends a guest from its shell, Store reads the card's
+// store back. Tests only: it imports testing, so no command links it
+// (internal/layers checks that).
+package vmtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	diskfs "github.com/diskfs/go-diskfs"
+
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/store"
+)
+
+// Options change how Start boots an image; the zero value boots it as an
+// x86 board: qemu's i386 defaults (machine pc, a Pentium II without SSE2
+// like the Geode, 256 MiB), no network, the image as the first IDE disk.
+type Options struct {
+	// Name is the guest's name in the test's log; "" means the image's
+	// base name.
+	Name string
+	// Timeout is the watchdog; 0 means 10 minutes.
+	Timeout time.Duration
+	// NICs are the network cards, in port order (none: no network).
+	NICs []qemu.NIC
+	// Args are extra emulator arguments (the stand-in engines' devices,
+	// a capture filter).
+	Args []string
+	// Echo, when set, gets a live copy of the console (a file, while
+	// debugging).
+	Echo io.Writer
+	// TailLines is how much of the console the test's log gets if it
+	// fails; 0 means 60.
+	TailLines int
+}
+
+// DefaultTimeout is the watchdog when Options.Timeout is 0: a boot with
+// the full self-test and speed table under TCG on a loaded host.
+const DefaultTimeout = 10 * time.Minute
+
+// Start boots image for t and returns the running guest. It skips with
+// -short and when QEMU is missing (failing instead under
+// OCFW_REQUIRE_KERNEL=1); when t ends it kills the guest and, if t
+// failed, logs the console's last lines.
+func Start(t testing.TB, image string, o Options) *qemu.VM {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a board image in QEMU; skipped with -short")
+	}
+	if err := qemu.Installed("i386"); err != nil {
+		qemu.SkipOrFail(t, "%v", err)
+	}
+	if o.Name == "" {
+		o.Name = filepath.Base(image)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.TailLines == 0 {
+		o.TailLines = 60
+	}
+	vm, err := qemu.Start(context.Background(), qemu.Config{Disk: image, NICs: o.NICs, Args: o.Args, Timeout: o.Timeout, Echo: o.Echo})
+	if err != nil {
+		t.Fatalf("%s: %v", o.Name, err)
+	}
+	t.Cleanup(func() {
+		vm.Kill()
+		if t.Failed() {
+			t.Logf("%s: last console lines:\n%s", o.Name, vm.Tail(o.TailLines))
+		}
+	})
+	return vm
+}
+
+// PowerOff types poweroff at the guest's shell and waits for QEMU to
+// end, failing t (with the console's tail) if it does not within two
+// minutes.
+func PowerOff(t testing.TB, vm *qemu.VM) {
+	t.Helper()
+	if err := vm.Send("\npoweroff\n"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- vm.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the guest did not power off:\n%s", vm.Tail(40))
+	}
+	vm.Kill()
+}
+
+// Store reads the firmware's store (package store) on the image's data
+// partition (partition 2) through go-diskfs, a FAT reader independent of
+// ocfw's own. A store with damaged or torn records still reads: they are
+// in the result's Problems, for the test to judge.
+func Store(t testing.TB, image string) *store.Contents {
+	t.Helper()
+	c, err := ReadStore(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ReadStore is Store's reader, returning its error.
+func ReadStore(image string) (*store.Contents, error) {
+	d, err := diskfs.Open(image, diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	fsys, err := d.GetFilesystem(2)
+	if err != nil {
+		return nil, fmt.Errorf("data partition of %s: %w", image, err)
+	}
+	return store.Load(func(name string) ([]byte, error) {
+		p := store.Dir + "/" + name
+		f, err := fsys.OpenFile(p, os.O_RDONLY)
+		if err != nil {
+			return nil, fmt.Errorf("%s on the data partition of %s: %w", p, image, err)
+		}
+		return io.ReadAll(f)
+	})
+}
