@@ -115,7 +115,7 @@ func Store(t testing.TB, image string) *store.Contents {
 func ReadStore(image string) (*store.Contents, error) {
 	d, err := diskfs.Open(image, diskfs.WithOpenMode(diskfs.ReadOnly))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", image, err)
 	}
 	defer d.Close()
 	fsys, err := d.GetFilesystem(2)
