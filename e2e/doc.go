@@ -6,8 +6,9 @@
 // routers' IPsec tunnel.
 //
 // Every test skips with -short. They boot guests under TCG, one core
-// each: the tests with one guest at a time run in parallel (two at once,
-// go test's default on two cores), those that run a world VM and routers
-// together run alone. Builds of the same Go userland after the first are
-// cheap: rootfs caches it.
+// each: the tests with one busy guest at a time (a router beside an idle
+// world VM counts as one) run in parallel, two at once (go test's
+// default on two cores); the IPsec test, two routers booting together,
+// runs alone. Builds of the same Go userland after the first are cheap:
+// rootfs caches it.
 package e2e

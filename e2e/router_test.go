@@ -81,8 +81,12 @@ func testKey(t *testing.T) (string, []byte) {
 // boots it between two network namespaces of a world VM: the internet on
 // its WAN port (a DHCP server, a resolver, an echo server) and a client
 // on its LAN port.
+//
+// It runs in parallel with the one-guest tests: the world idles between
+// commands, so the router is its one busy guest.
 func TestRouterEndToEnd(t *testing.T) {
 	needEndToEnd(t)
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	pub, priv := testKey(t)
