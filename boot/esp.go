@@ -9,6 +9,7 @@ import (
 	"github.com/ocfw/ocfw/site"
 
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/esp"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
@@ -73,7 +74,7 @@ func espEngines(pl *plan.Plan, tests []selftest.Result, cipher string) []espspee
 			passed[t.Engine] = true
 		}
 	}
-	out := []espspeed.Engine{{ID: espspeed.Software}}
+	out := []espspeed.Engine{{ID: esp.Software}}
 	for _, h := range kcrypto.PlanEngines(pl) {
 		drv := h.Drivers[cipher]
 		if drv == "" || !passed[drv] {
@@ -122,7 +123,7 @@ func measureESP(ctx context.Context, cfg *Config, pl *plan.Plan, r *report.Repor
 		return &report.ESP{Result: res, Basis: report.BasisSpeed, Why: "the ESP run failed: " + err.Error()}
 	}
 	e := &report.ESP{Result: res, Basis: report.BasisESP}
-	if !hasReference(espspeed.Measurements(res, kcrypto.MTU)) {
+	if !hasReference(esp.Measurements(res, kcrypto.MTU)) {
 		e.Basis, e.Why = report.BasisSpeed, fmt.Sprintf("no software ESP row at %d bytes to compare with", kcrypto.MTU)
 	}
 	return e
@@ -154,7 +155,7 @@ func espChoiceInput(r *report.Report) (ocf.Policy, []ocf.Measurement) {
 			verdicts = append(verdicts, ocf.Verdict{Engine: t.Engine, Cipher: t.Cipher, Passed: t.Status == selftest.Pass, Failed: t.Status == selftest.Fail})
 		}
 	}
-	kp := espspeed.KernelPolicy(e.Result, verdicts, kcrypto.MTU, report.DefaultMargin)
+	kp := esp.KernelPolicy(e.Result, verdicts, kcrypto.MTU, report.DefaultMargin)
 	p := r.Policy.Clone()
 	if p.Ciphers == nil {
 		p.Ciphers = map[string]ocf.CipherPolicy{}
@@ -170,5 +171,5 @@ func espChoiceInput(r *report.Report) (ocf.Policy, []ocf.Measurement) {
 			out = append(out, m)
 		}
 	}
-	return p, append(out, espspeed.Measurements(e.Result, kcrypto.MTU)...)
+	return p, append(out, esp.Measurements(e.Result, kcrypto.MTU)...)
 }

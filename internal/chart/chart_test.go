@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/ocf/esp"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/ocf/speed"
-	"github.com/ocfw/ocfw/router/ipsec/espspeed"
 )
 
 func TestReference(t *testing.T) {
@@ -150,7 +150,7 @@ func TestLabelsAndReferenceChoice(t *testing.T) {
 // series per engine in kB/s, failed rows left out.
 func TestESPPanel(t *testing.T) {
 	r := sampleReport(t)
-	r.ESP = &report.ESP{Result: &espspeed.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Rows: []espspeed.Row{
+	r.ESP = &report.ESP{Result: &esp.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Rows: []esp.Row{
 		{Engine: "kernel-soft", Size: 1400, MBps: 0.39},
 		{Engine: "kernel-soft", Size: 64, MBps: 0.04},
 		{Engine: "virtio-crypto", Hardware: true, Size: 64, MBps: 0.02},

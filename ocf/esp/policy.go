@@ -1,4 +1,4 @@
-package espspeed
+package esp
 
 import (
 	"fmt"
@@ -61,8 +61,8 @@ func contains(xs []int, x int) bool {
 // the verdicts failed are excluded. With Measurements(res, size) as
 // Speeds it is what kcrypto.Promote needs to rank on ESP:
 //
-//	kcrypto.Promote(kcrypto.Input{Engines: e, Policy: espspeed.KernelPolicy(res, v, kcrypto.MTU, 0),
-//		Speeds: espspeed.Measurements(res, kcrypto.MTU), Ciphers: []string{res.Cipher}})
+//	kcrypto.Promote(kcrypto.Input{Engines: e, Policy: esp.KernelPolicy(res, v, kcrypto.MTU, 0),
+//		Speeds: esp.Measurements(res, kcrypto.MTU), Ciphers: []string{res.Cipher}})
 func KernelPolicy(res *Result, verdicts []ocf.Verdict, size int, margin float64) ocf.Policy {
 	if margin <= 0 {
 		margin = ocf.DefaultMargin
@@ -94,7 +94,7 @@ func Choose(res *Result, size int, margin float64) (Row, error) {
 		}
 	}
 	if soft == nil {
-		return Row{}, fmt.Errorf("espspeed: no software measurement at %d bytes to compare with", size)
+		return Row{}, fmt.Errorf("esp: no software measurement at %d bytes to compare with", size)
 	}
 	best := *soft
 	for _, r := range res.Rows {
