@@ -2,8 +2,6 @@ package boards
 
 import (
 	"fmt"
-	"github.com/ocfw/ocfw/ocf/kcrypto"
-	"github.com/ocfw/ocfw/router/ipsec"
 	"sort"
 	"strings"
 
@@ -21,7 +19,7 @@ type Request struct {
 	// selected engine.
 	RequireHW []string
 	// StandIn builds the plan for QEMU's ARM stand-in for an IXP4xx
-	// board (qemu.RaspiStandIn) instead of for the board.
+	// board (catalog.RaspiStandIn) instead of for the board.
 	StandIn bool
 }
 
@@ -396,8 +394,8 @@ func modules(p *plan.Plan, chosen []*catalog.Cipher) []plan.Module {
 	// and makes the kernel's engine choice on it: a tunnel's modules and
 	// a veth pair between two namespaces. Optional: without them the
 	// choice is made on the speed table, and the report says so.
-	if len(kcrypto.PlanEngines(p)) > 0 {
-		for _, m := range append(append([]string(nil), ipsec.Modules...), "veth") {
+	if kernelEngines(p) {
+		for _, m := range append(catalog.TunnelModuleNames(), "veth") {
 			add(plan.Module{Name: m, For: "ESP throughput per engine at boot (the kernel's engine choice)", Optional: true})
 		}
 	}
@@ -411,6 +409,18 @@ func modules(p *plan.Plan, chosen []*catalog.Cipher) []plan.Module {
 		}
 	}
 	return mods
+}
+
+// kernelEngines says whether the plan has a hardware engine behind the
+// kernel crypto API: the engines ocf/kcrypto ranks (kcrypto.PlanEngines)
+// and the ESP run measures.
+func kernelEngines(p *plan.Plan) bool {
+	for _, e := range p.Engines {
+		if e.Hardware && e.API == catalog.APIAFALG {
+			return true
+		}
+	}
+	return false
 }
 
 func notes(p *plan.Plan, b *Board) []string {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -18,7 +18,7 @@ var standInCrypto = []plan.Module{
 }
 
 // standIn turns the plan for an IXP4xx board into the plan for the same
-// firmware on QEMU's ARM stand-in (qemu.RaspiStandIn): the same Go
+// firmware on QEMU's ARM stand-in (catalog.RaspiStandIn): the same Go
 // userland, cipher set, storage stack and router modules, the stand-in
 // kernel's package and console, its ARM crypto modules, and every
 // hardware engine reported absent with the reason (the stand-in has no
@@ -28,7 +28,7 @@ func standIn(p *plan.Plan, b *Board) error {
 	if b.CPU.Arch != ArchARMv5TE {
 		return &FlagError{Flag: "--stand-in", Msg: fmt.Sprintf("%s is an x86 board, which QEMU runs as it is (ocfw run): the stand-in is for the IXP4xx boards QEMU has no machine for", b.Name)}
 	}
-	s := qemu.RaspiStandIn
+	s := catalog.RaspiStandIn
 	absent := map[string]bool{} // modules the stand-in kernel does not have
 	for i := range p.Engines {
 		e := &p.Engines[i]
