@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
@@ -21,7 +22,7 @@ func TestBIOSCFImageBoots(t *testing.T) {
 	}
 	cfg := qemu.Config{Arch: "i386", Machine: "pc", CPU: "pentium2", MemoryMB: 256, Timeout: 3 * time.Minute}
 	if err := qemu.Installed(cfg.Arch); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	_, img := buildALIX(t, t.TempDir(), ImageOptions{})
 	cfg.Disk = img

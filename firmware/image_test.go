@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/store"
@@ -32,7 +32,7 @@ func TestBIOSCFReproducible(t *testing.T) {
 
 func TestBIOSCFSizeErrors(t *testing.T) {
 	if err := CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	in := x86Payload(t)
 	big := filepath.Join(t.TempDir(), "big.initrd")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -326,7 +326,7 @@ func TestDebianKernel(t *testing.T) {
 	alix := resolvePlan(t, "alix2d13")
 	deb, err := debian.CachedKernel(alix.Kernel.Package, alix.Kernel.Arch, "")
 	if err != nil {
-		qemu.SkipOrFail(t, "kernel package not cached (`ocfw kernel fetch --board alix2d13`): %v", err)
+		labtest.SkipOrFail(t, "kernel package not cached (`ocfw kernel fetch --board alix2d13`): %v", err)
 	}
 	k, err := Load(context.Background(), alix, deb, "")
 	if err != nil {

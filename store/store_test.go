@@ -14,7 +14,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/store"
 )
 
@@ -41,7 +41,7 @@ func partition(t *testing.T) []byte {
 		if !strings.Contains(partErr.Error(), "not found") {
 			t.Fatal(partErr)
 		}
-		qemu.SkipOrFail(t, "no data partition to test on (mkfs.fat, mtools): %v", partErr)
+		labtest.SkipOrFail(t, "no data partition to test on (mkfs.fat, mtools): %v", partErr)
 	}
 	return append([]byte(nil), partImg...)
 }

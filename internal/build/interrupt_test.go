@@ -14,8 +14,8 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/proctest"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -36,11 +36,11 @@ type interruptCase struct {
 func interruptBuild(t *testing.T, tc interruptCase) {
 	t.Helper()
 	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	deb, err := debian.CachedKernel("linux-image-686", "i386", "")
 	if err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	cat, err := boards.Embedded()
 	if err != nil {

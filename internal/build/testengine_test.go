@@ -3,14 +3,15 @@ package build
 import (
 	"context"
 	"errors"
-	"github.com/ocfw/ocfw/kernel"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/kernel"
+
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/testengine"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -59,7 +60,7 @@ func TestTestEngineModule(t *testing.T) {
 		}
 		_, err := buildTestEngine(context.Background(), pl, &kernel.Kernel{Version: "6.1.0-0-other"}, t.Logf)
 		if errors.Is(err, testengine.ErrNoTools) || errors.Is(err, testengine.ErrNoKernel) {
-			qemu.SkipOrFail(t, "%v", err)
+			labtest.SkipOrFail(t, "%v", err)
 		}
 		if err == nil || !strings.Contains(err.Error(), "but this image boots kernel 6.1.0-0-other") {
 			t.Errorf("module for another kernel: %v", err)

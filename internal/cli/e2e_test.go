@@ -18,6 +18,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/lab/boardvm"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
@@ -47,7 +48,7 @@ func needEndToEnd(t *testing.T) {
 	if len(missing) == 0 {
 		return
 	}
-	qemu.SkipOrFail(t, "end-to-end test needs: %s", strings.Join(missing, "; "))
+	labtest.SkipOrFail(t, "end-to-end test needs: %s", strings.Join(missing, "; "))
 }
 
 // dataFile reads a file from the image's data partition (partition 2)

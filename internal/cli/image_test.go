@@ -9,18 +9,18 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
 
 // build, inspect and flash through the CLI, with a stand-in initramfs
 // (the userland build is the rootfs package's to test).
 func TestBuildInspectFlashCLI(t *testing.T) {
 	if err := firmware.CheckTools("bios-cf"); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	deb, err := debian.CachedKernel("linux-image-686", "i386", "")
 	if err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	dir := t.TempDir()
 	initrd := filepath.Join(dir, "initrd.xz")

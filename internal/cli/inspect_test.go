@@ -14,7 +14,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
 
 // smallImage builds a 42 MiB alix2d13 image through the CLI (Debian's
@@ -22,11 +22,11 @@ import (
 func smallImage(t *testing.T) (string, *firmware.Manifest) {
 	t.Helper()
 	if err := firmware.CheckTools("bios-cf"); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	deb, err := debian.CachedKernel("linux-image-686", "i386", "")
 	if err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	dir := t.TempDir()
 	initrd := filepath.Join(dir, "initrd.xz")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/testengine"
 	"github.com/ocfw/ocfw/ocf/esp"
@@ -39,11 +40,11 @@ func TestKernelInTheLoop(t *testing.T) {
 		t.Skip("builds the test module and boots the kernel in QEMU; skipped with -short")
 	}
 	if err := qemu.Installed("i386"); err != nil {
-		qemu.SkipOrFail(t, "ESP measurement not booted: %v", err)
+		labtest.SkipOrFail(t, "ESP measurement not booted: %v", err)
 	}
 	mod, err := testengine.Build(context.Background(), testengine.Options{Log: t.Logf})
 	if errors.Is(err, testengine.ErrNoKernel) || errors.Is(err, testengine.ErrNoTools) {
-		qemu.SkipOrFail(t, "test module not built: %v", err)
+		labtest.SkipOrFail(t, "test module not built: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
