@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"strings"
 	"sync"
@@ -11,13 +12,12 @@ import (
 
 	"github.com/ocfw/ocfw/site"
 
-	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/router/ipsec"
 )
 
 // Files reads the files a user puts in the card's ocfw folder, beside
 // site.json: the tunnels' key files. The board's store is one; a missing
-// file's error wraps fat.ErrNotExist.
+// file's error wraps fs.ErrNotExist.
 type Files interface {
 	ReadFile(name string, max int64) ([]byte, error)
 }
@@ -257,7 +257,7 @@ func (r *Router) readTunnelKeys(t site.Tunnel) (*ipsec.Tunnel, string) {
 	}
 	data, err := r.cfg.Files.ReadFile(t.Keys, site.MaxTunnelKeysSize)
 	switch {
-	case errors.Is(err, fat.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Sprintf("no key file %s in %s (make it with ocfw tunnel keys and copy it beside site.json)", t.Keys, where)
 	case err != nil:
 		return nil, fmt.Sprintf("key file %s: %v", t.Keys, err)
