@@ -138,8 +138,8 @@ func StorageModules(p *plan.Plan) []string {
 	return append(mods, "sd_mod")
 }
 
-// buildMu serialises builds: GOARM and GO386 reach `go build` only
-// through the process environment.
+// buildMu serialises userland builds: each is a whole `go build -a`, and
+// two at once only compete for the same CPUs.
 var buildMu sync.Mutex
 
 // Build makes the initramfs for plan with the kernel's modules.
@@ -369,8 +369,6 @@ func modulePath(gomod []byte) string {
 func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out string, logf func(string, ...any)) error {
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	restore := setenv(map[string]string{"GOARM": target.GOARM, "GO386": target.GO386, "GOFLAGS": "", "CGO_ENABLED": "0"})
-	defer restore()
 
 	env := golang.Default(
 		golang.WithGOOS(target.GOOS),
@@ -383,7 +381,7 @@ func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out stri
 	l := llog.New(slog.LevelWarn, func(format string, v ...any) {
 		fmt.Fprintf(&logBuf, format+"\n", v...)
 	})
-	busybox := &busyboxBuilder{ctx: ctx, gotmp: filepath.Join(tmp, "gotmp")}
+	busybox := &busyboxBuilder{ctx: ctx, gotmp: filepath.Join(tmp, "gotmp"), env: goEnv(target)}
 	err := uimage.Create(l,
 		uimage.WithReplaceEnv(env),
 		// gobusybox builds with -gcflags=all=-l by default: no inlining
@@ -405,30 +403,17 @@ func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out stri
 	return nil
 }
 
-// setenv sets (or, for "", unsets) variables and returns how to undo it.
-func setenv(vars map[string]string) func() {
-	old := map[string]*string{}
-	for k, v := range vars {
-		if prev, ok := os.LookupEnv(k); ok {
-			old[k] = &prev
-		} else {
-			old[k] = nil
-		}
-		if v == "" {
-			os.Unsetenv(k)
-		} else {
-			os.Setenv(k, v)
-		}
-	}
-	return func() {
-		for k, v := range old {
-			if v == nil {
-				os.Unsetenv(k)
-			} else {
-				os.Setenv(k, *v)
-			}
-		}
-	}
+// goEnv is what the userland's `go build` gets besides gobusybox's
+// GOOS and GOARCH: the target's GOARM and GO386 (empty: the toolchain's
+// default), cgo off, and no GOFLAGS, whatever ocfw's own environment
+// holds. Passed to the command, not set in the process, so builds and
+// tests running at the same time see no change of environment.
+// gobusybox's package lookup (`go list`, before the compile) takes the
+// process environment as it is and no more variables: what it reads
+// there besides its Environ selects files only through GOARM/GO386
+// feature tags, which none of the userland's packages use.
+func goEnv(target plan.GoTarget) []string {
+	return []string{"GOARM=" + target.GOARM, "GO386=" + target.GO386, "GOFLAGS=", "CGO_ENABLED=0"}
 }
 
 // extraDir is where modules from outside the kernel package go, as
