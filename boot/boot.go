@@ -238,14 +238,9 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	}
 
 	// 5. Self-test, speed, policy.
-	budget := DefaultSpeedBudget
-	if opts.SpeedBudget != "" {
-		d, err := time.ParseDuration(opts.SpeedBudget)
-		if err != nil || d < 0 {
-			problem(fmt.Errorf("boot options: speed_budget %q is not a duration; using %v", opts.SpeedBudget, budget))
-		} else {
-			budget = d
-		}
+	budget, err := opts.SpeedBudgetOr(DefaultSpeedBudget)
+	if err != nil {
+		problem(fmt.Errorf("%w; using %v", err, budget))
 	}
 	// The crypto run's own bound: self-tests time out per request, the
 	// speed table has its budget; this is the backstop for a wedged

@@ -90,12 +90,9 @@ func espEngines(pl *plan.Plan, tests []selftest.Result, cipher string) []espspee
 
 // espBudget is boot.json's esp_budget, else DefaultESPBudget.
 func espBudget(opts plan.Options) (time.Duration, error) {
-	if opts.ESPBudget == "" {
-		return DefaultESPBudget, nil
-	}
-	d, err := time.ParseDuration(opts.ESPBudget)
-	if err != nil || d < 0 {
-		return DefaultESPBudget, fmt.Errorf("boot options: esp_budget %q is not a duration; using %v", opts.ESPBudget, DefaultESPBudget)
+	d, err := opts.ESPBudgetOr(DefaultESPBudget)
+	if err != nil {
+		return d, fmt.Errorf("%w; using %v", err, d)
 	}
 	return d, nil
 }

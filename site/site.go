@@ -45,7 +45,7 @@ type WAN struct {
 	Port string `yaml:"port" json:"port"`
 	// Address is "dhcp" or a static address with its prefix
 	// (198.51.100.2/24).
-	Address string `yaml:"address" json:"address"`
+	Address WANAddress `yaml:"address" json:"address"`
 	// Gateway and DNS are for a static address (DHCP gives them
 	// otherwise).
 	Gateway string   `yaml:"gateway" json:"gateway,omitempty"`
@@ -56,10 +56,10 @@ type WAN struct {
 // LAN is the local network: its ports (bridged when more than one),
 // the router's address on it, the DHCP server and the DNS forwarder.
 type LAN struct {
-	Ports   []string `yaml:"ports" json:"ports"`
-	Address string   `yaml:"address" json:"address"`
-	MTU     int      `yaml:"mtu" json:"mtu,omitempty"`
-	DHCP    DHCP     `yaml:"dhcp" json:"dhcp"`
+	Ports   []string   `yaml:"ports" json:"ports"`
+	Address LANAddress `yaml:"address" json:"address"`
+	MTU     int        `yaml:"mtu" json:"mtu,omitempty"`
+	DHCP    DHCP       `yaml:"dhcp" json:"dhcp"`
 	// DNSForwarder answers LAN clients from the WAN's resolvers (on by
 	// default; false turns it off).
 	DNSForwarder *bool `yaml:"dns_forwarder" json:"dns_forwarder,omitempty"`
@@ -141,10 +141,8 @@ func (l LAN) ForwarderOn() bool { return l.DNSForwarder == nil || *l.DNSForwarde
 
 // LeaseTime is the DHCP lease time, DefaultLease when unset.
 func (d DHCP) LeaseTime() time.Duration {
-	if t, err := time.ParseDuration(d.Lease); err == nil && t > 0 {
-		return t
-	}
-	return DefaultLease
+	t, _ := d.ParseLease() // DefaultLease when invalid; Validate reports it
+	return t
 }
 
 // SSHPort is the SSH port, DefaultSSHPort when unset.
@@ -195,16 +193,16 @@ func (s *Site) Validate(ports []plan.Port) []Error {
 	}
 	var wanNet netip.Prefix
 	switch a := s.WAN.Address; {
-	case a == "dhcp":
+	case a.IsDHCP():
 		if s.WAN.Gateway != "" {
 			bad("wan.gateway", "the gateway comes from DHCP with address: dhcp; give a static address to set one")
 		}
 	case a == "":
 		bad("wan.address", "want dhcp or a static address with its prefix, e.g. 198.51.100.2/24")
 	default:
-		p, err := netip.ParsePrefix(a)
-		if err != nil || !p.Addr().Is4() {
-			bad("wan.address", "%q: want dhcp or an IPv4 address with its prefix, e.g. 198.51.100.2/24", a)
+		p, err := a.Prefix()
+		if err != nil {
+			bad("wan.address", "%v", err)
 			break
 		}
 		wanNet = p
@@ -229,12 +227,12 @@ func (s *Site) Validate(ports []plan.Port) []Error {
 	for i, p := range s.LAN.Ports {
 		usePort(fmt.Sprintf("lan.ports[%d]", i), p, "LAN")
 	}
-	lan, err := netip.ParsePrefix(s.LAN.Address)
-	lanOK := err == nil && lan.Addr().Is4() && lan.Bits() <= 30
+	lan, err := s.LAN.Address.Prefix()
+	lanOK := err == nil
 	if !hasLAN {
 		lanOK = true // nothing to check against
 	} else if !lanOK {
-		bad("lan.address", "%q: want the router's LAN address with its prefix, e.g. 192.168.1.1/24", s.LAN.Address)
+		bad("lan.address", "%v", err)
 	} else if wanNet.IsValid() && wanNet.Masked().Overlaps(lan.Masked()) {
 		bad("lan.address", "%s overlaps the WAN network %s", lan.Masked(), wanNet.Masked())
 	}
@@ -265,10 +263,8 @@ func (s *Site) Validate(ports []plan.Port) []Error {
 			}
 		}
 	}
-	if d.Lease != "" {
-		if t, err := time.ParseDuration(d.Lease); err != nil || t < time.Minute {
-			bad("lan.dhcp.lease", "%q: want a duration of a minute or more, e.g. 12h", d.Lease)
-		}
+	if _, err := d.ParseLease(); err != nil {
+		bad("lan.dhcp.lease", "%v", err)
 	}
 	macs := map[string]bool{}
 	for i, st := range d.Static {
