@@ -259,10 +259,7 @@ func Promotions(in Input) Decision {
 	if size <= 0 {
 		size = MTU
 	}
-	margin := in.Margin
-	if margin <= 0 {
-		margin = ocf.DefaultMargin
-	}
+	margin := ocf.Margin(in.Margin)
 	h := classify(in.Engines, in.Algs)
 	ciphers := in.Ciphers
 	if len(ciphers) == 0 {
@@ -547,7 +544,7 @@ func faster(speeds []ocf.Measurement, driver string, ciphers []string, size int,
 		if !ok {
 			return false, fmt.Sprintf("passed, but no software %s measurement to compare with", c)
 		}
-		if kb < rkb*(1+margin) {
+		if !ocf.Beats(kb, rkb, margin) {
 			return false, fmt.Sprintf("passed, but not %.0f%% faster than software for %s at %d bytes (%.0f vs %s %.0f kB/s)", margin*100, c, at, kb, ref, rkb)
 		}
 	}
