@@ -81,3 +81,22 @@ func TestSiteBoardMustExist(t *testing.T) {
 		t.Errorf("unknown board: %v", err)
 	}
 }
+
+// The typed values (WAN and LAN address, lease) read from YAML as
+// strings and are still placed at FILE:LINE:COLUMN when bad.
+func TestSiteTypedValuesPlaced(t *testing.T) {
+	cat := embeddedT(t)
+	for _, tc := range []struct{ wan, lan, lease, want string }{
+		{"dhcpp", "192.168.1.1/24", "12h", `s.yaml:4:27: "dhcpp": want dhcp or an IPv4 address with its prefix`},
+		{"dhcp", "192.168.1.1/31", "12h", `s.yaml:5:31: "192.168.1.1/31": want the router's LAN address with its prefix`},
+		{"dhcp", "192.168.1.1/24", "30s", `s.yaml:5:100: "30s": want a duration of a minute or more`},
+		{"[dhcp]", "192.168.1.1/24", "12h", `s.yaml:4:27: field "wan.address": want a string, got a list`},
+	} {
+		src := "kind: site\nboard: alix2d13\nhostname: gw\nwan: {port: wan, address: " + tc.wan +
+			"}\nlan: {ports: [lan1], address: " + tc.lan + ", dhcp: {range: [192.168.1.100, 192.168.1.199], lease: " + tc.lease + "}}\n"
+		_, _, err := cat.ParseSite("s.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("wan %s, lan %s, lease %s: got %v; want %q", tc.wan, tc.lan, tc.lease, err, tc.want)
+		}
+	}
+}

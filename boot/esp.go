@@ -91,12 +91,9 @@ func espEngines(pl *plan.Plan, tests []selftest.Result, cipher string) []espspee
 
 // espBudget is boot.json's esp_budget, else DefaultESPBudget.
 func espBudget(opts plan.Options) (time.Duration, error) {
-	if opts.ESPBudget == "" {
-		return DefaultESPBudget, nil
-	}
-	d, err := time.ParseDuration(opts.ESPBudget)
-	if err != nil || d < 0 {
-		return DefaultESPBudget, fmt.Errorf("boot options: esp_budget %q is not a duration; using %v", opts.ESPBudget, DefaultESPBudget)
+	d, err := opts.ESPBudgetOr(DefaultESPBudget)
+	if err != nil {
+		return d, fmt.Errorf("%w; using %v", err, d)
 	}
 	return d, nil
 }
@@ -139,37 +136,13 @@ func hasReference(ms []ocf.Measurement) bool {
 }
 
 // espChoiceInput is the policy and measurements kcrypto.Promote ranks
-// engines on: with ESP rows, the ESP run's policy and MB/s at MTU size
-// for its cipher (kcrypto puts the policy's choice first whatever the
-// speeds say, so both must come from ESP), and the speed table's for the
-// other ciphers; else the speed table's.
+// engines on (report.Derive's Kernel): the ESP rows at MTU size when the
+// choice is made on ESP, else the speed table alone.
 func espChoiceInput(r *report.Report) (ocf.Policy, []ocf.Measurement) {
-	speeds := report.Measurements(r.Speed)
-	e := r.ESP
-	if e == nil || e.Basis != report.BasisESP || e.Result == nil {
-		return r.Policy, speeds
+	var rows []ocf.Measurement
+	if e := r.ESP; e != nil && e.Basis == report.BasisESP && e.Result != nil {
+		rows = esp.Measurements(e.Result, kcrypto.MTU)
 	}
-	var verdicts []ocf.Verdict
-	for _, t := range r.SelfTest {
-		if t.Cipher == e.Cipher {
-			verdicts = append(verdicts, ocf.Verdict{Engine: t.Engine, Cipher: t.Cipher, Passed: t.Status == selftest.Pass, Failed: t.Status == selftest.Fail})
-		}
-	}
-	kp := esp.KernelPolicy(e.Result, verdicts, kcrypto.MTU, report.DefaultMargin)
-	p := r.Policy.Clone()
-	if p.Ciphers == nil {
-		p.Ciphers = map[string]ocf.CipherPolicy{}
-	}
-	if cp, ok := kp.Ciphers[e.Cipher]; ok {
-		p.Ciphers[e.Cipher] = cp
-	} else {
-		delete(p.Ciphers, e.Cipher)
-	}
-	var out []ocf.Measurement
-	for _, m := range speeds {
-		if m.Cipher != e.Cipher {
-			out = append(out, m)
-		}
-	}
-	return p, append(out, esp.Measurements(e.Result, kcrypto.MTU)...)
+	p := report.Derive(r.SelfTest, r.Speed, rows, report.DefaultMargin)
+	return p.Kernel, p.KernelSpeeds
 }

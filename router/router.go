@@ -189,8 +189,9 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		} else {
 			fail(l.up(r.lanIf, s.LAN.MTU))
 		}
-		lan, _ := netip.ParsePrefix(s.LAN.Address)
-		if err := l.setAddr(r.lanIf, lan); err != nil {
+		if lan, err := s.LAN.Address.Prefix(); err != nil {
+			fail(fmt.Errorf("network: LAN address: %w", err))
+		} else if err := l.setAddr(r.lanIf, lan); err != nil {
 			fail(err)
 		} else {
 			r.logf("network: LAN %s on %s (ports %v)", lan, r.lanIf, s.LAN.Ports)
@@ -206,15 +207,18 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		fail(enableForwarding(cfg.Root))
 	}
 	fail(l.up(r.wanIf, s.WAN.MTU))
-	if s.WAN.Address != "dhcp" {
-		p, _ := netip.ParsePrefix(s.WAN.Address)
-		gw, _ := netip.ParseAddr(s.WAN.Gateway)
-		var dns []netip.Addr
-		for _, d := range s.WAN.DNS {
-			a, _ := netip.ParseAddr(d)
-			dns = append(dns, a)
+	if !s.WAN.Address.IsDHCP() {
+		if p, err := s.WAN.Address.Prefix(); err != nil {
+			fail(fmt.Errorf("network: WAN address: %w", err))
+		} else {
+			gw, _ := netip.ParseAddr(s.WAN.Gateway)
+			var dns []netip.Addr
+			for _, d := range s.WAN.DNS {
+				a, _ := netip.ParseAddr(d)
+				dns = append(dns, a)
+			}
+			fail(r.setWAN(p, gw, dns, "static"))
 		}
-		fail(r.setWAN(p, gw, dns, "static"))
 	}
 	for _, err := range r.startServices(ctx) {
 		fail(err)

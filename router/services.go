@@ -56,7 +56,7 @@ func (s *services) set(name, state string) {
 func (r *Router) startServices(ctx context.Context) []error {
 	var errs []error
 	s := r.cfg.Site
-	lan, _ := netip.ParsePrefix(s.LAN.Address)
+	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
 
 	// SSH: on the LAN address, or everywhere when the WAN may reach it
 	// (the firewall decides too: this is the second lock).
@@ -310,7 +310,7 @@ func contains(s []string, v string) bool {
 func (r *Router) applyFirewall() error {
 	var lan netip.Prefix
 	if r.lanIf != "" {
-		lan, _ = netip.ParsePrefix(r.cfg.Site.LAN.Address)
+		lan, _ = r.cfg.Site.LAN.Address.Prefix()
 	}
 	rs, err := firewall.Build(r.cfg.Site, r.wanIf, r.lanIf, lan)
 	if err != nil {
@@ -348,7 +348,7 @@ func wanOpen(s *site.Site) string {
 func (r *Router) startDHCP(ctx context.Context) []error {
 	var errs []error
 	s := r.cfg.Site
-	if s.WAN.Address == "dhcp" {
+	if s.WAN.Address.IsDHCP() {
 		c := dhcp.NewClient(dhcp.ClientConfig{Interface: r.wanIf, Hostname: s.Hostname, Log: r.logf,
 			Update: func(prev, next *dhcp.WANLease) {
 				if next == nil {

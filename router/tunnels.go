@@ -335,7 +335,7 @@ func tunnelRoute(cfg *site.Site, a site.TunnelAddrs, wan wanState) (route, error
 	default:
 		return route{}, fmt.Errorf("the peer %s is not on the WAN's network %s and the WAN has no gateway", a.Peer, wan.Addr.Masked())
 	}
-	if lan, err := netip.ParsePrefix(cfg.LAN.Address); err == nil && a.LocalSubnet.Contains(lan.Addr()) {
+	if lan, err := cfg.LAN.Address.Prefix(); err == nil && a.LocalSubnet.Contains(lan.Addr()) {
 		rt.Src = lan.Addr()
 	}
 	return rt, nil

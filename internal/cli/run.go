@@ -17,6 +17,7 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/ocf/report"
+	"github.com/ocfw/ocfw/ocf/selftest"
 )
 
 type runFlags struct {
@@ -129,7 +130,7 @@ func failedEngines(r *report.Report) error {
 	var names []string
 	seen := map[string]bool{}
 	for _, t := range r.SelfTest {
-		if t.Status == "fail" && !seen[t.Engine] {
+		if t.Status == selftest.Fail && !seen[t.Engine] {
 			seen[t.Engine] = true
 			names = append(names, t.Engine)
 		}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/selftest"
-	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/ocf/speed"
 )
 
@@ -115,15 +114,7 @@ const DefaultMargin = ocf.DefaultMargin
 // results and speed rows, Go software being the reference. Rows that
 // ended in an error count only up to the last size measured.
 func DerivePolicy(tests []selftest.Result, rows []speed.Row, margin float64) ocf.Policy {
-	var vs []ocf.Verdict
-	for _, t := range tests {
-		v := ocf.Verdict{Engine: t.Engine, Cipher: t.Cipher, Passed: t.Status == selftest.Pass, Failed: t.Status == selftest.Fail}
-		if t.Failure != nil {
-			v.Reason = t.Failure.String()
-		}
-		vs = append(vs, v)
-	}
-	return ocf.DerivePolicy(vs, Measurements(rows), soft.Name, margin)
+	return Derive(tests, rows, nil, margin).Dispatcher
 }
 
 // Measurements are the speed rows as the policy reads them (and
