@@ -39,7 +39,7 @@ func Verdicts(tests []selftest.Result) []ocf.Verdict {
 // Derive is the one derivation of policy from a boot's self-test results,
 // speed rows and, when the kernel's choice is made on ESP, the ESP run's
 // measurements at the traffic's packet size (one cipher, software among
-// them, as espspeed.Measurements gives them; nil otherwise). margin 0
+// them, as esp.Measurements gives them; nil otherwise). margin 0
 // means DefaultMargin.
 func Derive(tests []selftest.Result, rows []speed.Row, esp []ocf.Measurement, margin float64) Policies {
 	margin = ocf.Margin(margin)
