@@ -33,11 +33,7 @@ func withPlanFlags(g *globalFlags, build func(ocfcmd.PlanFunc) *cobra.Command) *
 			}
 			return nil, nil
 		}
-		cat, err := g.catalog()
-		if err != nil {
-			return nil, err
-		}
-		return cat.Resolve(boards.Request{Board: board, Cards: cards})
+		return g.resolve(boards.Request{Board: board, Cards: cards})
 	}
 	cmd := build(pl)
 	cmd.Flags().StringVar(&board, "board", "", "test the engines of this board's plan (default: kernel and Go software for every cipher)")

@@ -2,9 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"github.com/ocfw/ocfw/kernel"
 	"io"
 	"strings"
+
+	"github.com/ocfw/ocfw/kernel"
 
 	"github.com/spf13/cobra"
 
@@ -69,7 +70,7 @@ copies for nslu2 and avila-gw2348 ship in boards/kernel/.`,
   ocfw kernel config --board avila-gw2348 --card vpn1411 > avila.config`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := resolveKernelPlan(g, board, cards)
+			p, err := g.resolve(boards.Request{Board: board, Cards: cards})
 			if err != nil {
 				return err
 			}
@@ -80,17 +81,6 @@ copies for nslu2 and avila-gw2348 ship in boards/kernel/.`,
 	cmd.Flags().StringVar(&board, "board", "", "board name or alias (required)")
 	cmd.Flags().StringArrayVar(&cards, "card", nil, "a card in the board's slots (repeat)")
 	return cmd
-}
-
-func resolveKernelPlan(g *globalFlags, board string, cards []string) (*plan.Plan, error) {
-	if board == "" {
-		return nil, fmt.Errorf("--board is required (see 'ocfw boards')")
-	}
-	cat, err := g.catalog()
-	if err != nil {
-		return nil, err
-	}
-	return cat.Resolve(boards.Request{Board: board, Cards: cards})
 }
 
 // writeNeeds tells what p's kernel needs when there is none to check:
