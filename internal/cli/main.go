@@ -71,9 +71,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "ocfw: stopped (%v): %v\n", context.Cause(ctx), err)
+			fmt.Fprintf(stderr, "ocfw: stopped (%v): %s\n", context.Cause(ctx), flagWords(err))
 		} else {
-			fmt.Fprintf(stderr, "ocfw: %v\n", err)
+			fmt.Fprintf(stderr, "ocfw: %s\n", flagWords(err))
 		}
 		return 1
 	}

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ocfw/ocfw/boards"
+)
+
+// flagWords is err's message for the command line. The library packages
+// return typed errors that name an input (a board, a card, a kernel, an
+// image size) without knowing how a user gave it; here each is said with
+// the flag that gave it. A typed error wrapped in others keeps the
+// wrappers' words around it.
+func flagWords(err error) string {
+	msg := err.Error()
+	for _, w := range wordings {
+		if inner, worded, ok := w(err); ok {
+			msg = strings.Replace(msg, inner.Error(), worded, 1)
+		}
+	}
+	return msg
+}
+
+// wordings each find one typed error in a chain and word it with flags.
+var wordings = []func(error) (error, string, bool){
+	wording(func(e *boards.SameSiteError) string {
+		return fmt.Sprintf("--site %s and --site %s are the same site: give the two ends", e.A, e.B)
+	}),
+	wording(func(e *boards.TunnelChoiceError) string {
+		return fmt.Sprintf("%s and %s share tunnels %s: say which with --tunnel", e.A, e.B, strings.Join(e.Shared, ", "))
+	}),
+	wording(func(e *boards.KeysExistError) string {
+		return e.Path + " exists: the boxes may be using those keys; give --force to replace them (then install the new file on both ends)"
+	}),
+}
+
+// wording makes a wordings entry for the error type E.
+func wording[E error](word func(E) string) func(error) (error, string, bool) {
+	return func(err error) (error, string, bool) {
+		var e E
+		if !errors.As(err, &e) {
+			return nil, "", false
+		}
+		return e, word(e), true
+	}
+}
