@@ -26,7 +26,7 @@ var standInCrypto = []plan.Module{
 // prove about the board.
 func standIn(p *plan.Plan, b *Board) error {
 	if b.CPU.Arch != ArchARMv5TE {
-		return &FlagError{Flag: "--stand-in", Msg: fmt.Sprintf("%s is an x86 board, which QEMU runs as it is (ocfw run): the stand-in is for the IXP4xx boards QEMU has no machine for", b.Name)}
+		return &RequestError{Field: "stand-in", Msg: fmt.Sprintf("%s is an x86 board, which QEMU runs as it is (ocfw run): the stand-in is for the IXP4xx boards QEMU has no machine for", b.Name)}
 	}
 	s := qemu.RaspiStandIn
 	absent := map[string]bool{} // modules the stand-in kernel does not have

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/drivers/catalog"
 )
 
 // flagWords is err's message for the command line. The library packages
@@ -25,6 +26,17 @@ func flagWords(err error) string {
 
 // wordings each find one typed error in a chain and word it with flags.
 var wordings = []func(error) (error, string, bool){
+	wording(func(e *boards.RequestError) string {
+		return catalog.Clip(strings.TrimSpace("--"+e.Field+" "+e.Value)) + ": " + e.Msg
+	}),
+	wording(func(e *boards.RequireHWError) string {
+		msg := "--require-hw " + e.Cipher + ": " + e.Problem()
+		if len(e.Fits) > 0 {
+			return msg + "; a free slot takes a card that does: --card " + strings.Join(e.Fits, " or --card ")
+		}
+		return msg + "; no card that fits a free slot does it either: drop --require-hw " + e.Cipher
+	}),
+	wording(func(e *boards.ProfilesError) string { return "--profiles " + e.Dir + ": " + e.Err.Error() }),
 	wording(func(e *boards.SameSiteError) string {
 		return fmt.Sprintf("--site %s and --site %s are the same site: give the two ends", e.A, e.B)
 	}),
