@@ -35,7 +35,9 @@ type RequestError struct {
 	Msg   string
 }
 
-func (e *RequestError) Error() string { return catalog.Clip(strings.TrimSpace(e.Field+" "+e.Value)) + ": " + e.Msg }
+func (e *RequestError) Error() string {
+	return catalog.Clip(strings.TrimSpace(e.Field+" "+e.Value)) + ": " + e.Msg
+}
 
 // RequireHWError is a cipher required in hardware that no selected
 // engine does there: Partial says which engines do it only in part, Fits
