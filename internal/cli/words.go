@@ -7,6 +7,10 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers/catalog"
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/build"
+	"github.com/ocfw/ocfw/kernel"
+	"github.com/ocfw/ocfw/rootfs"
 )
 
 // flagWords is err's message for the command line. The library packages
@@ -26,6 +30,33 @@ func flagWords(err error) string {
 
 // wordings each find one typed error in a chain and word it with flags.
 var wordings = []func(error) (error, string, bool){
+	wording(func(e *build.InitramfsGivenError) string {
+		input := map[build.Input]string{build.InputSite: "--site", build.InputFirmwareFiles: "--firmware-file",
+			build.InputTestEngine: "--card " + catalog.TestAES}[e.Input]
+		return e.Worded(input, "--initramfs")
+	}),
+	wording(func(e *build.TestEngineError) string { return e.Worded("--card "+catalog.TestAES, "--kernel") }),
+	wording(func(e *rootfs.FirmwareFileError) string {
+		return strings.TrimSpace("--firmware-file "+e.File) + ": " + e.Err.Error()
+	}),
+	wording(func(e *firmware.SizeError) string {
+		return e.Worded("--size", "a smaller --size, or --card-mb for a larger card")
+	}),
+	wording(func(e *firmware.InitramfsError) string {
+		return strings.TrimSpace("--initramfs "+e.Path) + ": " + e.Err.Error()
+	}),
+	wording(func(e *firmware.InitramfsBoardError) string { return e.Worded("--initramfs") }),
+	wording(func(e *firmware.NotCardError) string { return e.Worded("--force") }),
+	wording(func(e *firmware.NotConfirmedError) string { return e.Error() + " (use --yes to skip the question)" }),
+	wording(func(e *firmware.ImageChangedError) string { return e.Worded("booting it with 'ocfw run --persist'") }),
+	wording(func(e *kernel.NoKernelError) string {
+		msg := "board " + e.Board + " has no Debian kernel package: give its kernel with --kernel"
+		if e.Note != "" {
+			msg += " (" + e.Note + ")"
+		}
+		return msg
+	}),
+	wording(func(e *kernel.SpecError) string { return "--kernel " + e.Spec + ": " + e.Err.Error() }),
 	wording(func(e *boards.RequestError) string {
 		return catalog.Clip(strings.TrimSpace("--"+e.Field+" "+e.Value)) + ": " + e.Msg
 	}),
