@@ -88,7 +88,7 @@ install the new file on both boxes and restart both.`,
 // summary error.
 func printErrors(cmd *cobra.Command, l boards.ErrorList, where string) error {
 	for _, e := range l {
-		fmt.Fprintln(cmd.ErrOrStderr(), e)
+		fmt.Fprintln(cmd.ErrOrStderr(), errorLine(e))
 	}
 	return fmt.Errorf("%d problem(s) %s", len(l), where)
 }

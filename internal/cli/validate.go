@@ -45,7 +45,7 @@ name a board given alongside. Exit status 1 when anything is wrong.`,
 				var l boards.ErrorList
 				if errors.As(err, &l) {
 					for _, e := range l {
-						fmt.Fprintln(cmd.ErrOrStderr(), e)
+						fmt.Fprintln(cmd.ErrOrStderr(), errorLine(e))
 					}
 					return fmt.Errorf("%d problem(s) in the profiles given", len(l))
 				}

@@ -30,6 +30,13 @@ func flagWords(err error) string {
 
 // wordings each find one typed error in a chain and word it with flags.
 var wordings = []func(error) (error, string, bool){
+	wording(func(l boards.ErrorList) string {
+		lines := make([]string, len(l))
+		for i, e := range l {
+			lines[i] = errorLine(e)
+		}
+		return strings.Join(lines, "\n")
+	}),
 	wording(func(e *build.InitramfsGivenError) string {
 		input := map[build.Input]string{build.InputSite: "--site", build.InputFirmwareFiles: "--firmware-file",
 			build.InputTestEngine: "--card " + catalog.TestAES}[e.Input]
@@ -88,4 +95,13 @@ func wording[E error](word func(E) string) func(error) (error, string, bool) {
 		}
 		return e, word(e), true
 	}
+}
+
+// errorLine is one located problem, with the flags that fix it when it
+// says how.
+func errorLine(e *boards.Error) string {
+	if k := e.MissingKeys; k != nil {
+		return fmt.Sprintf("%v --site %s --site %s --tunnel %s", e, k.Site, k.Peer, k.Tunnel)
+	}
+	return e.Error()
 }
