@@ -9,6 +9,7 @@ import (
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/build"
+	"github.com/ocfw/ocfw/internal/chart"
 	"github.com/ocfw/ocfw/kernel"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -30,6 +31,7 @@ func flagWords(err error) string {
 
 // wordings each find one typed error in a chain and word it with flags.
 var wordings = []func(error) (error, string, bool){
+	wording(func(e *chart.ReferenceError) string { return e.Worded("--reference") }),
 	wording(func(l boards.ErrorList) string {
 		lines := make([]string, len(l))
 		for i, e := range l {
