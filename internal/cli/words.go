@@ -23,14 +23,15 @@ func flagWords(err error) string {
 	msg := err.Error()
 	for _, w := range wordings {
 		if inner, worded, ok := w(err); ok {
-			msg = strings.Replace(msg, inner.Error(), worded, 1)
+			msg = strings.Replace(msg, inner, worded, 1)
 		}
 	}
 	return msg
 }
 
-// wordings each find one typed error in a chain and word it with flags.
-var wordings = []func(error) (error, string, bool){
+// wordings each find one typed error in a chain and give its message
+// and the message with flags.
+var wordings = []func(error) (inner, worded string, ok bool){
 	wording(func(e *chart.ReferenceError) string { return e.Worded("--reference") }),
 	wording(func(l boards.ErrorList) string {
 		lines := make([]string, len(l))
@@ -89,13 +90,13 @@ var wordings = []func(error) (error, string, bool){
 }
 
 // wording makes a wordings entry for the error type E.
-func wording[E error](word func(E) string) func(error) (error, string, bool) {
-	return func(err error) (error, string, bool) {
+func wording[E error](word func(E) string) func(error) (string, string, bool) {
+	return func(err error) (string, string, bool) {
 		var e E
 		if !errors.As(err, &e) {
-			return nil, "", false
+			return "", "", false
 		}
-		return e, word(e), true
+		return e.Error(), word(e), true
 	}
 }
 
