@@ -10,6 +10,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/build"
 	"github.com/ocfw/ocfw/internal/chart"
+	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/kernel"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -32,6 +33,7 @@ func flagWords(err error) string {
 // wordings each find one typed error in a chain and give its message
 // and the message with flags.
 var wordings = []func(error) (inner, worded string, ok bool){
+	wording(func(e *debian.OldVersionError) string { return e.Worded("ocfw kernel fetch --refresh") }),
 	wording(func(e *chart.ReferenceError) string { return e.Worded("--reference") }),
 	wording(func(l boards.ErrorList) string {
 		lines := make([]string, len(l))

@@ -9,6 +9,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/build"
+	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/kernel"
 	"github.com/ocfw/ocfw/rootfs"
 )
@@ -46,6 +47,8 @@ func TestFlagWords(t *testing.T) {
 		{&build.InitramfsGivenError{Input: build.InputSite}, "--site goes into the initramfs ocfw builds: it cannot change a given --initramfs"},
 		{&build.InitramfsGivenError{Input: build.InputTestEngine}, "--card testaes: its module ocfw_testaes goes into the initramfs ocfw builds: it cannot change a given --initramfs"},
 		{&build.TestEngineError{Built: "6.1.0-1", Boots: "6.6.0"}, "--card testaes: its module ocfw_testaes is built for Debian's kernel 6.1.0-1, but this image boots kernel 6.6.0 (--kernel): the test engine needs the board's Debian kernel"},
+		{fmt.Errorf("fetching: %w", &debian.OldVersionError{Err: errors.New("E: no such version")}),
+			"fetching: E: no such version (the archive keeps only current versions: refresh the kernel package, e.g. ocfw kernel fetch --refresh, to match)"},
 		{errors.New("plain"), "plain"},
 	} {
 		if got := flagWords(tc.err); got != tc.want {

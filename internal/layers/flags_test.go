@@ -81,7 +81,6 @@ var notYet = map[string]string{
 	"internal/lab/boardvm": "the QEMU lab's run options name ocfw run's flags; the lab is being reworked (issue 19 point 4)",
 	"ocf/fault":            "fault specs are --inject/--test-inject values of both CLIs (ocf and ocfw)",
 	"ocf/probe":            "the shared selftest/speed commands' --cipher (ocf and ocfw)",
-	"internal/debian":      "a stale-package hint names ocfw kernel fetch --refresh",
 }
 
 // commandLine reports whether pkg is a command line, whose words may
