@@ -460,18 +460,7 @@ func summary(cfg *Config, r *report.Report) {
 	if err := r.WriteText(cfg.Console); err != nil {
 		cfg.printf("ocfw: printing the report: %v", err)
 	}
-	var pass, fail, absent int
-	for _, t := range r.SelfTest {
-		switch t.Status {
-		case selftest.Pass:
-			pass++
-		case selftest.Fail:
-			fail++
-		default:
-			absent++
-		}
-	}
-	cfg.printf("%s%d passed, %d failed, %d absent", plan.MarkSelfTest, pass, fail, absent)
+	cfg.printf("%s%s", plan.MarkSelfTest, r.Tally())
 }
 
 // writeAll keeps the report and the policy in the store when there is

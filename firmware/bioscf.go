@@ -103,12 +103,12 @@ func planCFLayout(pl *plan.Plan, opts ImageOptions) (cfLayout, error) {
 	l.dataOff = l.bootOff + l.bootSize
 	l.dataSize = l.size - l.dataOff
 	if l.dataSize < 8*MiB {
-		return l, fmt.Errorf("image size %d MiB leaves %d MiB for the data partition after the %d MiB boot partition; need at least 8 MiB (--size)",
-			sizeMiB, max(l.dataSize, 0)/MiB, bootMiB)
+		return l, &SizeError{Msg: fmt.Sprintf("image size %d MiB leaves %d MiB for the data partition after the %d MiB boot partition; need at least 8 MiB",
+			sizeMiB, max(l.dataSize, 0)/MiB, bootMiB)}
 	}
 	if cardMB > 0 && l.size > int64(cardMB)*1000*1000 {
-		return l, fmt.Errorf("image of %d MiB (%d bytes) is larger than the %s's %d MB card (%d bytes): use a smaller --size, or --card-mb for a larger card",
-			sizeMiB, l.size, pl.Board, cardMB, int64(cardMB)*1000*1000)
+		return l, &SizeError{Msg: fmt.Sprintf("image of %d MiB (%d bytes) is larger than the %s's %d MB card (%d bytes)",
+			sizeMiB, l.size, pl.Board, cardMB, int64(cardMB)*1000*1000), TooLarge: true}
 	}
 	if l.size/512 > 0xffffffff {
 		return l, fmt.Errorf("image of %d MiB is past what an MBR addresses", sizeMiB)

@@ -315,8 +315,9 @@ func TestLoadKernelForms(t *testing.T) {
 	})
 	t.Run("board without a Debian kernel", func(t *testing.T) {
 		_, err := Load(context.Background(), nslu2, "", t.TempDir())
-		if err == nil || !strings.Contains(err.Error(), "--kernel") {
-			t.Errorf("err = %v, want a request for --kernel", err)
+		var nk *NoKernelError
+		if !errors.As(err, &nk) || nk.Board != "nslu2" || strings.Contains(strings.TrimSuffix(err.Error(), " ("+nk.Note+")"), "--") {
+			t.Errorf("err = %v, want a NoKernelError for nslu2 naming no flag", err)
 		}
 	})
 }

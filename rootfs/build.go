@@ -221,14 +221,14 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	for _, fw := range opts.FirmwareFiles {
 		data, err := os.ReadFile(fw)
 		if err != nil {
-			return nil, fmt.Errorf("--firmware-file: %w", err)
+			return nil, &FirmwareFileError{Err: err}
 		}
 		if len(data) == 0 || len(data) > 4<<20 {
-			return nil, fmt.Errorf("--firmware-file %s: %d bytes: want a microcode file of 1 byte to 4 MiB", fw, len(data))
+			return nil, &FirmwareFileError{File: fw, Err: fmt.Errorf("%d bytes: want a microcode file of 1 byte to 4 MiB", len(data))}
 		}
 		name := filepath.Base(fw)
 		if _, dup := fwSums[name]; dup {
-			return nil, fmt.Errorf("--firmware-file %s: a file named %s is given twice", fw, name)
+			return nil, &FirmwareFileError{File: fw, Err: fmt.Errorf("a file named %s is given twice", name)}
 		}
 		fwSums[name] = sum(data)
 		extra = append(extra, cpio.StaticFile("lib/firmware/"+name, string(data), 0o644))
@@ -666,3 +666,17 @@ func (c ctxReader) Read(p []byte) (int, error) {
 }
 
 func (nopCloser) Close() error { return nil }
+
+// FirmwareFileError is a file for /lib/firmware (Options.FirmwareFiles)
+// that cannot go there; File is "" when it could not be read (Err names
+// it).
+type FirmwareFileError struct {
+	File string
+	Err  error
+}
+
+func (e *FirmwareFileError) Error() string {
+	return strings.TrimSpace("firmware file "+e.File) + ": " + e.Err.Error()
+}
+
+func (e *FirmwareFileError) Unwrap() error { return e.Err }

@@ -199,7 +199,7 @@ func TestInspectExitStatus(t *testing.T) {
 		}, `is for board "net5501", but the image's own manifest (/ocfw/manifest.json) says "alix2d13"`},
 		{"image changed after the build", func(t *testing.T, p string) {
 			patch(t, p, m.Store[0].Offset, []byte("booted"))
-		}, "the image no longer matches its manifest (sha256): it was changed after the build (booted with --persist, or written to); 1 of"},
+		}, "the image no longer matches its manifest (sha256): it was changed after the build (booted in place, not as a copy, or written to); 1 of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := copyImage(t, img)

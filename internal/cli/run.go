@@ -16,8 +16,6 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/boardvm"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/progress"
-	"github.com/ocfw/ocfw/ocf/report"
-	"github.com/ocfw/ocfw/ocf/selftest"
 )
 
 type runFlags struct {
@@ -126,18 +124,6 @@ clearing the screen) are not passed through; colours are.`,
 	return cmd
 }
 
-func failedEngines(r *report.Report) error {
-	var names []string
-	seen := map[string]bool{}
-	for _, t := range r.SelfTest {
-		if t.Status == selftest.Fail && !seen[t.Engine] {
-			seen[t.Engine] = true
-			names = append(names, t.Engine)
-		}
-	}
-	return fmt.Errorf("self-test failed on the board for %v: excluded by the policy (see the report)", names)
-}
-
 // rawTerminal puts a terminal in raw mode so keystrokes reach the guest
 // as typed; it fails (and nothing changes) when f is not a terminal.
 func rawTerminal(f *os.File) (restore func(), err error) {
@@ -235,17 +221,6 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		return err
 	}
 	if res.Report != nil && res.NewReport {
-		var pass, fail, absent int
-		for _, t := range res.Report.SelfTest {
-			switch t.Status {
-			case "pass":
-				pass++
-			case "fail":
-				fail++
-			default:
-				absent++
-			}
-		}
 		where := "the image's data partition"
 		switch {
 		case res.Copy && f.keepCopy != "":
@@ -253,10 +228,10 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		case res.Copy:
 			where = "the data partition of the copy booted (removed; the image is unchanged)"
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on %s: self-test %d passed, %d failed, %d absent\n",
-			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, where, pass, fail, absent)
+		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on %s: self-test %s\n",
+			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, where, res.Report.Tally())
 		if res.Report.Failed() {
-			return failedEngines(res.Report)
+			return fmt.Errorf("self-test failed on the board for %v: excluded by the policy (see the report)", res.Report.FailedEngines())
 		}
 	}
 	return nil
