@@ -86,7 +86,7 @@ var notYet = map[string]string{
 // commandLine reports whether pkg is a command line, whose words may
 // name flags: the host's and the board's CLI, and what sits on top.
 func commandLine(pkg string) bool {
-	return under(pkg, "cmd", "internal/cli", "internal/ocfcmd", "e2e", "bench")
+	return under(strings.TrimPrefix(pkg, mod), "cmd", "internal/cli", "internal/ocfcmd", "e2e", "bench")
 }
 
 // ocfwFlags is every flag name in the command tree below c.
