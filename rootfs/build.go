@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/u-root/gobusybox/src/pkg/golang"
 	"github.com/u-root/mkuimage/uimage"
 	"github.com/u-root/u-root/pkg/cpio"
 	"github.com/u-root/uio/llog"
@@ -57,6 +56,9 @@ type Options struct {
 	SourceDir string
 	// Log, when set, gets progress lines.
 	Log func(format string, args ...any)
+	// NoCache builds the Go userland even when the userland cache
+	// (package usercache) holds it, and does not store it there.
+	NoCache bool
 }
 
 // Result is a built initramfs.
@@ -70,6 +72,11 @@ type Result struct {
 	// Parts are the archive's biggest files, largest first.
 	Parts []Part
 	Took  time.Duration
+	// UserlandKey is the userland's cache key ("" when not computed:
+	// NoCache, or the cache could not be used); UserlandCached says the
+	// userland came from the cache rather than a build.
+	UserlandKey    string
+	UserlandCached bool
 }
 
 // Part is one file of the archive and its size.
@@ -236,7 +243,8 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	// The Go userland.
 	logf("building the Go userland for %s", strings.Join(pl.Go.Env(), " "))
 	base := filepath.Join(tmp, "uroot.cpio")
-	if err := buildUserland(ctx, pl.Go, src, tmp, base, logf); err != nil {
+	ukey, cached, err := userland(ctx, pl.Go, src, tmp, base, opts.NoCache, logf)
+	if err != nil {
 		return nil, err
 	}
 
@@ -292,7 +300,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		inputs["module/"+name] = h
 	}
 	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: pi.Size(), Modules: mods, Kernel: k, Inputs: inputs,
-		Parts: parts, Took: time.Since(start)}, nil
+		Parts: parts, Took: time.Since(start), UserlandKey: ukey, UserlandCached: cached}, nil
 }
 
 func sum(b []byte) string {
@@ -365,13 +373,7 @@ func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out stri
 	restore := setenv(map[string]string{"GOARM": target.GOARM, "GO386": target.GO386, "GOFLAGS": "", "CGO_ENABLED": "0"})
 	defer restore()
 
-	env := golang.Default(
-		golang.WithGOOS(target.GOOS),
-		golang.WithGOARCH(target.GOARCH),
-		golang.DisableCGO(),
-		golang.WithBuildTag("goshsmall"),
-		golang.WithWorkingDir(src),
-	)
+	env := userlandEnv(target, src)
 	var logBuf bytes.Buffer
 	l := llog.New(slog.LevelWarn, func(format string, v ...any) {
 		fmt.Fprintf(&logBuf, format+"\n", v...)
@@ -381,10 +383,10 @@ func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out stri
 		uimage.WithReplaceEnv(env),
 		// gobusybox builds with -gcflags=all=-l by default: no inlining
 		// anywhere, including the Go crypto the board runs in software.
-		uimage.WithCommands(&golang.BuildOpts{EnableInlining: true}, busybox, Commands...),
-		uimage.WithInit("init"),
-		uimage.WithUinit("ocf", "boot"),
-		uimage.WithShell("gosh"),
+		uimage.WithCommands(userlandBuildOpts(), busybox, Commands...),
+		uimage.WithInit(userlandInit),
+		uimage.WithUinit(userlandUinit[0], userlandUinit[1:]...),
+		uimage.WithShell(userlandShell),
 		uimage.WithSkipLDD(),
 		uimage.WithTempDir(tmp),
 		uimage.WithCPIOOutput(out),
