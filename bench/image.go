@@ -92,7 +92,7 @@ func imageChild(args []string) error {
 	}()
 	img := filepath.Join(dir, board+".img")
 	t0 := time.Now()
-	b, err := pipeline.Build(ctx, pl, pipeline.Options{Output: img, Kernel: deb, WorkDir: dir, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"})
+	b, err := pipeline.Build(ctx, pl, pipeline.Options{Output: img, Kernel: deb, WorkDir: dir, SourceDateEpoch: benchEpoch, Tool: "ocfw bench", NoCache: true})
 	close(done)
 	if err != nil {
 		return err
