@@ -249,7 +249,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	}
 
 	raw := filepath.Join(tmp, "initramfs.cpio")
-	parts, err := assemble(base, raw, extra, epoch)
+	parts, split, err := assemble(base, raw, extra, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +271,12 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", pl.Board, pl.Image.Compression)
 	}
 	packed := filepath.Join(tmp, name)
-	if err := compress(ctx, raw, packed, pl.Image.Compression); err != nil {
+	if pl.Image.Compression == "xz" {
+		err = compressInitramfsXZ(ctx, raw, split, packed, tmp, opts.NoCache, logf)
+	} else {
+		err = compress(ctx, raw, packed, pl.Image.Compression)
+	}
+	if err != nil {
 		return nil, err
 	}
 	pi, err := os.Stat(packed)
@@ -544,23 +549,29 @@ func baseRecords() []cpio.Record {
 
 // assemble writes the final archive: mkuimage's records plus the base
 // nodes and extra files, sorted by name (parents sort before their
-// children), with fixed owners, inode numbers and times.
-func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, error) {
+// children), with fixed owners, inode numbers and times. split is the
+// length of the archive's leading records that come from mkuimage's
+// archive and the base nodes alone (see xzjoin.go).
+func assemble(uroot, out string, extra []cpio.Record, epoch int64) (parts []Part, split int64, err error) {
 	f, err := os.Open(uroot)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	rr, err := cpio.Newc.NewFileReader(f)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	recs, err := cpio.ReadAllRecords(rr)
 	if err != nil {
-		return nil, fmt.Errorf("reading mkuimage's archive: %w", err)
+		return nil, 0, fmt.Errorf("reading mkuimage's archive: %w", err)
 	}
 	byName := map[string]cpio.Record{}
-	for _, r := range append(append(baseRecords(), recs...), extra...) {
+	fromExtra := map[string]bool{}
+	for i, r := range append(append(baseRecords(), recs...), extra...) {
+		if i >= len(baseRecords())+len(recs) {
+			fromExtra[path.Clean(strings.TrimPrefix(r.Name, "/"))] = true
+		}
 		name := path.Clean(strings.TrimPrefix(r.Name, "/"))
 		if name == "." || name == "" || name == "TRAILER!!!" {
 			continue
@@ -585,7 +596,6 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var parts []Part
 	final := make([]cpio.Record, 0, len(names))
 	for _, n := range names {
 		r := cpio.MakeReproducible(byName[n])
@@ -598,23 +608,57 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 	sort.SliceStable(parts, func(i, j int) bool { return parts[i].Size > parts[j].Size })
 	o, err := os.Create(out)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	bw := bufio.NewWriter(o)
-	w := cpio.Newc.Writer(bw)
-	if err := cpio.WriteRecords(w, final); err != nil {
-		o.Close()
-		return nil, fmt.Errorf("writing the initramfs: %w", err)
+	cw := &countingWriter{w: bw}
+	w := cpio.Newc.Writer(cw)
+	split = -1
+	for _, r := range final {
+		// Directories the extra files need (etc/ocfw) are not the
+		// userland's either.
+		if split < 0 && (fromExtra[r.Name] || !fromBase(r.Name, fromExtra)) {
+			split = cw.n
+		}
+		if err := w.WriteRecord(r); err != nil {
+			o.Close()
+			return nil, 0, fmt.Errorf("writing the initramfs: %s: %w", r.Name, err)
+		}
+	}
+	if split < 0 {
+		split = cw.n
 	}
 	if err := cpio.WriteTrailer(w); err != nil {
 		o.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	if err := bw.Flush(); err != nil {
 		o.Close()
-		return nil, err
+		return nil, 0, err
 	}
-	return parts, o.Close()
+	return parts, split, o.Close()
+}
+
+// fromBase says whether name is not a directory made only for an extra
+// file: none of the extra files is under it.
+func fromBase(name string, fromExtra map[string]bool) bool {
+	for e := range fromExtra {
+		if strings.HasPrefix(e, name+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // compress packs raw as the kernel's initramfs decompressors expect: xz
