@@ -28,7 +28,6 @@ import (
 	"github.com/ocfw/ocfw/kernel"
 	"github.com/ocfw/ocfw/site"
 
-	"github.com/u-root/gobusybox/src/pkg/golang"
 	"github.com/u-root/mkuimage/uimage"
 	"github.com/u-root/u-root/pkg/cpio"
 	"github.com/u-root/uio/llog"
@@ -64,6 +63,9 @@ type Options struct {
 	SourceDir string
 	// Log, when set, gets progress lines.
 	Log func(format string, args ...any)
+	// NoCache builds the Go userland even when the userland cache
+	// (package usercache) holds it, and does not store it there.
+	NoCache bool
 }
 
 // Result is a built initramfs.
@@ -77,6 +79,11 @@ type Result struct {
 	// Parts are the archive's biggest files, largest first.
 	Parts []Part
 	Took  time.Duration
+	// UserlandKey is the userland's cache key ("" when not computed:
+	// NoCache, or the cache could not be used); UserlandCached says the
+	// userland came from the cache rather than a build.
+	UserlandKey    string
+	UserlandCached bool
 }
 
 // Part is one file of the archive and its size.
@@ -166,15 +173,8 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 			epoch = v
 		}
 	}
-	if opts.Boot.SpeedBudget != "" {
-		if d, err := time.ParseDuration(opts.Boot.SpeedBudget); err != nil || d < 0 {
-			return nil, fmt.Errorf("boot options: speed_budget %q: want a duration such as 20s", opts.Boot.SpeedBudget)
-		}
-	}
-	if opts.Boot.ESPBudget != "" {
-		if d, err := time.ParseDuration(opts.Boot.ESPBudget); err != nil || d < 0 {
-			return nil, fmt.Errorf("boot options: esp_budget %q: want a duration such as 8s", opts.Boot.ESPBudget)
-		}
+	if err := opts.Boot.CheckDurations(); err != nil {
+		return nil, err
 	}
 	src, err := sourceDir(opts.SourceDir)
 	if err != nil {
@@ -243,12 +243,13 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	// The Go userland.
 	logf("building the Go userland for %s", strings.Join(pl.Go.Env(), " "))
 	base := filepath.Join(tmp, "uroot.cpio")
-	if err := buildUserland(ctx, pl.Go, src, tmp, base, logf); err != nil {
+	ukey, cached, err := userland(ctx, pl.Go, src, tmp, base, opts.NoCache, logf)
+	if err != nil {
 		return nil, err
 	}
 
 	raw := filepath.Join(tmp, "initramfs.cpio")
-	parts, err := assemble(base, raw, extra, epoch)
+	parts, split, err := assemble(base, raw, extra, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +271,12 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", pl.Board, pl.Image.Compression)
 	}
 	packed := filepath.Join(tmp, name)
-	if err := compress(ctx, raw, packed, pl.Image.Compression); err != nil {
+	if pl.Image.Compression == "xz" {
+		err = compressInitramfsXZ(ctx, raw, split, packed, tmp, opts.NoCache, logf)
+	} else {
+		err = compress(ctx, raw, packed, pl.Image.Compression)
+	}
+	if err != nil {
 		return nil, err
 	}
 	pi, err := os.Stat(packed)
@@ -299,7 +305,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		inputs["module/"+name] = h
 	}
 	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: pi.Size(), Modules: mods, Kernel: k, Inputs: inputs,
-		Parts: parts, Took: time.Since(start)}, nil
+		Parts: parts, Took: time.Since(start), UserlandKey: ukey, UserlandCached: cached}, nil
 }
 
 func sum(b []byte) string {
@@ -370,13 +376,7 @@ func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out stri
 	buildMu.Lock()
 	defer buildMu.Unlock()
 
-	env := golang.Default(
-		golang.WithGOOS(target.GOOS),
-		golang.WithGOARCH(target.GOARCH),
-		golang.DisableCGO(),
-		golang.WithBuildTag("goshsmall"),
-		golang.WithWorkingDir(src),
-	)
+	env := userlandEnv(target, src)
 	var logBuf bytes.Buffer
 	l := llog.New(slog.LevelWarn, func(format string, v ...any) {
 		fmt.Fprintf(&logBuf, format+"\n", v...)
@@ -386,10 +386,10 @@ func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out stri
 		uimage.WithReplaceEnv(env),
 		// gobusybox builds with -gcflags=all=-l by default: no inlining
 		// anywhere, including the Go crypto the board runs in software.
-		uimage.WithCommands(&golang.BuildOpts{EnableInlining: true}, busybox, Commands...),
-		uimage.WithInit("init"),
-		uimage.WithUinit("ocf", "boot"),
-		uimage.WithShell("gosh"),
+		uimage.WithCommands(userlandBuildOpts(), busybox, Commands...),
+		uimage.WithInit(userlandInit),
+		uimage.WithUinit(userlandUinit[0], userlandUinit[1:]...),
+		uimage.WithShell(userlandShell),
 		uimage.WithSkipLDD(),
 		uimage.WithTempDir(tmp),
 		uimage.WithCPIOOutput(out),
@@ -534,23 +534,29 @@ func baseRecords() []cpio.Record {
 
 // assemble writes the final archive: mkuimage's records plus the base
 // nodes and extra files, sorted by name (parents sort before their
-// children), with fixed owners, inode numbers and times.
-func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, error) {
+// children), with fixed owners, inode numbers and times. split is the
+// length of the archive's leading records that come from mkuimage's
+// archive and the base nodes alone (see xzjoin.go).
+func assemble(uroot, out string, extra []cpio.Record, epoch int64) (parts []Part, split int64, err error) {
 	f, err := os.Open(uroot)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	rr, err := cpio.Newc.NewFileReader(f)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	recs, err := cpio.ReadAllRecords(rr)
 	if err != nil {
-		return nil, fmt.Errorf("reading mkuimage's archive: %w", err)
+		return nil, 0, fmt.Errorf("reading mkuimage's archive: %w", err)
 	}
 	byName := map[string]cpio.Record{}
-	for _, r := range append(append(baseRecords(), recs...), extra...) {
+	fromExtra := map[string]bool{}
+	for i, r := range append(append(baseRecords(), recs...), extra...) {
+		if i >= len(baseRecords())+len(recs) {
+			fromExtra[path.Clean(strings.TrimPrefix(r.Name, "/"))] = true
+		}
 		name := path.Clean(strings.TrimPrefix(r.Name, "/"))
 		if name == "." || name == "" || name == "TRAILER!!!" {
 			continue
@@ -575,7 +581,6 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var parts []Part
 	final := make([]cpio.Record, 0, len(names))
 	for _, n := range names {
 		r := cpio.MakeReproducible(byName[n])
@@ -588,23 +593,57 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 	sort.SliceStable(parts, func(i, j int) bool { return parts[i].Size > parts[j].Size })
 	o, err := os.Create(out)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	bw := bufio.NewWriter(o)
-	w := cpio.Newc.Writer(bw)
-	if err := cpio.WriteRecords(w, final); err != nil {
-		o.Close()
-		return nil, fmt.Errorf("writing the initramfs: %w", err)
+	cw := &countingWriter{w: bw}
+	w := cpio.Newc.Writer(cw)
+	split = -1
+	for _, r := range final {
+		// Directories the extra files need (etc/ocfw) are not the
+		// userland's either.
+		if split < 0 && (fromExtra[r.Name] || !fromBase(r.Name, fromExtra)) {
+			split = cw.n
+		}
+		if err := w.WriteRecord(r); err != nil {
+			o.Close()
+			return nil, 0, fmt.Errorf("writing the initramfs: %s: %w", r.Name, err)
+		}
+	}
+	if split < 0 {
+		split = cw.n
 	}
 	if err := cpio.WriteTrailer(w); err != nil {
 		o.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	if err := bw.Flush(); err != nil {
 		o.Close()
-		return nil, err
+		return nil, 0, err
 	}
-	return parts, o.Close()
+	return parts, split, o.Close()
+}
+
+// fromBase says whether name is not a directory made only for an extra
+// file: none of the extra files is under it.
+func fromBase(name string, fromExtra map[string]bool) bool {
+	for e := range fromExtra {
+		if strings.HasPrefix(e, name+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // compress packs raw as the kernel's initramfs decompressors expect: xz

@@ -68,7 +68,9 @@ func interruptBuild(t *testing.T, tc interruptCase) {
 	var once sync.Once
 	var cancelled string
 	stop := func(why string) { once.Do(func() { cancelled = why; cancel() }) }
-	opts := Options{Output: filepath.Join(dir, "alix.img"), Kernel: deb, SourceDateEpoch: 1700000000, Tool: "ocfw test",
+	// NoCache: a userland from the cache would end the build before the
+	// compile this interrupts.
+	opts := Options{Output: filepath.Join(dir, "alix.img"), Kernel: deb, SourceDateEpoch: 1700000000, Tool: "ocfw test", NoCache: true,
 		Log: func(format string, args ...any) {
 			if tc.onLog != "" && strings.Contains(format, tc.onLog) {
 				stop("log: " + tc.onLog)

@@ -55,6 +55,9 @@ type Options struct {
 	Tool string
 	// Log gets one line per step; nil is quiet.
 	Log func(format string, args ...any)
+	// NoCache builds the Go userland even when the userland cache holds
+	// it, and leaves the cache alone (rootfs.Options.NoCache).
+	NoCache bool
 	// Progress, when set, gets a line every 10 s while a step runs (the
 	// userland build takes a minute or more): the step and its time so
 	// far. Give it a terminal only (progress.Terminal).
@@ -172,7 +175,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		}
 		stop := progress.Start(opts.Progress, fmt.Sprintf("building the Go userland and initramfs (%s)", goTarget(pl.Go)))
 		r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: opts.SourceDateEpoch,
-			Boot: opts.Boot, Site: opts.Site, FirmwareFiles: opts.FirmwareFiles, ExtraModules: extra, Log: opts.Log})
+			Boot: opts.Boot, Site: opts.Site, FirmwareFiles: opts.FirmwareFiles, ExtraModules: extra, Log: opts.Log, NoCache: opts.NoCache})
 		stop()
 		if err != nil {
 			return nil, err

@@ -32,6 +32,7 @@ type buildFlags struct {
 	siteCfg   *site.Site
 	fwFiles   []string
 	json      bool
+	noCache   bool
 }
 
 func newBuildCmd(g *globalFlags) *cobra.Command {
@@ -95,8 +96,11 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	fl.StringVar(&f.site, "site", "", "the router's site config (YAML, kind: site): ports, addresses, DHCP, firewall, SSH keys (ocfw validate checks it)")
 	fl.StringArrayVar(&f.inject, "test-inject", nil, "TEST IMAGES ONLY: the firmware adds a faulty engine, corrupt:SIZE, fail:SIZE or hang:SIZE, to prove its self-test catches it")
 	fl.BoolVar(&f.json, "json", false, "print the manifest as JSON")
+	fl.BoolVar(&f.noCache, "no-cache", false, noCacheHelp)
 	return cmd
 }
+
+const noCacheHelp = "build the Go userland even when the userland cache (CACHE/userland) holds it, and leave the cache alone"
 
 // parseSizeMiB reads 120, 120M, 120MiB or 1G as MiB.
 func parseSizeMiB(s string) (int, error) {
@@ -149,7 +153,7 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	res, err := build.Build(cmd.Context(), pl, build.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
 		Boot: plan.Options{SpeedBudget: f.budget, ESPBudget: f.espBudget, Inject: f.inject}, Site: f.siteCfg, FirmwareFiles: f.fwFiles, SizeMiB: size, CardMB: f.cardMB,
-		SourceDateEpoch: sde, Log: log, Progress: progress.Terminal(cmd.ErrOrStderr())})
+		SourceDateEpoch: sde, Log: log, NoCache: f.noCache, Progress: progress.Terminal(cmd.ErrOrStderr())})
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,8 @@ func TestBuildSignalled(t *testing.T) {
 			before := proctest.Tree(dir)
 
 			var stderr bytes.Buffer
-			cmd := ocfwProcess(t, &stderr, "build", "--board", "alix2d13", "--cipher", "aes-128-cbc", "-o", filepath.Join(dir, "alix.img"))
+			// --no-cache: the signal goes to the userland's compile.
+			cmd := ocfwProcess(t, &stderr, "build", "--no-cache", "--board", "alix2d13", "--cipher", "aes-128-cbc", "-o", filepath.Join(dir, "alix.img"))
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			// Signal once a compiler runs for the userland.
