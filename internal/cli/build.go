@@ -86,7 +86,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	f.register(cmd, true)
 	fl.StringVar(&f.kernel, "kernel", "", kernelFlagHelp)
 	fl.StringVar(&f.initramfs, "initramfs", "", "use this compressed initramfs instead of building one (the kernel still comes from --kernel)")
-	fl.StringVarP(&f.output, "output", "o", "", "image file (default ocfw-BOARD.img)")
+	fl.StringVarP(&f.output, "output", "o", "", "image file (default out/ocfw-BOARD.img; out/ocfw-BOARD-stand-in.img with --stand-in)")
 	fl.StringVar(&f.size, "size", "", "image size in MiB, e.g. 120 or 240M or 1G (default: the board's, which fits its card)")
 	fl.IntVar(&f.cardMB, "card-mb", 0, "the card's size in MB as sold (default: the board's, e.g. 128)")
 	fl.StringVar(&f.budget, "speed-budget", "", "time the firmware's boot-time speed run may take, e.g. 20s (default: the firmware's)")
@@ -144,7 +144,7 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	}
 	out := f.output
 	if out == "" {
-		out = "ocfw-" + pl.Board + ".img"
+		out = defaultImage(pl)
 	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	res, err := build.Build(cmd.Context(), pl, build.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,

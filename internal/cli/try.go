@@ -75,10 +75,7 @@ the board.`,
 				}
 			}
 			if f.build.output == "" {
-				f.build.output = filepath.Join("out", "ocfw-"+pl.Board+".img")
-				if pl.StandIn != nil {
-					f.build.output = filepath.Join("out", "ocfw-"+pl.Board+"-stand-in.img")
-				}
+				f.build.output = defaultImage(pl)
 			}
 			if err := os.MkdirAll(filepath.Dir(f.build.output), 0o755); err != nil {
 				return err
