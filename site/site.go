@@ -316,9 +316,8 @@ func (s *Site) Validate(ports []plan.Port) []Error {
 
 	// SSH: keys only.
 	for i, k := range s.SSH.AuthorizedKeys {
-		f := strings.Fields(k)
-		if len(f) < 2 || !strings.HasPrefix(f[0], "ssh-") && !strings.HasPrefix(f[0], "ecdsa-") {
-			bad(fmt.Sprintf("ssh.authorized_keys[%d]", i), "want a public key line as in authorized_keys (ssh-ed25519 AAAA... comment)")
+		if err := checkAuthorizedKey(k); err != nil {
+			bad(fmt.Sprintf("ssh.authorized_keys[%d]", i), "%v", err)
 		}
 	}
 	if s.SSH.Port < 0 || s.SSH.Port > 65535 {

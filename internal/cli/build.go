@@ -30,6 +30,8 @@ type buildFlags struct {
 	inject    []string
 	site      string
 	siteCfg   *site.Site
+	// allowPlaceholder builds a site whose only SSH key is the examples'.
+	allowPlaceholder bool
 	fwFiles   []string
 	json      bool
 }
@@ -93,6 +95,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	fl.StringVar(&f.espBudget, "esp-budget", "", "time the firmware's boot-time ESP throughput run may take, e.g. 8s; 0s skips it (default: the firmware's)")
 	fl.StringArrayVar(&f.fwFiles, "firmware-file", nil, "a file for the initramfs's /lib/firmware (repeat): the IXP4xx boards' NPE-B and NPE-C microcode, which ocfw cannot ship")
 	fl.StringVar(&f.site, "site", "", "the router's site config (YAML, kind: site): ports, addresses, DHCP, firewall, SSH keys (ocfw validate checks it)")
+	registerPlaceholderFlag(cmd, f)
 	fl.StringArrayVar(&f.inject, "test-inject", nil, "TEST IMAGES ONLY: the firmware adds a faulty engine, corrupt:SIZE, fail:SIZE or hang:SIZE, to prove its self-test catches it")
 	fl.BoolVar(&f.json, "json", false, "print the manifest as JSON")
 	return cmd
@@ -193,6 +196,9 @@ func (f *buildFlags) loadSite(g *globalFlags, pl *plan.Plan) error {
 	}
 	if b.Name != pl.Board {
 		return fmt.Errorf("--site %s is for board %s, but --board is %s: build for %s, or give a site for %s", f.site, b.Name, pl.Board, b.Name, pl.Board)
+	}
+	if err := checkPlaceholderKey(f.site, s, f.allowPlaceholder); err != nil {
+		return err
 	}
 	f.siteCfg = s
 	return nil

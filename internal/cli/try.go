@@ -91,6 +91,7 @@ the board.`,
 	fl.StringVarP(&f.build.output, "output", "o", "", "image file (default out/ocfw-BOARD.img)")
 	fl.StringVar(&f.build.budget, "speed-budget", "", "time the firmware's boot-time speed run may take (default: the firmware's)")
 	fl.StringVar(&f.build.site, "site", "", "the router's site config (YAML, kind: site)")
+	registerPlaceholderFlag(cmd, &f.build)
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog for the QEMU boot; 0 = none")
 	fl.StringVar(&f.keepCopy, "keep-copy", "", "keep the copy of the image QEMU booted (with its report) in this file")
 	return cmd
