@@ -32,8 +32,8 @@ type buildFlags struct {
 	siteCfg   *site.Site
 	// allowPlaceholder builds a site whose only SSH key is the examples'.
 	allowPlaceholder bool
-	fwFiles   []string
-	json      bool
+	fwFiles          []string
+	json             bool
 }
 
 func newBuildCmd(g *globalFlags) *cobra.Command {

@@ -57,4 +57,3 @@ func TestValidateSSHKeys(t *testing.T) {
 		t.Errorf("--allow-placeholder-key: %s; want the build to go on to the (missing) kernel", errs)
 	}
 }
-
