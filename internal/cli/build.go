@@ -30,10 +30,11 @@ type buildFlags struct {
 	inject    []string
 	site      string
 	siteCfg   *site.Site
+	fwFiles   []string
+	json      bool
+
 	// allowPlaceholder builds a site whose only SSH key is the examples'.
 	allowPlaceholder bool
-	fwFiles          []string
-	json             bool
 }
 
 func newBuildCmd(g *globalFlags) *cobra.Command {
