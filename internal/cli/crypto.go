@@ -191,6 +191,7 @@ func (f *reportFlags) read(w io.Writer, src string) ([]reportSource, error) {
 		}
 		return []reportSource{{from: src, report: r}}, nil
 	}
+	src = reportsFrom(w, src)
 	reps, st, err := firmware.Reports(src)
 	if err != nil {
 		return nil, err

@@ -27,6 +27,7 @@ type runFlags struct {
 	memoryMB   int
 	quiet      bool
 	persist    bool
+	fresh      bool
 	keepCopy   string
 	net        string
 	sshPort    int
@@ -90,8 +91,13 @@ traffic never reaches this host's network.
 The boot writes its report into the data partition, so run boots a copy of the
 image (removed afterwards; --keep-copy FILE keeps it) and reads the report back
 from the copy: the image stays as built, matching its manifest and sha256sums,
-ready for 'ocfw flash'. --persist boots the image itself, as the board would;
-the image then no longer matches its manifest.
+ready for 'ocfw flash'. What the board wrote on its data partition (its SSH host
+key, DHCP leases, boot counter and reports) is kept in IMAGE.state beside the
+image and booted again by the next run of the same image, as a card would keep
+it: the SSH host key stays the same, and 'ocfw report IMAGE' reads the reports
+from it. --fresh deletes IMAGE.state and starts over. With --keep-copy the kept
+copy holds what the board wrote instead. --persist boots the image itself, as
+the board would; the image then no longer matches its manifest.
 
 With --poweroff-after-report the run types 'poweroff' once the firmware's boot
 sequence is done, and the exit status is the self-test outcome read back from the
@@ -120,7 +126,10 @@ clearing the screen) are not passed through; colours are.`,
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "do not copy the console here")
 	cmd.Flags().BoolVar(&f.persist, "persist", false, "boot the image itself, not a copy: its report stays in the image, which then no longer matches its manifest")
 	cmd.Flags().StringVar(&f.keepCopy, "keep-copy", "", "boot a copy written to this file and keep it afterwards (default: a temporary copy, removed)")
+	cmd.Flags().BoolVar(&f.fresh, "fresh", false, "start with the image's own data partition: delete the board's state kept from earlier runs (IMAGE.state)")
 	cmd.MarkFlagsMutuallyExclusive("persist", "keep-copy")
+	cmd.MarkFlagsMutuallyExclusive("persist", "fresh")
+	cmd.MarkFlagsMutuallyExclusive("keep-copy", "fresh")
 	registerNetFlags(cmd, f)
 	return cmd
 }
@@ -209,6 +218,9 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: --persist: booting %s itself; the boot writes into it, so it will no longer match %s and sha256sums ('ocfw flash' refuses it)\n",
 			image, firmware.ManifestPath(image))
 	}
+	if opt.State, err = boardState(cmd.ErrOrStderr(), image, f); err != nil {
+		return err
+	}
 	if !f.quiet {
 		opt.Console = cmd.OutOrStdout()
 	}
@@ -247,6 +259,8 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		}
 		where := "the image's data partition"
 		switch {
+		case res.State != "":
+			where = "the board's state " + res.State + " (the image is unchanged)"
 		case res.Copy && f.keepCopy != "":
 			where = "the data partition of the copy " + res.Booted
 		case res.Copy:

@@ -58,6 +58,10 @@ type RunOptions struct {
 	KeepCopy string
 	// Network wires the board's ports (see NICs).
 	Network Network
+	// State, when set, keeps the board's data partition between runs
+	// of a copy (see StatePath): loaded into the copy before the boot
+	// when the file exists, written back after it. Ignored with Persist.
+	State string
 	// Log gets a line for each port saying what it is wired to, and for
 	// a stand-in image the QEMU command line.
 	Log func(format string, args ...any)
@@ -83,6 +87,10 @@ type RunResult struct {
 	Booted string
 	// Copy says whether Booted is a copy of the image.
 	Copy bool
+	// State is the file the data partition was kept in (RunOptions.State)
+	// and StateLoaded whether an earlier run's state was booted.
+	State       string
+	StateLoaded bool
 }
 
 // WatchdogError is a guest killed by the watchdog (RunOptions.Timeout).
@@ -147,6 +155,8 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		mem = pl.RAMMB
 	}
 	disk := image
+	var dataOff, dataSize int64
+	stateLoaded := false
 	if !opt.Persist {
 		var remove func()
 		disk, remove, err = copyForBoot(image, opt.KeepCopy)
@@ -154,6 +164,20 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			return nil, err
 		}
 		defer remove()
+		if opt.State != "" {
+			if dataOff, dataSize, err = dataRange(info, pl); err != nil {
+				return nil, err
+			}
+			if stateLoaded, err = loadState(disk, opt.State, dataOff, dataSize); err != nil {
+				return nil, err
+			}
+			if stateLoaded {
+				// The boot counter to compare with is the state's.
+				if kept, err := firmware.Inspect(disk); err == nil {
+					before = latestBoot(kept)
+				}
+			}
+		}
 	}
 	// Deferred after the copy's removal, so it runs first: QEMU lets go
 	// of the disk before it is removed.
@@ -200,7 +224,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		return nil, err
 	}
 	defer vm.Kill()
-	res := &RunResult{Board: pl.Board, Booted: disk, Copy: !opt.Persist}
+	res := &RunResult{Board: pl.Board, Booted: disk, Copy: !opt.Persist, StateLoaded: stateLoaded}
 	if opt.Input != nil {
 		go forward(vm, opt.Input)
 	}
@@ -229,6 +253,15 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		err = vm.Wait()
 	}
 	res.Console, res.Elapsed = vm.Console(), vm.Elapsed()
+	if opt.State != "" && !opt.Persist {
+		// Whatever ended the run (a power-off, Ctrl-A x, the watchdog),
+		// the card keeps what the board wrote, as a real card would.
+		vm.Kill()
+		if serr := saveState(disk, opt.State, dataOff, dataSize); serr != nil {
+			return res, errors.Join(err, serr)
+		}
+		res.State = opt.State
+	}
 	if err != nil {
 		var te *qemu.TimeoutError
 		if errors.As(err, &te) {
