@@ -233,6 +233,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		}
 	}
 	opt.Timeout = watchdog(f.timeout, f.timeoutSet, interactive)
+	opt.Script = routerUpScript(image, f, cmd.ErrOrStderr(), opt.Input != nil)
 	res, err := boardvm.Run(ctx, image, opt)
 	if opt.Console != nil && res != nil && res.Console != "" && !strings.HasSuffix(res.Console, "\n") {
 		// What comes next (a message, the shell's prompt) starts on a
