@@ -51,8 +51,14 @@ func SyslinuxConfig(pl *plan.Plan) (string, error) {
 	if pl.Console.Baud <= 0 {
 		return "", fmt.Errorf("board %s: console baud %d", pl.Board, pl.Console.Baud)
 	}
+	// CONSOLE 0: the BIOS already copies the screen to the serial port
+	// when there is no video (SeaBIOS in QEMU, the ALIX's tinyBIOS), so
+	// SYSLINUX writing to both printed every line twice. The banner
+	// still shows twice: once through the BIOS before this file is read,
+	// once when SERIAL turns the port on.
 	return fmt.Sprintf(`# ocfw firmware for %s: console %s at %d baud
 SERIAL %d %d
+CONSOLE 0
 DEFAULT ocfw
 PROMPT 0
 TIMEOUT 10

@@ -16,7 +16,7 @@ func TestSyslinuxConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{tc.serial, tc.console, "LINUX /vmlinuz", "INITRD /initrd", "PROMPT 0"} {
+		for _, want := range []string{tc.serial, tc.console, "LINUX /vmlinuz", "INITRD /initrd", "PROMPT 0", "CONSOLE 0"} {
 			if !strings.Contains(cfg, want+"\n") {
 				t.Errorf("%s: config lacks %q:\n%s", tc.board, want, cfg)
 			}
