@@ -20,18 +20,19 @@ import (
 )
 
 type runFlags struct {
-	timeout    time.Duration
-	timeoutSet bool // --timeout given
-	until      string
-	poweroff   bool
-	memoryMB   int
-	quiet      bool
-	persist    bool
-	fresh      bool
-	keepCopy   string
-	net        string
-	sshPort    int
-	ports      []string
+	timeout     time.Duration
+	timeoutSet  bool // --timeout given
+	until       string
+	poweroff    bool
+	memoryMB    int
+	quiet       bool
+	persist     bool
+	fresh       bool
+	standInSaid bool // try told the user what the stand-in does not prove
+	keepCopy    string
+	net         string
+	sshPort     int
+	ports       []string
 }
 
 // network turns --net, --ssh-port and --port into the wiring of the
@@ -212,7 +213,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		return err
 	}
 	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB,
-		Persist: f.persist, KeepCopy: f.keepCopy, Network: netw,
+		Persist: f.persist, KeepCopy: f.keepCopy, Network: netw, StandInSaid: f.standInSaid,
 		Log: func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: "+format+"\n", args...) }}
 	if f.persist {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: --persist: booting %s itself; the boot writes into it, so it will no longer match %s and sha256sums ('ocfw flash' refuses it)\n",
@@ -268,7 +269,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 			where = "the data partition of the copy booted (removed; the image is unchanged)"
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on %s: self-test %d passed, %d failed, %d absent\n",
-			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, where, pass, fail, absent)
+			bootedName(res), res.Elapsed.Round(time.Second), res.Report.Boot, where, pass, fail, absent)
 		if res.Report.Failed() {
 			return failedEngines(res.Report)
 		}

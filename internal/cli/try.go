@@ -95,6 +95,7 @@ terminal, powers it off after the report instead. The board's data partition
 			}
 			rf := f.run
 			rf.timeout, rf.timeoutSet, rf.keepCopy = f.timeout, cmd.Flags().Changed("timeout"), f.keepCopy
+			rf.standInSaid = pl.StandIn != nil // the banner above listed it
 			rf.poweroff = tryPowersOff(f.build.siteCfg != nil, stdinTerminal(cmd), f.run.poweroff)
 			if f.build.siteCfg != nil && rf.poweroff && !f.run.poweroff {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw try: stdin is not a terminal: powering the router off after the report ('ocfw run %s' keeps it up)\n", f.build.output)

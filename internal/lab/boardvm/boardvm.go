@@ -58,6 +58,10 @@ type RunOptions struct {
 	KeepCopy string
 	// Network wires the board's ports (see NICs).
 	Network Network
+	// StandInSaid says the caller already told the user what the
+	// stand-in does not prove (try does, before its build): Log then
+	// gets the QEMU command line without that list again.
+	StandInSaid bool
 	// State, when set, keeps the board's data partition between runs
 	// of a copy (see StatePath): loaded into the copy before the boot
 	// when the file exists, written back after it. Ignored with Persist.
@@ -91,6 +95,9 @@ type RunResult struct {
 	// and StateLoaded whether an earlier run's state was booted.
 	State       string
 	StateLoaded bool
+	// StandIn is the QEMU machine an IXP4xx board's stand-in image
+	// booted on (e.g. raspi1ap); "" for an image of the board itself.
+	StandIn string
 }
 
 // WatchdogError is a guest killed by the watchdog (RunOptions.Timeout).
@@ -225,6 +232,9 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	}
 	defer vm.Kill()
 	res := &RunResult{Board: pl.Board, Booted: disk, Copy: !opt.Persist, StateLoaded: stateLoaded}
+	if pl.StandIn != nil {
+		res.StandIn = pl.StandIn.Machine
+	}
 	if opt.Input != nil {
 		go forward(vm, opt.Input)
 	}
@@ -308,9 +318,11 @@ func standInConfig(pl *plan.Plan, side firmware.StandInFiles, disk string, opt R
 		return qemu.Config{}, fmt.Errorf("--memory %d: QEMU's %s has %d MiB, no other size", opt.MemoryMB, s.Machine, c.MemoryMB)
 	}
 	if opt.Log != nil {
-		opt.Log("%s: booting on the stand-in %s; what it does not prove about the board:", pl.Board, pl.StandIn.Name)
-		for _, l := range pl.StandIn.Limits {
-			opt.Log("  - %s", l)
+		if !opt.StandInSaid {
+			opt.Log("%s: booting on the stand-in %s; what it does not prove about the board:", pl.Board, pl.StandIn.Name)
+			for _, l := range pl.StandIn.Limits {
+				opt.Log("  - %s", l)
+			}
 		}
 		if len(pl.Ports) > 0 && !opt.Network.None {
 			opt.Log("the stand-in has no network port: the board's ports stay unplugged")
