@@ -252,7 +252,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			switch {
 			case err != nil:
 			case opt.PoweroffAfterReport:
-				if err = vm.Send("poweroff\n"); err == nil {
+				if err = vm.Send(stopCommand(pl)); err == nil {
 					err = vm.Wait()
 				}
 			default:

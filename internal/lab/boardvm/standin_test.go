@@ -35,3 +35,14 @@ func TestStandInLimitsSaidOnce(t *testing.T) {
 		}
 	}
 }
+
+// A scripted run ends the stand-in with a restart, which QEMU turns into
+// an exit without the kernel's do_exit warning that poweroff gives there.
+func TestStopCommand(t *testing.T) {
+	if got := stopCommand(&plan.Plan{Board: "alix2d13"}); got != "poweroff\n" {
+		t.Errorf("board: %q", got)
+	}
+	if got := stopCommand(&plan.Plan{Board: "nslu2", StandIn: &plan.StandIn{}}); got != "shutdown reboot\n" {
+		t.Errorf("stand-in: %q", got)
+	}
+}
