@@ -46,7 +46,7 @@ func newBuildCmd(g *globalFlags) *cobra.Command {
 and lays out the image for the board's boot method:
 
   bios-cf (alix2d13, net5501): a CompactFlash image — MBR, FAT16 boot partition with
-    the kernel, initramfs and SYSLINUX on the board's serial console, and a FAT data
+    the kernel, initramfs and SYSLINUX (the BIOS relays it to the serial console), and a FAT data
     partition where the firmware keeps its reports. dd or 'ocfw flash' it to the card.
   redboot, nslu2: the whole 8 MiB flash in the RedBoot/FIS layout (RedBoot itself
     left erased). avila-gw2348: kernel and initramfs files, the RedBoot commands that
