@@ -66,7 +66,7 @@ ssh:
 		`site.yaml:15:15: "icmp": want tcp or udp`,
 		`site.yaml:15:27: 99999: want a port 1-65535`,
 		`site.yaml:15:38: 10.0.0.5 is outside the LAN`,
-		`site.yaml:17:21: want a public key line`,
+		`site.yaml:17:21: not a public key`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors lack %q:\n%v", want, err)

@@ -77,6 +77,13 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 			if st != nil {
 				st.Log(line)
 			}
+		},
+		// Repeats (NTP's retries) go to the card's log only: on the
+		// console they broke into the prompt.
+		QuietLog: func(format string, args ...any) {
+			if st != nil {
+				st.Log(fmt.Sprintf(format, args...))
+			}
 		}}
 	if st != nil {
 		rc.Values = st

@@ -135,7 +135,7 @@ func TestInspectBIOSCF(t *testing.T) {
 	if names[BootKernel] != m.Files[0].Size {
 		t.Errorf("vmlinuz is %d bytes in the image, manifest says %d", names[BootKernel], m.Files[0].Size)
 	}
-	if !strings.Contains(info.BootConfig, "SERIAL 0 38400") || !strings.Contains(info.BootConfig, "console=ttyS0,38400n8") {
+	if !strings.Contains(info.BootConfig, "DEFAULT ocfw") || !strings.Contains(info.BootConfig, "console=ttyS0,38400n8") {
 		t.Errorf("boot config:\n%s", info.BootConfig)
 	}
 	if info.Manifest == nil || info.Manifest.Image == nil || info.Manifest.Image.SHA256 != m.Image.SHA256 {

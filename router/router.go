@@ -47,6 +47,10 @@ type Config struct {
 	Values Values
 	// Log gets one line per event (the console and the store's log).
 	Log func(format string, args ...any)
+	// QuietLog, when set, gets repeated failures (NTP's retries) instead
+	// of Log: the store's log only, not the console, where they broke
+	// into the prompt.
+	QuietLog func(format string, args ...any)
 	// Root prefixes /proc (tests); "" is the real root.
 	Root string
 	// Shell is what SSH sessions run; "" means /bbin/gosh.
@@ -102,14 +106,19 @@ const maxEvents = 64
 
 func (r *Router) logf(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
+	r.addEvent(line)
+	if r.cfg.Log != nil {
+		r.cfg.Log("%s", line)
+	}
+}
+
+// addEvent keeps line among the recent events `ocf net` shows.
+func (r *Router) addEvent(line string) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.events = append(r.events, time.Now().UTC().Format(time.RFC3339)+" "+line)
 	if len(r.events) > maxEvents {
 		r.events = r.events[len(r.events)-maxEvents:]
-	}
-	r.mu.Unlock()
-	if r.cfg.Log != nil {
-		r.cfg.Log("%s", line)
 	}
 }
 

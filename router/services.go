@@ -149,6 +149,9 @@ func (r *Router) wanChanged() {
 			return ntp.Run(ctx, ntp.Config{Servers: servers, Logf: func(format string, args ...any) {
 				r.logf(format, args...)
 				r.svc.set("ntp", fmt.Sprintf(format, args...))
+			}, Quietf: func(format string, args ...any) {
+				r.quietf(format, args...)
+				r.svc.set("ntp", fmt.Sprintf(format, args...))
 			}, Set: setClock, Resolver: r.wanResolver()})
 		})
 	})
@@ -351,6 +354,7 @@ func (r *Router) startDHCP(ctx context.Context) []error {
 	if s.WAN.Address.IsDHCP() {
 		c := dhcp.NewClient(dhcp.ClientConfig{Interface: r.wanIf, Hostname: s.Hostname, Log: r.logf,
 			Update: func(prev, next *dhcp.WANLease) {
+				r.svc.set("dhcp-client", dhcpClientState(r.wanIf, next))
 				if next == nil {
 					r.lostWAN()
 					return
@@ -359,7 +363,7 @@ func (r *Router) startDHCP(ctx context.Context) []error {
 					r.logf("network: applying the WAN lease %s: %v", next, err)
 				}
 			}})
-		r.svc.set("dhcp-client", "asking on "+r.wanIf)
+		r.svc.set("dhcp-client", dhcpClientState(r.wanIf, nil))
 		r.goService("dhcp-client", ctx, c.Run)
 	}
 	if len(s.LAN.DHCP.Range) == 0 || r.lanIf == "" {

@@ -362,9 +362,8 @@ func (c *checker) firewall(s *Site) {
 // ssh checks management access: keys only.
 func (c *checker) ssh(s SSH) {
 	for i, k := range s.AuthorizedKeys {
-		f := strings.Fields(k)
-		if len(f) < 2 || !strings.HasPrefix(f[0], "ssh-") && !strings.HasPrefix(f[0], "ecdsa-") {
-			c.bad(fmt.Sprintf("ssh.authorized_keys[%d]", i), "want a public key line as in authorized_keys (ssh-ed25519 AAAA... comment)")
+		if err := checkAuthorizedKey(k); err != nil {
+			c.bad(fmt.Sprintf("ssh.authorized_keys[%d]", i), "%v", err)
 		}
 	}
 	if s.Port < 0 || s.Port > 65535 {

@@ -37,8 +37,10 @@ func Label(r *report.Report, fallback string) string {
 	if name == "" {
 		name = "host"
 	}
-	if r.Boot > 0 {
-		name += fmt.Sprintf(" boot %d", r.Boot)
+	// A fallback such as "IMAGE boot 3" (how ocfw report names a kept
+	// report) already says which boot: say it once.
+	if boot := fmt.Sprintf(" boot %d", r.Boot); r.Boot > 0 && !strings.HasSuffix(name, boot) {
+		name += boot
 	}
 	if r.Env.Emulated() {
 		name += " (QEMU)"

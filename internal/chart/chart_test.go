@@ -179,3 +179,22 @@ func TestESPPanel(t *testing.T) {
 		t.Error("the SVG has no ESP panel")
 	}
 }
+
+// A kept report's fallback name already ends in its boot: the legend
+// says the boot once ("boot 1 boot 1" was the bug).
+func TestLabelBootOnce(t *testing.T) {
+	for _, tc := range []struct {
+		r        report.Report
+		fallback string
+		want     string
+	}{
+		{report.Report{Boot: 1}, "ocfw-alix2d13.img boot 1", "ocfw-alix2d13.img boot 1"},
+		{report.Report{Boot: 12}, "x.img boot 1", "x.img boot 1 boot 12"},
+		{report.Report{Boot: 2, Env: report.Environment{Board: "alix2d13"}}, "ignored", "alix2d13 boot 2"},
+		{report.Report{}, "", "host"},
+	} {
+		if got := Label(&tc.r, tc.fallback); got != tc.want {
+			t.Errorf("Label(boot %d, %q) = %q, want %q", tc.r.Boot, tc.fallback, got, tc.want)
+		}
+	}
+}

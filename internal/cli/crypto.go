@@ -71,12 +71,13 @@ func newReportCmd() *cobra.Command {
 
 For an image or card it lists the kept reports, newest first (--list stops there),
 then uses the newest one, or those given with --boot N (repeat) or --all. It prints
-each as text (-q: not), writes them as JSON files into --export DIR, and draws the
-chart of throughput against request size, one panel per cipher, one line per
-engine and report, hardware engines drawn thicker. --reference picks the published
-results from these boards drawn dashed beside them: auto (the same class of board
-and the engines the reports name; the default), all, none, or words matched
-against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
+each as text (-q: not), writes them as JSON files into --export DIR, and, only
+when asked with -o FILE.svg, draws the chart of throughput against request size,
+one panel per cipher, one line per engine and report, hardware engines drawn
+thicker. --reference picks the published results from these boards drawn dashed
+beside them: auto (the same class of board and the engines the reports name; the
+default), all, none, or words matched against the published platforms and
+engines, e.g. --reference glxsb,IXP425.`,
 		Example: `  ocfw report out/ocfw-alix2d13.img --list
   ocfw report /dev/sdc --all -o alix.svg
   ocfw report /media/me/OCFWDATA --boot 7 --export reports/
@@ -88,7 +89,7 @@ against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !strings.HasSuffix(f.output, ".svg") {
+			if f.output != "" && !strings.HasSuffix(f.output, ".svg") {
 				return fmt.Errorf("-o %s: the chart is written as SVG: give a file name ending in .svg", f.output)
 			}
 			if f.all && len(f.boots) > 0 {
@@ -140,6 +141,9 @@ against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
 			if err != nil {
 				return err
 			}
+			if f.output == "" {
+				return nil // the chart only when asked for (-o FILE.svg)
+			}
 			var svg bytes.Buffer
 			if err := chart.WriteSVG(&svg, data); err != nil {
 				return err
@@ -152,7 +156,7 @@ against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.output, "output", "o", "ocfw-report.svg", "chart file (SVG)")
+	fl.StringVarP(&f.output, "output", "o", "", "draw the chart into this SVG file (default: no chart)")
 	fl.StringVar(&f.reference, "reference", chart.RefAuto, "published results to overlay: auto, all, none, or words matching platforms/engines")
 	fl.Lookup("reference").NoOptDefVal = chart.RefAuto
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print the reports as text")
@@ -182,6 +186,7 @@ func (f *reportFlags) read(w io.Writer, src string) ([]reportSource, error) {
 		}
 		return []reportSource{{from: src, report: r}}, nil
 	}
+	src = reportsFrom(w, src)
 	reps, st, err := firmware.Reports(src)
 	if err != nil {
 		return nil, err

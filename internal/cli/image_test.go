@@ -43,7 +43,7 @@ func TestBuildInspectFlashCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("inspect: exit %d: %s", code, errs)
 	}
-	for _, want := range []string{`label "OCFWBOOT"`, `label "OCFWDATA"`, "/vmlinuz", "SERIAL 0 38400", "board alix2d13"} {
+	for _, want := range []string{`label "OCFWBOOT"`, `label "OCFWDATA"`, "/vmlinuz", "console=ttyS0,38400n8", "board alix2d13"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}
