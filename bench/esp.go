@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/esp"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/router/ipsec/espspeed"
 )
@@ -38,13 +39,13 @@ type espResult struct {
 	Trials  int    `json:"trials"`
 	// Default is the driver the kernel chose by registered priority;
 	// Choice the one ocfw's policy chose from the measurement at MTU
-	// size (espspeed.Choose with ocf's default margin).
-	Default     string          `json:"default_driver"`
-	DefaultID   string          `json:"default_engine"`
-	Choice      string          `json:"choice_driver"`
-	ChoiceID    string          `json:"choice_engine"`
-	Rows        []espRow        `json:"rows"`
-	Measurement espspeed.Result `json:"measurement"` // best of the trials per engine and size
+	// size (esp.Choose with ocf's default margin).
+	Default     string     `json:"default_driver"`
+	DefaultID   string     `json:"default_engine"`
+	Choice      string     `json:"choice_driver"`
+	ChoiceID    string     `json:"choice_engine"`
+	Rows        []espRow   `json:"rows"`
+	Measurement esp.Result `json:"measurement"` // best of the trials per engine and size
 }
 
 // runESP is the ESP section: one boot of Debian's 686 kernel with QEMU's
@@ -82,14 +83,14 @@ func runESP(ctx context.Context, r *runner) error {
 }
 
 // parseESP reads the results the guest printed, one per trial.
-func parseESP(out string) ([]espspeed.Result, error) {
-	var runs []espspeed.Result
+func parseESP(out string) ([]esp.Result, error) {
+	var runs []esp.Result
 	for _, line := range strings.Split(out, "\n") {
 		_, j, ok := strings.Cut(line, espspeed.BenchMarker)
 		if !ok {
 			continue
 		}
-		var res espspeed.Result
+		var res esp.Result
 		if err := json.Unmarshal([]byte(strings.TrimSpace(j)), &res); err != nil {
 			return nil, fmt.Errorf("an ESP result from the guest: %v", err)
 		}
@@ -104,9 +105,9 @@ func parseESP(out string) ([]espspeed.Result, error) {
 // espCompare takes the best run of each engine and size, picks ocfw's
 // engine at size mtu from them, and sets it against the kernel's default
 // at every size.
-func espCompare(runs []espspeed.Result, mtu int) (*espResult, error) {
+func espCompare(runs []esp.Result, mtu int) (*espResult, error) {
 	best := runs[0]
-	best.Rows = append([]espspeed.Row(nil), runs[0].Rows...)
+	best.Rows = append([]esp.Row(nil), runs[0].Rows...)
 	for _, run := range runs[1:] {
 		for _, row := range run.Rows {
 			for i := range best.Rows {
@@ -126,7 +127,7 @@ func espCompare(runs []espspeed.Result, mtu int) (*espResult, error) {
 	if def == "" {
 		return nil, fmt.Errorf("the kernel's default %q is not among the engines measured", best.Default)
 	}
-	choice, err := espspeed.Choose(&best, mtu, ocf.DefaultMargin)
+	choice, err := esp.Choose(&best, mtu, ocf.DefaultMargin)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +183,7 @@ func espTable(b *strings.Builder, e *espResult) {
 	fmt.Fprintf(b, "\n")
 }
 
-func espSizes(res *espspeed.Result) []int {
+func espSizes(res *esp.Result) []int {
 	var out []int
 	for _, r := range res.Rows {
 		found := false

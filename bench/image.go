@@ -92,7 +92,7 @@ func imageChild(args []string) error {
 	}()
 	img := filepath.Join(dir, board+".img")
 	t0 := time.Now()
-	b, err := build.Build(ctx, pl, build.Options{Output: img, Kernel: deb, WorkDir: dir, SourceDateEpoch: benchEpoch, Tool: "ocfw bench"})
+	b, err := build.Build(ctx, pl, build.Options{Output: img, Kernel: deb, WorkDir: dir, SourceDateEpoch: benchEpoch, Tool: "ocfw bench", NoCache: true})
 	close(done)
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@
 // Figures are ratios of runs made side by side, interleaved, best of
 // -trials: the host is shared, and noise only ever slows a run down.
 //
-//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,boot,esp]
+//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp]
 //
 // A full run also writes its tables into the marked section of
 // docs/benchmarks-results.md (-doc), where the docs show them; a run with
@@ -40,6 +40,7 @@ var sections = []struct {
 	{"dispatch", runDispatch},
 	{"afalg", runAFALG},
 	{"build", runBuild},
+	{"rebuild", runRebuild},
 	{"boot", runBoot},
 	{"esp", runESP},
 }
@@ -53,7 +54,7 @@ func main() {
 		return
 	}
 	trials := flag.Int("trials", 3, "runs per side; the best counts")
-	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,boot,esp")
+	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp")
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
 	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")

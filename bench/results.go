@@ -24,6 +24,7 @@ type results struct {
 	Dispatch  []dispatchCell  `json:"dispatch,omitempty"`
 	AFALG     *afalgResult    `json:"afalg,omitempty"`
 	Build     *buildResult    `json:"build,omitempty"`
+	Rebuild   *rebuildResult  `json:"rebuild,omitempty"`
 	Boot      *bootResult     `json:"boot,omitempty"`
 	ESP       *espResult      `json:"esp,omitempty"`
 }
@@ -151,6 +152,9 @@ func (r *results) markdown() string {
 	}
 	if r.Build != nil {
 		buildTable(&b, r.Build)
+	}
+	if r.Rebuild != nil {
+		rebuildTable(&b, r.Rebuild)
 	}
 	if r.Boot != nil {
 		bootTable(&b, r.Boot)

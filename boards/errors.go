@@ -15,6 +15,15 @@ type Error struct {
 	Line int
 	Col  int
 	Msg  string
+	// MissingKeys, on a tunnel's key file not found, is what makes it.
+	MissingKeys *MissingKeys
+}
+
+// MissingKeys is the tunnel whose key file is missing, and the site
+// configs of its two ends (the peer's as a placeholder when it was not
+// given): what 'ocfw tunnel keys' needs to make it.
+type MissingKeys struct {
+	Site, Peer, Tunnel string
 }
 
 func (e *Error) Error() string {

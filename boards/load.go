@@ -158,15 +158,25 @@ func Embedded() (*Catalog, error) {
 	return c, nil
 }
 
+// ProfilesError is a directory of profiles (Overlay) that cannot be
+// read as one.
+type ProfilesError struct {
+	Dir string
+	Err error
+}
+
+func (e *ProfilesError) Error() string { return "profiles directory " + e.Dir + ": " + e.Err.Error() }
+func (e *ProfilesError) Unwrap() error { return e.Err }
+
 // Overlay adds the profiles in dir (*.yaml, *.yml, recursively), replacing
 // embedded ones of the same name.
 func (c *Catalog) Overlay(dir string) error {
 	st, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("--profiles %s: %w", dir, err)
+		return &ProfilesError{Dir: dir, Err: err}
 	}
 	if !st.IsDir() {
-		return fmt.Errorf("--profiles %s: not a directory (want a directory of .yaml profiles)", dir)
+		return &ProfilesError{Dir: dir, Err: errors.New("not a directory (want a directory of .yaml profiles)")}
 	}
 	profiles, err := parseFS(os.DirFS(dir), ".", dir+string(filepath.Separator))
 	if err != nil {

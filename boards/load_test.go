@@ -2,6 +2,7 @@ package boards
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -263,7 +264,8 @@ func TestOverlayOverridesAndAdds(t *testing.T) {
 	if _, err := c.Board("myalix"); err != nil {
 		t.Errorf("added board: %v", err)
 	}
-	if err := c.Overlay(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "--profiles") {
+	var pe *ProfilesError
+	if err := c.Overlay(filepath.Join(dir, "missing")); !errors.As(err, &pe) || pe.Dir != filepath.Join(dir, "missing") || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing dir: %v", err)
 	}
 }

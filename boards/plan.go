@@ -2,8 +2,6 @@ package boards
 
 import (
 	"fmt"
-	"github.com/ocfw/ocfw/ocf/kcrypto"
-	"github.com/ocfw/ocfw/router/ipsec"
 	"sort"
 	"strings"
 
@@ -21,24 +19,57 @@ type Request struct {
 	// selected engine.
 	RequireHW []string
 	// StandIn builds the plan for QEMU's ARM stand-in for an IXP4xx
-	// board (qemu.RaspiStandIn) instead of for the board.
+	// board (catalog.RaspiStandIn) instead of for the board.
 	StandIn bool
 }
 
-// FlagError is a problem with one command-line value; Flag names it.
-type FlagError struct {
-	Flag string
-	Msg  string
+// RequestError is a problem with one value of a Request: Field names
+// the request's field as a user gives it ("board", "card", "cipher",
+// "require-hw", "stand-in"), Value the value ("" for stand-in). A CLI
+// words it with its own flag names.
+type RequestError struct {
+	Field string
+	Value string
+	Msg   string
 }
 
-func (e *FlagError) Error() string { return catalog.Clip(e.Flag) + ": " + e.Msg }
+func (e *RequestError) Error() string {
+	return catalog.Clip(strings.TrimSpace(e.Field+" "+e.Value)) + ": " + e.Msg
+}
+
+// RequireHWError is a cipher required in hardware that no selected
+// engine does there: Partial says which engines do it only in part, Fits
+// the cards a free slot takes that would (none: drop the requirement).
+type RequireHWError struct {
+	Cipher  string
+	Board   string
+	Partial []string
+	Fits    []string
+}
+
+// Problem is the error without the advice: what is missing, and why.
+func (e *RequireHWError) Problem() string {
+	msg := fmt.Sprintf("no selected engine on %s does %s in hardware", e.Board, e.Cipher)
+	if len(e.Partial) > 0 {
+		msg += " (" + strings.Join(e.Partial, "; ") + ")"
+	}
+	return msg
+}
+
+func (e *RequireHWError) Error() string {
+	msg := "require-hw " + e.Cipher + ": " + e.Problem()
+	if len(e.Fits) > 0 {
+		return msg + "; a free slot takes a card that does: " + strings.Join(e.Fits, " or ")
+	}
+	return msg + "; no card that fits a free slot does it either"
+}
 
 // Resolve turns a request into a Plan, or explains why the combination
 // cannot work.
 func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 	b, err := c.Board(req.Board)
 	if err != nil {
-		return nil, &FlagError{Flag: "--board " + req.Board, Msg: err.Error()}
+		return nil, &RequestError{Field: "board", Value: req.Board, Msg: err.Error()}
 	}
 	p := &plan.Plan{
 		Version:     plan.Version,
@@ -68,23 +99,23 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 	for i, name := range req.Cards {
 		card, err := c.Card(name)
 		if err != nil {
-			return nil, &FlagError{Flag: "--card " + name, Msg: err.Error()}
+			return nil, &RequestError{Field: "card", Value: name, Msg: err.Error()}
 		}
 		if card.Form == FormQEMU {
 			// A stand-in takes no slot; ocfw run boots x86 boards only.
 			if b.CPU.Arch != ArchI586 {
-				return nil, &FlagError{Flag: "--card " + name, Msg: fmt.Sprintf("%s is a stand-in that exists only in QEMU runs, and ocfw runs only the x86 boards in QEMU, not %s", card.Name, b.Name)}
+				return nil, &RequestError{Field: "card", Value: name, Msg: fmt.Sprintf("%s is a stand-in that exists only in QEMU runs, and ocfw runs only the x86 boards in QEMU, not %s", card.Name, b.Name)}
 			}
 			for _, pc := range p.Cards {
 				if pc.Name == card.Name {
-					return nil, &FlagError{Flag: "--card " + name, Msg: fmt.Sprintf("%s given twice: a QEMU run has one %s", card.Name, card.Engine)}
+					return nil, &RequestError{Field: "card", Value: name, Msg: fmt.Sprintf("%s given twice: a QEMU run has one %s", card.Name, card.Engine)}
 				}
 			}
 			p.Cards = append(p.Cards, plan.Card{Name: card.Name, Slot: FormQEMU, Engine: card.Engine, Chip: card.Chip, PCI: card.PCI})
 			continue
 		}
 		if free[card.Form] == 0 {
-			return nil, &FlagError{Flag: "--card " + name, Msg: c.slotMessage(b, card, i, used, free)}
+			return nil, &RequestError{Field: "card", Value: name, Msg: c.slotMessage(b, card, i, used, free)}
 		}
 		free[card.Form]--
 		p.Cards = append(p.Cards, plan.Card{Name: card.Name, Slot: fmt.Sprintf("%s%d", card.Form, used[card.Form]),
@@ -123,11 +154,11 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 	for _, n := range append(append([]string(nil), names...), req.RequireHW...) {
 		ci, ok := catalog.LookupCipher(n)
 		if !ok {
-			flag := "--cipher " + n
+			field := "cipher"
 			if !contains(names, n) {
-				flag = "--require-hw " + n
+				field = "require-hw"
 			}
-			return nil, &FlagError{Flag: flag, Msg: fmt.Sprintf("unknown cipher %s%s; known ciphers: %s", quote(n), suggest(n, catalog.CipherNames()), strings.Join(catalog.CipherNames(), ", "))}
+			return nil, &RequestError{Field: field, Value: n, Msg: fmt.Sprintf("unknown cipher %s%s; known ciphers: %s", quote(n), suggest(n, catalog.CipherNames()), strings.Join(catalog.CipherNames(), ", "))}
 		}
 		if !seen[n] {
 			seen[n] = true
@@ -240,7 +271,7 @@ func routes(engines []plan.Engine, c *catalog.Cipher) []plan.Route {
 	return out
 }
 
-// checkHW explains a --require-hw cipher no selected engine does in
+// checkHW explains a cipher required in hardware no selected engine does in
 // hardware, and which card would.
 func (c *Catalog) checkHW(p *plan.Plan, b *Board, cipher string, free map[string]int) error {
 	for _, pc := range p.Ciphers {
@@ -256,10 +287,6 @@ func (c *Catalog) checkHW(p *plan.Plan, b *Board, cipher string, free map[string
 				partial = append(partial, fmt.Sprintf("%s does only %s-bit keys in hardware; %s runs in its software fallback", r.Engine, intList(r.HWKeyBits), cipher))
 			}
 		}
-		msg := fmt.Sprintf("no selected engine on %s does %s in hardware", b.Name, cipher)
-		if len(partial) > 0 {
-			msg += " (" + strings.Join(partial, "; ") + ")"
-		}
 		var fits []string
 		for _, card := range c.Cards() {
 			e, _ := catalog.LookupEngine(card.Engine)
@@ -269,12 +296,7 @@ func (c *Catalog) checkHW(p *plan.Plan, b *Board, cipher string, free map[string
 				fits = append(fits, card.Name)
 			}
 		}
-		if len(fits) > 0 {
-			msg += "; a free slot takes a card that does: --card " + strings.Join(fits, " or --card ")
-		} else {
-			msg += "; no card that fits a free slot does it either: drop --require-hw " + cipher
-		}
-		return &FlagError{Flag: "--require-hw " + cipher, Msg: msg}
+		return &RequireHWError{Cipher: cipher, Board: b.Name, Partial: partial, Fits: fits}
 	}
 	return nil
 }
@@ -396,8 +418,8 @@ func modules(p *plan.Plan, chosen []*catalog.Cipher) []plan.Module {
 	// and makes the kernel's engine choice on it: a tunnel's modules and
 	// a veth pair between two namespaces. Optional: without them the
 	// choice is made on the speed table, and the report says so.
-	if len(kcrypto.PlanEngines(p)) > 0 {
-		for _, m := range append(append([]string(nil), ipsec.Modules...), "veth") {
+	if kernelEngines(p) {
+		for _, m := range append(catalog.TunnelModuleNames(), "veth") {
 			add(plan.Module{Name: m, For: "ESP throughput per engine at boot (the kernel's engine choice)", Optional: true})
 		}
 	}
@@ -411,6 +433,18 @@ func modules(p *plan.Plan, chosen []*catalog.Cipher) []plan.Module {
 		}
 	}
 	return mods
+}
+
+// kernelEngines says whether the plan has a hardware engine behind the
+// kernel crypto API: the engines ocf/kcrypto ranks (kcrypto.PlanEngines)
+// and the ESP run measures.
+func kernelEngines(p *plan.Plan) bool {
+	for _, e := range p.Engines {
+		if e.Hardware && e.API == catalog.APIAFALG {
+			return true
+		}
+	}
+	return false
 }
 
 func notes(p *plan.Plan, b *Board) []string {

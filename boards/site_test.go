@@ -66,7 +66,7 @@ ssh:
 		`site.yaml:15:15: "icmp": want tcp or udp`,
 		`site.yaml:15:27: 99999: want a port 1-65535`,
 		`site.yaml:15:38: 10.0.0.5 is outside the LAN`,
-		`site.yaml:17:21: want a public key line`,
+		`site.yaml:17:21: not a public key`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors lack %q:\n%v", want, err)
@@ -79,5 +79,24 @@ func TestSiteBoardMustExist(t *testing.T) {
 	_, _, err := cat.ParseSite("s.yaml", []byte("kind: site\nboard: alix2d31\nhostname: gw\nwan: {port: wan, address: dhcp}\n"))
 	if err == nil || !strings.Contains(err.Error(), "s.yaml:2:8:") || !strings.Contains(err.Error(), `alix2d13`) {
 		t.Errorf("unknown board: %v", err)
+	}
+}
+
+// The typed values (WAN and LAN address, lease) read from YAML as
+// strings and are still placed at FILE:LINE:COLUMN when bad.
+func TestSiteTypedValuesPlaced(t *testing.T) {
+	cat := embeddedT(t)
+	for _, tc := range []struct{ wan, lan, lease, want string }{
+		{"dhcpp", "192.168.1.1/24", "12h", `s.yaml:4:27: "dhcpp": want dhcp or an IPv4 address with its prefix`},
+		{"dhcp", "192.168.1.1/31", "12h", `s.yaml:5:31: "192.168.1.1/31": want the router's LAN address with its prefix`},
+		{"dhcp", "192.168.1.1/24", "30s", `s.yaml:5:100: "30s": want a duration of a minute or more`},
+		{"[dhcp]", "192.168.1.1/24", "12h", `s.yaml:4:27: field "wan.address": want a string, got a list`},
+	} {
+		src := "kind: site\nboard: alix2d13\nhostname: gw\nwan: {port: wan, address: " + tc.wan +
+			"}\nlan: {ports: [lan1], address: " + tc.lan + ", dhcp: {range: [192.168.1.100, 192.168.1.199], lease: " + tc.lease + "}}\n"
+		_, _, err := cat.ParseSite("s.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("wan %s, lan %s, lease %s: got %v; want %q", tc.wan, tc.lan, tc.lease, err, tc.want)
+		}
 	}
 }

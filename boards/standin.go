@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -18,7 +18,7 @@ var standInCrypto = []plan.Module{
 }
 
 // standIn turns the plan for an IXP4xx board into the plan for the same
-// firmware on QEMU's ARM stand-in (qemu.RaspiStandIn): the same Go
+// firmware on QEMU's ARM stand-in (catalog.RaspiStandIn): the same Go
 // userland, cipher set, storage stack and router modules, the stand-in
 // kernel's package and console, its ARM crypto modules, and every
 // hardware engine reported absent with the reason (the stand-in has no
@@ -26,9 +26,9 @@ var standInCrypto = []plan.Module{
 // prove about the board.
 func standIn(p *plan.Plan, b *Board) error {
 	if b.CPU.Arch != ArchARMv5TE {
-		return &FlagError{Flag: "--stand-in", Msg: fmt.Sprintf("%s is an x86 board, which QEMU runs as it is (ocfw run): the stand-in is for the IXP4xx boards QEMU has no machine for", b.Name)}
+		return &RequestError{Field: "stand-in", Msg: fmt.Sprintf("%s is an x86 board, which QEMU runs as it is (ocfw run): the stand-in is for the IXP4xx boards QEMU has no machine for", b.Name)}
 	}
-	s := qemu.RaspiStandIn
+	s := catalog.RaspiStandIn
 	absent := map[string]bool{} // modules the stand-in kernel does not have
 	for i := range p.Engines {
 		e := &p.Engines[i]
@@ -59,20 +59,20 @@ func standIn(p *plan.Plan, b *Board) error {
 	p.Image.Flash = nil
 	p.Console = plan.Console{Device: s.Console, Baud: 115200, KernelArg: "console=" + s.Console}
 	p.Kernel = plan.Kernel{Source: plan.KernelDebian, Package: s.KernelPackage, Arch: s.DebianArch, Image: "zImage",
-		Note: "the QEMU stand-in's kernel, not one for the board: see ocfw kernel check --board " + b.Name}
+		Note: "the QEMU stand-in's kernel, not one for the board: ocfw kernel check says what " + b.Name + "'s needs"}
 	p.StandIn = &plan.StandIn{Name: s.Name, Machine: s.Machine, MemoryMB: s.MemoryMB, DTB: s.DTB,
 		Cmdline: s.Cmdline("rdinit=/init", "panic=10"),
 		Limits: []string{
 			fmt.Sprintf("the CPU: the stand-in is an emulated ARM1176 (ARMv6), the %s an %s (ARMv5TE) at %d MHz; the userland is built for ARMv5 (GOARM=5) as for the board, but speeds are QEMU's, not the board's", b.Name, b.CPU.Model, b.CPU.MHz),
 			"the crypto engine: no IXP4xx NPE-C, no ixp4xx_crypto driver and no NPE microcode, so the engine is reported absent; only kernel software and Go are tested",
 			"the Ethernet: no NPE-B/NPE-C and no ixp4xx_eth; the stand-in machine has no network port, so a site config's ports stay down",
-			fmt.Sprintf("the kernel: the board needs a little-endian IXP4xx kernel with ixp4xx_crypto, ixp4xx_eth and the NPE microcode (ocfw kernel check --board %s); the stand-in's is Debian's %s (little-endian, as the firmware needs), which does not boot the board", b.Name, s.KernelPackage),
+			fmt.Sprintf("the kernel: the board needs a little-endian IXP4xx kernel with ixp4xx_crypto, ixp4xx_eth and the NPE microcode (ocfw kernel check for %s says what else); the stand-in's is Debian's %s (little-endian, as the firmware needs), which does not boot the board", b.Name, s.KernelPackage),
 			"the boot path: RedBoot, the flash layout and the big-to-little-endian switch are not exercised; QEMU loads kernel and initramfs itself",
 			fmt.Sprintf("the memory: the machine has %d MiB, the board %d MiB", s.MemoryMB, b.RAMMB),
 		},
 	}
 	notes := []string{
-		fmt.Sprintf("stand-in: built for %s, not for the %s: flash the board with an image built without --stand-in", s.Name, b.Name),
+		fmt.Sprintf("stand-in: built for %s, not for the %s: flash the board with an image built for the board, not its stand-in", s.Name, b.Name),
 		"stand-in: the data partition is the machine's SD card",
 	}
 	for _, n := range p.Notes {

@@ -74,7 +74,9 @@ func CheckTunnels(docs []*SiteDoc, read func(name string) ([]byte, error)) Error
 						other = o.File
 					}
 				}
-				errs = append(errs, d.At(at, fmt.Sprintf("key file %s not found: make it with ocfw tunnel keys --site %s --site %s --tunnel %s", path, d.File, other, t.Name)))
+				e := d.At(at, fmt.Sprintf("key file %s not found: make it with ocfw tunnel keys", path))
+				e.MissingKeys = &MissingKeys{Site: d.File, Peer: other, Tunnel: t.Name}
+				errs = append(errs, e)
 				continue
 			} else if err != nil {
 				errs = append(errs, d.At(at, err.Error()))

@@ -105,6 +105,9 @@ func TestCheckTunnels(t *testing.T) {
 	if len(errs) != 2 || !strings.Contains(errs.Error(), filepath.Join(dir, "site-a.yaml")+":34:11: key file "+keys+" not found: make it with ocfw tunnel keys") {
 		t.Errorf("without keys: %v", errs)
 	}
+	if mk := errs[0].MissingKeys; mk == nil || mk.Site != filepath.Join(dir, "site-a.yaml") || mk.Peer != filepath.Join(dir, "site-b.yaml") || mk.Tunnel != "a-b" {
+		t.Errorf("without keys: what makes them is %+v", errs[0].MissingKeys)
+	}
 
 	writeKeys(t, keys)
 	if errs := CheckTunnels(docs, read); len(errs) != 0 {

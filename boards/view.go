@@ -108,7 +108,7 @@ func (v *View) WriteText(w io.Writer) error {
 		if b.Kernel.Package != "" {
 			kernel += fmt.Sprintf("Debian package %s (%s), %s", b.Kernel.Package, b.Kernel.Arch, b.Kernel.Image)
 		} else {
-			kernel += fmt.Sprintf("%s supplied with --kernel", b.Kernel.Image)
+			kernel += fmt.Sprintf("%s you supply", b.Kernel.Image)
 		}
 		p("kernel", kernel)
 		if b.Kernel.Note != "" {
@@ -129,7 +129,7 @@ func (v *View) WriteText(w io.Writer) error {
 		p("description", c.Description)
 		p("vendor", c.Vendor)
 		if c.Form == FormQEMU {
-			p("form", c.Form+" (a stand-in that exists only in QEMU runs: no real slot, any x86 board takes it with --card "+c.Name+")")
+			p("form", c.Form+" (a stand-in that exists only in QEMU runs: no real slot, any x86 board takes it)")
 		} else {
 			p("form", c.Form)
 		}

@@ -97,220 +97,256 @@ func (c *Config) printf(format string, args ...any) {
 // plus the crypto run's budget), never panics, and prints the console
 // markers; the caller then exits so init starts the shell.
 func Run(ctx context.Context, cfg Config) *Outcome {
-	if cfg.Console == nil {
-		cfg.Console = os.Stdout
-	}
-	if cfg.DataWait == 0 {
-		cfg.DataWait = 6 * time.Second
-	}
-	if cfg.StepTimeout == 0 {
-		cfg.StepTimeout = 30 * time.Second
-	}
-	if cfg.LinkWait == 0 {
-		cfg.LinkWait = 10 * time.Second
-	}
-	out := &Outcome{}
-	problem := func(err error) {
-		if err != nil {
-			out.Problems = append(out.Problems, err.Error())
-			cfg.printf("ocfw: %v", err)
-		}
-	}
+	cfg.setDefaults()
+	b := &sequence{ctx: ctx, cfg: &cfg, out: &Outcome{}}
 	start := time.Now()
 	cfg.printf("ocfw: boot sequence starting")
+	b.readPlan()
+	b.openData()
+	b.loadPlanModules()
+	b.demoteEngines()
+	b.startNetwork()
+	b.selfTestAndSpeed()
+	b.espThroughput()
+	b.finishReport()
+	summary(&cfg, b.out.Report)
+	cfg.printf("ocfw: boot sequence took %v", time.Since(start).Round(100*time.Millisecond))
+	cfg.printf("%s", plan.MarkDone)
+	return b.out
+}
 
-	// 1. Kernel file systems; plan and boot options.
-	if cfg.Mount {
-		problem(step(ctx, "mounting proc, sys, devtmpfs", cfg.StepTimeout, func() error { return mountKernelFS(&cfg) }))
+func (c *Config) setDefaults() {
+	if c.Console == nil {
+		c.Console = os.Stdout
 	}
-	var pl *plan.Plan
-	var opts plan.Options
-	problem(step(ctx, "reading the plan", cfg.StepTimeout, func() error {
+	if c.DataWait == 0 {
+		c.DataWait = 6 * time.Second
+	}
+	if c.StepTimeout == 0 {
+		c.StepTimeout = 30 * time.Second
+	}
+	if c.LinkWait == 0 {
+		c.LinkWait = 10 * time.Second
+	}
+}
+
+// sequence is one run of the boot sequence: its steps, in Run's order,
+// and what they hand on to the later ones.
+type sequence struct {
+	ctx context.Context
+	cfg *Config
+	out *Outcome
+
+	pl      *plan.Plan
+	opts    plan.Options
+	storage ModuleResults
+	st      *store.Store
+	why     string // why there is no store
+
+	engineNotes []string
+	choice      *report.EngineChoice
+	netNotes    []string
+	site        *site.Site
+}
+
+// problem records a step that failed, and says so on the console.
+func (b *sequence) problem(err error) {
+	if err != nil {
+		b.out.Problems = append(b.out.Problems, err.Error())
+		b.cfg.printf("ocfw: %v", err)
+	}
+}
+
+// readPlan is step 1: kernel file systems; plan and boot options.
+func (b *sequence) readPlan() {
+	ctx, cfg := b.ctx, b.cfg
+	if cfg.Mount {
+		b.problem(step(ctx, "mounting proc, sys, devtmpfs", cfg.StepTimeout, func() error { return mountKernelFS(cfg) }))
+	}
+	b.problem(step(ctx, "reading the plan", cfg.StepTimeout, func() error {
 		var err error
-		pl, err = plan.Read(cfg.path(plan.File))
+		b.pl, err = plan.Read(cfg.path(plan.File))
 		if err != nil {
 			return err
 		}
-		opts, err = plan.ReadOptions(cfg.path(plan.OptionsFile))
+		b.opts, err = plan.ReadOptions(cfg.path(plan.OptionsFile))
 		return err
 	}))
+}
 
-	// 2. Storage drivers, the data partition and its store: the boot
-	// takes its number before it writes anything else.
-	var storage ModuleResults
-	problem(step(ctx, "loading storage modules", cfg.StepTimeout, func() error {
+// openData is step 2: storage drivers, the data partition and its store
+// (the boot takes its number before it writes anything else); then the
+// plan's hardware is listed.
+func (b *sequence) openData() {
+	ctx, cfg := b.ctx, b.cfg
+	b.problem(step(ctx, "loading storage modules", cfg.StepTimeout, func() error {
 		names, err := readLines(cfg.path(plan.StorageModulesFile))
 		if err != nil || len(names) == 0 {
 			return nil // a board without a storage stack in the initramfs
 		}
-		storage = loadModules(&cfg, names, nil)
+		b.storage = loadModules(cfg, names, nil)
 		return nil
 	}))
-	var st *store.Store
-	why := ""
-	problem(step(ctx, "opening the data partition", cfg.StepTimeout+cfg.DataWait, func() error {
-		st, why = openStore(&cfg, pl, opts)
+	b.problem(step(ctx, "opening the data partition", cfg.StepTimeout+cfg.DataWait, func() error {
+		b.st, b.why = openStore(cfg, b.pl, b.opts)
 		return nil
 	}))
-	if st == nil && why == "" {
-		why = "opening the data partition did not finish"
+	if b.st == nil && b.why == "" {
+		b.why = "opening the data partition did not finish"
 	}
-	if st != nil {
-		for _, p := range st.Problems() {
+	if b.st != nil {
+		for _, p := range b.st.Problems() {
 			cfg.printf("ocfw: store: ignored (a power cut leaves this): %s", p)
 		}
-		problem(step(ctx, "taking the boot number", cfg.StepTimeout, func() error {
-			n, err := st.BeginBoot()
+		b.problem(step(ctx, "taking the boot number", cfg.StepTimeout, func() error {
+			n, err := b.st.BeginBoot()
 			if err != nil {
-				why = "writing the boot counter failed: " + err.Error()
-				st = nil
+				b.why = "writing the boot counter failed: " + err.Error()
+				b.st = nil
 				return err
 			}
-			out.Boot = n
+			b.out.Boot = n
 			cfg.printf("ocfw: boot %d; the data partition is written in place, never mounted", n)
 			return nil
 		}))
 	}
-	if st == nil {
-		cfg.printf("ocfw: no data partition (%s): reports stay in RAM (%s) and on this console", why, plan.RunDir)
+	if b.st == nil {
+		cfg.printf("ocfw: no data partition (%s): reports stay in RAM (%s) and on this console", b.why, plan.RunDir)
 	}
 
-	if pl != nil {
+	if pl := b.pl; pl != nil {
 		cfg.printf("ocfw: plan for %s: %d engines, %d ciphers, %d modules", pl.Board, len(pl.Engines), len(pl.Ciphers), len(pl.Modules))
-		problem(step(ctx, "detecting hardware", cfg.StepTimeout, func() error {
+		b.problem(step(ctx, "detecting hardware", cfg.StepTimeout, func() error {
 			for _, l := range DetectPCI(cfg.path("/sys/bus/pci/devices"), pl) {
 				cfg.printf("ocfw: hardware: %s", l)
 			}
 			return nil
 		}))
 	}
+}
 
-	// 3. Planned modules.
-	out.Modules = storage
-	if pl != nil {
+// loadPlanModules is step 3: the planned modules.
+func (b *sequence) loadPlanModules() {
+	cfg := b.cfg
+	b.out.Modules = b.storage
+	if pl := b.pl; pl != nil {
 		var names []string
 		for _, m := range pl.Modules {
 			names = append(names, m.Name)
 		}
 		var res ModuleResults
-		problem(step(ctx, "loading the plan's kernel modules", cfg.StepTimeout, func() error {
-			res = loadModules(&cfg, names, pl)
+		b.problem(step(b.ctx, "loading the plan's kernel modules", cfg.StepTimeout, func() error {
+			res = loadModules(cfg, names, pl)
 			return nil
 		}))
-		out.Modules = append(out.Modules, res...)
+		b.out.Modules = append(b.out.Modules, res...)
 	}
-	for _, l := range out.Modules.Lines() {
+	for _, l := range b.out.Modules.Lines() {
 		cfg.printf("ocfw: module %s", l)
 	}
+}
 
-	// The kernel's own users (IPsec) get no hardware engine until the
-	// self-test has proved it: demoted before any interface is up.
-	var engineNotes []string
-	var choice *report.EngineChoice
-	if pl != nil {
-		// The step's results come back over a channel: a step that
-		// overruns is left running, and must not write into what the
-		// report is made of.
-		res := make(chan engineStep, 1)
-		problem(step(ctx, "demoting the hardware engines", cfg.StepTimeout, func() error {
-			ec := &report.EngineChoice{Ciphers: cfg.trafficCiphers(pl), Size: kcrypto.MTU}
-			res <- engineStep{ec, demoteHardware(&cfg, pl, ec)}
-			return nil
-		}))
-		select {
-		case s := <-res:
-			choice, engineNotes = s.choice, s.notes
-		default:
-			engineNotes = append(engineNotes, "engine choice: demoting the hardware engines did not finish: the kernel chooses by its drivers' own priorities")
-		}
+// demoteEngines keeps the kernel's own users (IPsec) off every hardware
+// engine until the self-test has proved it: demoted before any interface
+// is up.
+func (b *sequence) demoteEngines() {
+	cfg, pl := b.cfg, b.pl
+	if pl == nil {
+		return
 	}
-
-	// 4. The network, before the crypto checks: a router that is down
-	// for the length of a benchmark at every boot is a bad router.
-	var netNotes []string
-	var site *site.Site
-	if pl != nil {
-		problem(step(ctx, "bringing the network up", cfg.StepTimeout+cfg.LinkWait, func() error {
-			var err error
-			out.Router, site, netNotes, err = startRouter(ctx, &cfg, pl, st)
-			return err
-		}))
+	// The step's results come back over a channel: a step that
+	// overruns is left running, and must not write into what the
+	// report is made of.
+	res := make(chan engineStep, 1)
+	b.problem(step(b.ctx, "demoting the hardware engines", cfg.StepTimeout, func() error {
+		ec := &report.EngineChoice{Ciphers: cfg.trafficCiphers(pl), Size: kcrypto.MTU}
+		res <- engineStep{ec, demoteHardware(cfg, pl, ec)}
+		return nil
+	}))
+	select {
+	case s := <-res:
+		b.choice, b.engineNotes = s.choice, s.notes
+	default:
+		b.engineNotes = append(b.engineNotes, "engine choice: demoting the hardware engines did not finish: the kernel chooses by its drivers' own priorities")
 	}
+}
 
-	// 5. Self-test, speed, policy.
-	budget := DefaultSpeedBudget
-	if opts.SpeedBudget != "" {
-		d, err := time.ParseDuration(opts.SpeedBudget)
-		if err != nil || d < 0 {
-			problem(fmt.Errorf("boot options: speed_budget %q is not a duration; using %v", opts.SpeedBudget, budget))
-		} else {
-			budget = d
-		}
+// startNetwork is step 4, the network, before the crypto checks: a
+// router that is down for the length of a benchmark at every boot is a
+// bad router.
+func (b *sequence) startNetwork() {
+	if b.pl == nil {
+		return
+	}
+	b.problem(step(b.ctx, "bringing the network up", b.cfg.StepTimeout+b.cfg.LinkWait, func() error {
+		var err error
+		b.out.Router, b.site, b.netNotes, err = startRouter(b.ctx, b.cfg, b.pl, b.st)
+		return err
+	}))
+}
+
+// selfTestAndSpeed is step 5: self-test, speed, policy.
+func (b *sequence) selfTestAndSpeed() {
+	budget, err := b.opts.SpeedBudgetOr(DefaultSpeedBudget)
+	if err != nil {
+		b.problem(fmt.Errorf("%w; using %v", err, budget))
 	}
 	// The crypto run's own bound: self-tests time out per request, the
 	// speed table has its budget; this is the backstop for a wedged
 	// engine.
-	runBound := cfg.StepTimeout + 3*budget + 2*time.Minute
-	problem(step(ctx, "self-test and speed", runBound, func() error {
-		r, err := runCrypto(ctx, &cfg, pl, opts, budget)
-		out.Report = r
+	runBound := b.cfg.StepTimeout + 3*budget + 2*time.Minute
+	b.problem(step(b.ctx, "self-test and speed", runBound, func() error {
+		r, err := runCrypto(b.ctx, b.cfg, b.pl, b.opts, budget)
+		b.out.Report = r
 		return err
 	}))
+}
 
-	// 6. ESP throughput per engine that passed, software included, each
-	// made the kernel's choice in turn: what the engine choice is made
-	// on. Before any tunnel is up (new SAs bind the engine measured) and
-	// before the promotion (it leaves the kernel's choice as it found it).
-	if out.Report != nil && pl != nil && choice != nil && choice.Demote != nil {
-		eb, err := espBudget(opts)
-		problem(err)
-		res := make(chan *report.ESP, 1)
-		rep := out.Report
-		// The run's own context ends before the step's bound, so that a
-		// run that overruns stops (and restores the kernel's choice)
-		// rather than changing priorities under the promotion.
-		mctx, cancel := context.WithTimeout(ctx, cfg.StepTimeout+eb)
-		problem(step(ctx, "ESP throughput per engine", cfg.StepTimeout+2*eb, func() error {
-			res <- measureESP(mctx, &cfg, pl, rep, out.Modules, site, eb)
-			return nil
-		}))
-		cancel()
-		select {
-		case e := <-res:
-			out.Report.ESP = e
-		default:
-			out.Report.ESP = &report.ESP{Basis: report.BasisSpeed, Why: "the ESP run did not finish"}
-		}
-		if e := out.Report.ESP; e.Basis != report.BasisESP {
-			cfg.printf("ocfw: engine choice on the speed table, not ESP: %s", e.Why)
-		} else {
-			cfg.printf("ocfw: engine choice on ESP throughput at %d bytes", kcrypto.MTU)
-		}
+// espThroughput is step 6: ESP throughput per engine that passed,
+// software included, each made the kernel's choice in turn: what the
+// engine choice is made on. Before any tunnel is up (new SAs bind the
+// engine measured) and before the promotion (it leaves the kernel's
+// choice as it found it).
+func (b *sequence) espThroughput() {
+	cfg, out := b.cfg, b.out
+	if out.Report == nil || b.pl == nil || b.choice == nil || b.choice.Demote == nil {
+		return
 	}
+	eb, err := espBudget(b.opts)
+	b.problem(err)
+	res := make(chan *report.ESP, 1)
+	rep := out.Report
+	// The run's own context ends before the step's bound, so that a
+	// run that overruns stops (and restores the kernel's choice)
+	// rather than changing priorities under the promotion.
+	mctx, cancel := context.WithTimeout(b.ctx, cfg.StepTimeout+eb)
+	b.problem(step(b.ctx, "ESP throughput per engine", cfg.StepTimeout+2*eb, func() error {
+		res <- measureESP(mctx, cfg, b.pl, rep, out.Modules, b.site, eb)
+		return nil
+	}))
+	cancel()
+	select {
+	case e := <-res:
+		out.Report.ESP = e
+	default:
+		out.Report.ESP = &report.ESP{Basis: report.BasisSpeed, Why: "the ESP run did not finish"}
+	}
+	if e := out.Report.ESP; e.Basis != report.BasisESP {
+		cfg.printf("ocfw: engine choice on the speed table, not ESP: %s", e.Why)
+	} else {
+		cfg.printf("ocfw: engine choice on ESP throughput at %d bytes", kcrypto.MTU)
+	}
+}
 
-	// 7. Report.
+// finishReport is step 7: the engine choice, the tunnels, the report's
+// notes, and the report written.
+func (b *sequence) finishReport() {
+	cfg, out := b.cfg, b.out
 	if out.Report == nil {
 		out.Report = &report.Report{Version: report.Version, Env: report.HostEnvironment()}
 	}
 	r := out.Report
-	// The engines the self-test proved, in the policy's order, for the
-	// kernel; failed and slower ones stay below software.
-	if choice != nil && choice.Demote != nil {
-		res := make(chan engineStep, 1)
-		problem(step(ctx, "promoting the engines that passed", cfg.StepTimeout, func() error {
-			ec := *choice
-			res <- engineStep{&ec, promoteEngines(&cfg, pl, r, &ec)}
-			return nil
-		}))
-		select {
-		case s := <-res:
-			choice = s.choice
-			engineNotes = append(engineNotes, s.notes...)
-		default:
-			engineNotes = append(engineNotes, "engine choice: promoting did not finish: hardware stays below software")
-		}
-		r.EngineChoice = choice
-	}
+	b.promoteEngines(r)
 	// The router's tunnels install their SAs now, binding them to the
 	// kernel's engines as they are: this stays after the engine choice is
 	// applied (an SA keeps the transform it was made with). The tunnels
@@ -319,18 +355,37 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 		out.Router.CryptoSettled()
 	}
 	r.Notes = append(r.Notes, out.Modules.Notes()...)
-	r.Notes = append(r.Notes, netNotes...)
-	r.Notes = append(r.Notes, engineNotes...)
-	if st == nil {
-		r.Notes = append(r.Notes, "no data partition: "+why)
+	r.Notes = append(r.Notes, b.netNotes...)
+	r.Notes = append(r.Notes, b.engineNotes...)
+	if b.st == nil {
+		r.Notes = append(r.Notes, "no data partition: "+b.why)
 	}
-	problem(step(ctx, "writing the report", cfg.StepTimeout+3*opts.TestWriteTimeOrZero(), func() error {
-		return writeAll(&cfg, out, st, why)
+	b.problem(step(b.ctx, "writing the report", cfg.StepTimeout+3*b.opts.TestWriteTimeOrZero(), func() error {
+		return writeAll(cfg, out, b.st, b.why)
 	}))
-	summary(&cfg, r)
-	cfg.printf("ocfw: boot sequence took %v", time.Since(start).Round(100*time.Millisecond))
-	cfg.printf("%s", plan.MarkDone)
-	return out
+}
+
+// promoteEngines gives the kernel the engines the self-test proved, in
+// the policy's order; failed and slower ones stay below software.
+func (b *sequence) promoteEngines(r *report.Report) {
+	if b.choice == nil || b.choice.Demote == nil {
+		return
+	}
+	res := make(chan engineStep, 1)
+	choice := b.choice
+	b.problem(step(b.ctx, "promoting the engines that passed", b.cfg.StepTimeout, func() error {
+		ec := *choice
+		res <- engineStep{&ec, promoteEngines(b.cfg, b.pl, r, &ec)}
+		return nil
+	}))
+	select {
+	case s := <-res:
+		b.choice = s.choice
+		b.engineNotes = append(b.engineNotes, s.notes...)
+	default:
+		b.engineNotes = append(b.engineNotes, "engine choice: promoting did not finish: hardware stays below software")
+	}
+	r.EngineChoice = b.choice
 }
 
 // step runs fn with a time bound, turning a panic into an error. A step
@@ -405,18 +460,7 @@ func summary(cfg *Config, r *report.Report) {
 	if err := r.WriteText(cfg.Console); err != nil {
 		cfg.printf("ocfw: printing the report: %v", err)
 	}
-	var pass, fail, absent int
-	for _, t := range r.SelfTest {
-		switch t.Status {
-		case selftest.Pass:
-			pass++
-		case selftest.Fail:
-			fail++
-		default:
-			absent++
-		}
-	}
-	cfg.printf("%s%d passed, %d failed, %d absent", plan.MarkSelfTest, pass, fail, absent)
+	cfg.printf("%s%s", plan.MarkSelfTest, r.Tally())
 }
 
 // writeAll keeps the report and the policy in the store when there is

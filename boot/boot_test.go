@@ -16,7 +16,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/store"
@@ -128,7 +128,7 @@ func dataPartition(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "data.img")
 	if err := firmware.DataPartition(context.Background(), p, 12<<20, plan.DataLabel, 1700000000); err != nil {
-		qemu.SkipOrFail(t, "no data partition to boot with: %v", err)
+		labtest.SkipOrFail(t, "no data partition to boot with: %v", err)
 	}
 	return p
 }

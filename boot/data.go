@@ -122,8 +122,7 @@ func openStore(cfg *Config, pl *plan.Plan, opts plan.Options) (*store.Store, str
 		f.Close()
 		return nil, fmt.Sprintf("%s: %v", dev, err)
 	}
-	wt, _ := time.ParseDuration(opts.TestWriteTime)
-	st, err := store.Open(f, size, store.Options{WriteTime: wt, Progress: cfg.printf})
+	st, err := store.Open(f, size, store.Options{WriteTime: opts.TestWriteTimeOrZero(), Progress: cfg.printf})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Sprintf("%s: %v; nothing written to it (ocfw flash the image again to start afresh)", dev, err)

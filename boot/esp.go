@@ -9,6 +9,7 @@ import (
 	"github.com/ocfw/ocfw/site"
 
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/esp"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
@@ -73,7 +74,7 @@ func espEngines(pl *plan.Plan, tests []selftest.Result, cipher string) []espspee
 			passed[t.Engine] = true
 		}
 	}
-	out := []espspeed.Engine{{ID: espspeed.Software}}
+	out := []espspeed.Engine{{ID: esp.Software}}
 	for _, h := range kcrypto.PlanEngines(pl) {
 		drv := h.Drivers[cipher]
 		if drv == "" || !passed[drv] {
@@ -90,12 +91,9 @@ func espEngines(pl *plan.Plan, tests []selftest.Result, cipher string) []espspee
 
 // espBudget is boot.json's esp_budget, else DefaultESPBudget.
 func espBudget(opts plan.Options) (time.Duration, error) {
-	if opts.ESPBudget == "" {
-		return DefaultESPBudget, nil
-	}
-	d, err := time.ParseDuration(opts.ESPBudget)
-	if err != nil || d < 0 {
-		return DefaultESPBudget, fmt.Errorf("boot options: esp_budget %q is not a duration; using %v", opts.ESPBudget, DefaultESPBudget)
+	d, err := opts.ESPBudgetOr(DefaultESPBudget)
+	if err != nil {
+		return d, fmt.Errorf("%w; using %v", err, d)
 	}
 	return d, nil
 }
@@ -122,7 +120,7 @@ func measureESP(ctx context.Context, cfg *Config, pl *plan.Plan, r *report.Repor
 		return &report.ESP{Result: res, Basis: report.BasisSpeed, Why: "the ESP run failed: " + err.Error()}
 	}
 	e := &report.ESP{Result: res, Basis: report.BasisESP}
-	if !hasReference(espspeed.Measurements(res, kcrypto.MTU)) {
+	if !hasReference(esp.Measurements(res, kcrypto.MTU)) {
 		e.Basis, e.Why = report.BasisSpeed, fmt.Sprintf("no software ESP row at %d bytes to compare with", kcrypto.MTU)
 	}
 	return e
@@ -138,37 +136,13 @@ func hasReference(ms []ocf.Measurement) bool {
 }
 
 // espChoiceInput is the policy and measurements kcrypto.Promote ranks
-// engines on: with ESP rows, the ESP run's policy and MB/s at MTU size
-// for its cipher (kcrypto puts the policy's choice first whatever the
-// speeds say, so both must come from ESP), and the speed table's for the
-// other ciphers; else the speed table's.
+// engines on (report.Derive's Kernel): the ESP rows at MTU size when the
+// choice is made on ESP, else the speed table alone.
 func espChoiceInput(r *report.Report) (ocf.Policy, []ocf.Measurement) {
-	speeds := report.Measurements(r.Speed)
-	e := r.ESP
-	if e == nil || e.Basis != report.BasisESP || e.Result == nil {
-		return r.Policy, speeds
+	var rows []ocf.Measurement
+	if e := r.ESP; e != nil && e.Basis == report.BasisESP && e.Result != nil {
+		rows = esp.Measurements(e.Result, kcrypto.MTU)
 	}
-	var verdicts []ocf.Verdict
-	for _, t := range r.SelfTest {
-		if t.Cipher == e.Cipher {
-			verdicts = append(verdicts, ocf.Verdict{Engine: t.Engine, Cipher: t.Cipher, Passed: t.Status == selftest.Pass, Failed: t.Status == selftest.Fail})
-		}
-	}
-	kp := espspeed.KernelPolicy(e.Result, verdicts, kcrypto.MTU, report.DefaultMargin)
-	p := r.Policy.Clone()
-	if p.Ciphers == nil {
-		p.Ciphers = map[string]ocf.CipherPolicy{}
-	}
-	if cp, ok := kp.Ciphers[e.Cipher]; ok {
-		p.Ciphers[e.Cipher] = cp
-	} else {
-		delete(p.Ciphers, e.Cipher)
-	}
-	var out []ocf.Measurement
-	for _, m := range speeds {
-		if m.Cipher != e.Cipher {
-			out = append(out, m)
-		}
-	}
-	return p, append(out, espspeed.Measurements(e.Result, kcrypto.MTU)...)
+	p := report.Derive(r.SelfTest, r.Speed, rows, report.DefaultMargin)
+	return p.Kernel, p.KernelSpeeds
 }

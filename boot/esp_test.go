@@ -9,11 +9,11 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/ocf"
+	"github.com/ocfw/ocfw/ocf/esp"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
-	"github.com/ocfw/ocfw/router/ipsec/espspeed"
 )
 
 // The ESP run measures software and the kernel-API engines whose driver
@@ -129,8 +129,8 @@ func TestESPChoiceInput(t *testing.T) {
 		{Engine: "go", Cipher: "aes-128-cbc", Cells: []speed.Cell{{Size: 1024, KBps: 5000}}},
 		{Engine: "go", Cipher: "des-ede3-cbc", Cells: []speed.Cell{{Size: 1024, KBps: 500}}},
 	}
-	res := &espspeed.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Kernel: "cbc(aes)", Rows: []espspeed.Row{
-		{Engine: espspeed.Software, Driver: "cbc(aes-fixed-time)", Size: kcrypto.MTU, MBps: 4},
+	res := &esp.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Kernel: "cbc(aes)", Rows: []esp.Row{
+		{Engine: esp.Software, Driver: "cbc(aes-fixed-time)", Size: kcrypto.MTU, MBps: 4},
 		{Engine: "virtio-crypto", Driver: "virtio_crypto_aes_cbc", Hardware: true, Size: kcrypto.MTU, MBps: 9},
 		{Engine: "testaes", Driver: "ocfw_testaes_cbc", Hardware: true, Size: kcrypto.MTU, MBps: 1},
 	}}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/ocfw/ocfw/site"
 
-	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router"
 	"github.com/ocfw/ocfw/store"
@@ -34,7 +34,7 @@ func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (sc *site.Site, notes
 				msgs = append(msgs, e.Error())
 			}
 			notes = append(notes, "site config on the data partition is invalid, the built-in one is used: "+strings.Join(msgs, "; "))
-		case !errors.Is(err, fat.ErrNotExist):
+		case !errors.Is(err, fs.ErrNotExist):
 			notes = append(notes, "site config on the data partition unreadable, the built-in one is used: "+err.Error())
 		}
 	}
@@ -76,6 +76,13 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 			cfg.printf("ocfw: %s", line)
 			if st != nil {
 				st.Log(line)
+			}
+		},
+		// Repeats (NTP's retries) go to the card's log only: on the
+		// console they broke into the prompt.
+		QuietLog: func(format string, args ...any) {
+			if st != nil {
+				st.Log(fmt.Sprintf(format, args...))
 			}
 		}}
 	if st != nil {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/site"
 
-	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/store"
 )
 
@@ -50,7 +50,7 @@ func TestLoadSite(t *testing.T) {
 				cmd := exec.Command("mcopy", "-i", data, src, "::/ocfw/site.json")
 				cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1", "MTOOLSRC=/dev/null")
 				if out, err := cmd.CombinedOutput(); err != nil {
-					qemu.SkipOrFail(t, "mcopy: %v %s", err, out)
+					labtest.SkipOrFail(t, "mcopy: %v %s", err, out)
 				}
 			}
 			f, err := os.OpenFile(data, os.O_RDWR, 0)

@@ -14,6 +14,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/cli"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/ocf/report"
@@ -59,7 +60,7 @@ func needEndToEnd(t *testing.T) {
 	if len(missing) == 0 {
 		return
 	}
-	qemu.SkipOrFail(t, "end-to-end test needs: %s", strings.Join(missing, "; "))
+	labtest.SkipOrFail(t, "end-to-end test needs: %s", strings.Join(missing, "; "))
 }
 
 func buildImage(t *testing.T, image string, args ...string) {

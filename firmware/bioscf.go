@@ -41,18 +41,23 @@ const (
 	DataReportDir = "/" + plan.ReportDir // reports on the data partition
 )
 
-// SyslinuxConfig is the SYSLINUX configuration for plan: serial console
-// on the board's port and baud (SYSLINUX and the kernel both), no prompt.
+// SyslinuxConfig is the SYSLINUX configuration for plan: the kernel's
+// console on the board's serial port and baud, no prompt.
+//
+// No SERIAL directive: these boards have no video, and their BIOS copies
+// the screen to the serial port (tinyBIOS on the ALIX, comBIOS on the
+// net5501, SeaBIOS in QEMU), so SYSLINUX writing to the port as well
+// printed every line twice, interleaved ("Loading /vmlinuz...Loading
+// /vmlinuz... ook"). CONSOLE 0, meant for this, does not silence SYSLINUX
+// 6.04's screen output (tried in QEMU).
 func SyslinuxConfig(pl *plan.Plan) (string, error) {
-	port, err := serialPort(pl.Console.Device)
-	if err != nil {
+	if _, err := serialPort(pl.Console.Device); err != nil {
 		return "", err
 	}
 	if pl.Console.Baud <= 0 {
 		return "", fmt.Errorf("board %s: console baud %d", pl.Board, pl.Console.Baud)
 	}
-	return fmt.Sprintf(`# ocfw firmware for %s: console %s at %d baud
-SERIAL %d %d
+	return fmt.Sprintf(`# ocfw firmware for %s: console %s at %d baud (SYSLINUX through the BIOS's)
 DEFAULT ocfw
 PROMPT 0
 TIMEOUT 10
@@ -60,7 +65,7 @@ LABEL ocfw
   LINUX %s
   INITRD %s
   APPEND %s
-`, pl.Board, pl.Console.Device, pl.Console.Baud, port, pl.Console.Baud, BootKernel, BootInitrd, Cmdline(pl)), nil
+`, pl.Board, pl.Console.Device, pl.Console.Baud, BootKernel, BootInitrd, Cmdline(pl)), nil
 }
 
 func serialPort(dev string) (int, error) {
@@ -103,12 +108,12 @@ func planCFLayout(pl *plan.Plan, opts ImageOptions) (cfLayout, error) {
 	l.dataOff = l.bootOff + l.bootSize
 	l.dataSize = l.size - l.dataOff
 	if l.dataSize < 8*MiB {
-		return l, fmt.Errorf("image size %d MiB leaves %d MiB for the data partition after the %d MiB boot partition; need at least 8 MiB (--size)",
-			sizeMiB, max(l.dataSize, 0)/MiB, bootMiB)
+		return l, &SizeError{Msg: fmt.Sprintf("image size %d MiB leaves %d MiB for the data partition after the %d MiB boot partition; need at least 8 MiB",
+			sizeMiB, max(l.dataSize, 0)/MiB, bootMiB)}
 	}
 	if cardMB > 0 && l.size > int64(cardMB)*1000*1000 {
-		return l, fmt.Errorf("image of %d MiB (%d bytes) is larger than the %s's %d MB card (%d bytes): use a smaller --size, or --card-mb for a larger card",
-			sizeMiB, l.size, pl.Board, cardMB, int64(cardMB)*1000*1000)
+		return l, &SizeError{Msg: fmt.Sprintf("image of %d MiB (%d bytes) is larger than the %s's %d MB card (%d bytes)",
+			sizeMiB, l.size, pl.Board, cardMB, int64(cardMB)*1000*1000), TooLarge: true}
 	}
 	if l.size/512 > 0xffffffff {
 		return l, fmt.Errorf("image of %d MiB is past what an MBR addresses", sizeMiB)

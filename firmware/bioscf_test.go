@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
 func buildALIX(t *testing.T, dir string, opts ImageOptions) (*Manifest, string) {
 	t.Helper()
 	if err := CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	in := x86Payload(t)
 	if opts.Output == "" {

@@ -66,7 +66,7 @@ func Builder() *buildinfo.Source {
 
 // CheckLayout checks what can be checked of the image's layout before
 // anything is built: for a CF image, the image and its data partition
-// against --size and the card (opts.SizeMiB, opts.CardMB); for an Avila,
+// against the size asked and the card (opts.SizeMiB, opts.CardMB); for an Avila,
 // its CF data image. Build checks the same again, with the kernel and
 // initramfs sizes. It lets a build fail on a bad size in a second rather
 // than after the minute-long userland build.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocfw/ocfw/internal/buildinfo"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -17,7 +17,7 @@ import (
 // builder came from: revision, uncommitted changes, Go, key modules.
 func TestManifestNamesBuilder(t *testing.T) {
 	if err := CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	img := filepath.Join(t.TempDir(), "alix.img")
 	m, err := Build(context.Background(), testPlan(t, "alix2d13"), x86Payload(t), ImageOptions{Output: img, SourceDateEpoch: 1700000000})

@@ -103,7 +103,7 @@ func Flash(ctx context.Context, image, target string, opts FlashOptions) (err er
 		prompt := fmt.Sprintf("write %s (%s, %d MiB mapped of %d MiB) to %s, destroying what is there?",
 			filepath.Base(image), m.Board, m.BlockMap.Mapped/MiB, m.BlockMap.ImageSize/MiB, what)
 		if opts.Confirm == nil || !opts.Confirm(prompt) {
-			return errors.New("not confirmed: nothing written (use --yes to skip the question)")
+			return &NotConfirmedError{}
 		}
 	}
 	flags := os.O_WRONLY
@@ -173,9 +173,7 @@ func writeRanges(ctx context.Context, src *os.File, dst *os.File, target string,
 
 // imageChanged explains an image that no longer matches its manifest.
 func imageChanged(image string, bad []string, ranges int) error {
-	return fmt.Errorf("%w: %s differs from %s in %d of its %d mapped ranges (%s), so nothing was written; "+
-		"rebuild it with 'ocfw build' (booting it with 'ocfw run --persist', or writing to it, changes it; plain 'ocfw run' boots a copy)",
-		ErrImageChanged, image, filepath.Base(ManifestPath(image)), len(bad), ranges, strings.Join(first(bad, 3), "; "))
+	return &ImageChangedError{Image: image, Manifest: filepath.Base(ManifestPath(image)), Bad: first(bad, 3), Differ: len(bad), Ranges: ranges}
 }
 
 // Verify reads back the block map's ranges from target and checks them
@@ -286,9 +284,9 @@ func checkTarget(image string, d *Device, size int64, force bool) error {
 	case d.Size > 0 && d.Size < size:
 		return fmt.Errorf("refusing %s: the image is %d bytes, the device only %d", d.Path, size, d.Size)
 	case !d.Removable && !force:
-		return fmt.Errorf("refusing %s: not a removable disk; if it really is the card (some USB readers say otherwise), use --force", d.Path)
+		return &NotCardError{Path: d.Path}
 	case d.Size > MaxUnforcedBytes && !force:
-		return fmt.Errorf("refusing %s: %.1f GB is more than a CF card for these boards (64 GiB); use --force if it is the card", d.Path, float64(d.Size)/1e9)
+		return &NotCardError{Path: d.Path, Removable: true, Size: d.Size}
 	}
 	return nil
 }

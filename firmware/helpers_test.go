@@ -10,7 +10,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -101,7 +101,7 @@ func x86Payload(t *testing.T) Input {
 		if _, ok := x86Err.(*buildErr); ok {
 			t.Fatal(x86Err)
 		}
-		qemu.SkipOrFail(t, "%v", x86Err)
+		labtest.SkipOrFail(t, "%v", x86Err)
 	}
 	return Input{Kernel: x86Kernel.Vmlinuz, KernelVersion: x86Kernel.Version, Initramfs: x86Initrd,
 		Inputs: map[string]string{"test-init": "built from testInitSrc"}}

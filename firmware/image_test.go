@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/store"
@@ -32,7 +32,7 @@ func TestBIOSCFReproducible(t *testing.T) {
 
 func TestBIOSCFSizeErrors(t *testing.T) {
 	if err := CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	in := x86Payload(t)
 	big := filepath.Join(t.TempDir(), "big.initrd")
@@ -135,7 +135,7 @@ func TestInspectBIOSCF(t *testing.T) {
 	if names[BootKernel] != m.Files[0].Size {
 		t.Errorf("vmlinuz is %d bytes in the image, manifest says %d", names[BootKernel], m.Files[0].Size)
 	}
-	if !strings.Contains(info.BootConfig, "SERIAL 0 38400") || !strings.Contains(info.BootConfig, "console=ttyS0,38400n8") {
+	if !strings.Contains(info.BootConfig, "DEFAULT ocfw") || !strings.Contains(info.BootConfig, "console=ttyS0,38400n8") {
 		t.Errorf("boot config:\n%s", info.BootConfig)
 	}
 	if info.Manifest == nil || info.Manifest.Image == nil || info.Manifest.Image.SHA256 != m.Image.SHA256 {

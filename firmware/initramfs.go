@@ -15,7 +15,6 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware/mbr"
 	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/internal/regfile"
@@ -41,8 +40,7 @@ func CheckInitramfsBoard(path, board string) error {
 		return err
 	}
 	if pl.Board != board {
-		return fmt.Errorf("--initramfs %s was built for board %s (its %s), not %s: build the image for %s without --initramfs, "+
-			"or give an initramfs built for %s", path, catalog.Quote(pl.Board), plan.File, board, board, board)
+		return &InitramfsBoardError{Path: path, Built: pl.Board, Board: board}
 	}
 	return nil
 }
@@ -51,7 +49,7 @@ func CheckInitramfsBoard(path, board string) error {
 func InitramfsPlan(path string) (*plan.Plan, error) {
 	f, _, err := regfile.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--initramfs: %w", err)
+		return nil, &InitramfsError{Err: err}
 	}
 	defer f.Close()
 	br := bufio.NewReader(f)
@@ -61,28 +59,28 @@ func InitramfsPlan(path string) (*plan.Plan, error) {
 	case bytes.HasPrefix(magic, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
 		xr, err := xz.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("--initramfs %s: xz: %w", path, err)
+			return nil, &InitramfsError{Path: path, Err: fmt.Errorf("xz: %w", err)}
 		}
 		r = xr
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("--initramfs %s: gzip: %w", path, err)
+			return nil, &InitramfsError{Path: path, Err: fmt.Errorf("gzip: %w", err)}
 		}
 		defer zr.Close()
 		r = zr
 	case bytes.Equal(magic, []byte("070701")):
 		r = br
 	default:
-		return nil, fmt.Errorf("--initramfs %s is not an initramfs: neither xz, gzip nor a newc cpio archive", path)
+		return nil, &InitramfsError{Path: path, Err: errors.New("not an initramfs: neither xz, gzip nor a newc cpio archive")}
 	}
 	data, err := findInCpio(io.LimitReader(r, maxInitramfs), strings.TrimPrefix(plan.File, "/"), plan.MaxFileSize)
 	if err != nil {
-		return nil, fmt.Errorf("--initramfs %s: %w", path, err)
+		return nil, &InitramfsError{Path: path, Err: err}
 	}
 	var pl plan.Plan
 	if err := json.Unmarshal(data, &pl); err != nil {
-		return nil, fmt.Errorf("--initramfs %s: %s is not a plan: %w", path, plan.File, err)
+		return nil, &InitramfsError{Path: path, Err: fmt.Errorf("%s is not a plan: %w", plan.File, err)}
 	}
 	return &pl, nil
 }

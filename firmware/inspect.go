@@ -133,7 +133,7 @@ func Inspect(path string) (*Info, error) {
 
 // changedAfterBuild ends the problems that say an image and its manifest
 // no longer belong together.
-const changedAfterBuild = "it was changed after the build (booted with --persist, or written to)"
+const changedAfterBuild = "it was changed after the build (booted in place, not as a copy, or written to)"
 
 // checkSidecar reads the manifest beside an image (data) and checks it
 // against the image: a damaged or edited manifest, one for another board

@@ -5,8 +5,6 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/ocfw/ocfw/ocf/selftest"
 )
 
 // WriteText prints what Inspect found for people: partitions and their
@@ -86,18 +84,7 @@ func (info *Info) WriteText(w io.Writer) error {
 				fmt.Fprintf(w, "  %s: unreadable: %s\n", r.Name, r.Error)
 				continue
 			}
-			pass, fail, other := 0, 0, 0
-			for _, t := range r.Report.SelfTest {
-				switch t.Status {
-				case selftest.Pass:
-					pass++
-				case selftest.Fail:
-					fail++
-				default:
-					other++
-				}
-			}
-			fmt.Fprintf(w, "  %s: boot %d, kernel %s, self-test %d passed, %d failed, %d absent\n", r.Name, r.Report.Boot, r.Report.Env.Kernel, pass, fail, other)
+			fmt.Fprintf(w, "  %s: boot %d, kernel %s, self-test %s\n", r.Name, r.Report.Boot, r.Report.Env.Kernel, r.Report.Tally())
 		}
 	}
 	for _, p := range info.Problems {

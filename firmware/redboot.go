@@ -156,7 +156,7 @@ func buildFlashImage(pl *plan.Plan, in Input, opts ImageOptions, m *Manifest, kp
 	m.Notes = append(m.Notes,
 		"RedBoot and SysConf are left erased (0xff): ocfw ships no RedBoot; write only from the Kernel partition on, e.g. from RedBoot: load -r -v -b 0x01000000 -m xmodem, then fis write -f 0x50060000 -b 0x01060000 -l 0x7a0000",
 		"kernel and ramdisk payloads are stored in byte-swapped 32-bit words (big-endian RedBoot copies flash by words); the 16-byte length headers and the FIS directory are big-endian",
-		"a little-endian kernel started by big-endian RedBoot must switch the CPU's endianness first (as Debian's APEX loader did); the kernel is the user's (--kernel)")
+		"a little-endian kernel started by big-endian RedBoot must switch the CPU's endianness first (as Debian's APEX loader did); the kernel is the user's (given to ocfw build)")
 
 	var out atomicfile.Set
 	defer out.Cleanup()
@@ -331,14 +331,14 @@ fis create -b %#08x -l %#x -f %#08x -r %#08x ramdisk
 }
 
 // avilaDataSize is the size of the CF image that holds an Avila's data
-// partition: --size, default 32 MiB, at least 16 MiB and within the card.
+// partition: the size asked, default 32 MiB, at least 16 MiB and within the card.
 func avilaDataSize(opts ImageOptions) (int64, error) {
 	sizeMiB := opts.SizeMiB
 	if sizeMiB == 0 {
 		sizeMiB = 32
 	}
 	if sizeMiB < 16 {
-		return 0, fmt.Errorf("CF data image of %d MiB: need at least 16 MiB (--size)", sizeMiB)
+		return 0, &SizeError{Msg: fmt.Sprintf("CF data image of %d MiB: need at least 16 MiB", sizeMiB)}
 	}
 	size := int64(sizeMiB) * MiB
 	if opts.CardMB > 0 && size > int64(opts.CardMB)*1000*1000 {

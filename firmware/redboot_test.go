@@ -13,7 +13,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware/fis"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -170,7 +170,7 @@ func TestRedBootRefusals(t *testing.T) {
 
 func TestAvilaOutputs(t *testing.T) {
 	if err := CheckTools(plan.BootRedBoot); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	dir := t.TempDir()
 	k := fakeZImage(t, dir, 1500*1024, false)
@@ -215,7 +215,7 @@ func TestAvilaOutputs(t *testing.T) {
 // recognised, and at 2.6 MB it overflows both boards' Kernel partitions.
 func TestDebianARMKernel(t *testing.T) {
 	k, err := debKernel("linux-image-marvell", "armel")
-	if err != nil && qemu.Required() {
+	if err != nil && labtest.Required() {
 		// CI: no board profile names this package, so nothing else
 		// fetches it; apt-get download it here.
 		var deb string
@@ -224,7 +224,7 @@ func TestDebianARMKernel(t *testing.T) {
 		}
 	}
 	if err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	head := make([]byte, 0x400)
 	f, err := os.Open(k.Vmlinuz)

@@ -22,7 +22,7 @@ func StandInSidecars(image string) StandInFiles {
 	return StandInFiles{Kernel: base + ".zImage", DTB: base + ".dtb", Initramfs: base + ".initrd"}
 }
 
-// standInDataSize is the SD card image's size: --size, default 32 MiB,
+// standInDataSize is the SD card image's size: the size asked, default 32 MiB,
 // at least 16 MiB, and a power of 2 (QEMU takes SD card images in no
 // other size).
 func standInDataSize(opts ImageOptions) (int64, error) {
@@ -31,7 +31,8 @@ func standInDataSize(opts ImageOptions) (int64, error) {
 		sizeMiB = 32
 	}
 	if sizeMiB < 16 || sizeMiB&(sizeMiB-1) != 0 {
-		return 0, fmt.Errorf("SD card image of %d MiB for the QEMU stand-in: want a power of 2 of at least 16 MiB (--size 16, 32, 64...): QEMU takes SD card images in no other size", sizeMiB)
+		return 0, &SizeError{Msg: fmt.Sprintf("SD card image of %d MiB for the QEMU stand-in: want a power of 2 of at least 16 MiB", sizeMiB),
+			Sizes: "16, 32, 64...", Why: "QEMU takes SD card images in no other size"}
 	}
 	return int64(sizeMiB) * MiB, nil
 }
@@ -42,7 +43,7 @@ func standInDataSize(opts ImageOptions) (int64, error) {
 // line. The manifest's notes say what the stand-in does not prove.
 func buildQEMUARM(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions, m *Manifest) (*Manifest, error) {
 	if pl.StandIn == nil {
-		return nil, fmt.Errorf("board %s: a %s image needs the plan's stand-in machine (--stand-in)", pl.Board, plan.BootQEMUARM)
+		return nil, fmt.Errorf("board %s: a %s image needs the plan's stand-in machine (a plan for the stand-in)", pl.Board, plan.BootQEMUARM)
 	}
 	if in.DTB == "" {
 		return nil, fmt.Errorf("firmware: the stand-in %s needs its device tree %s from the kernel package", pl.StandIn.Machine, pl.StandIn.DTB)

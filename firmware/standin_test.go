@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -18,7 +19,7 @@ import (
 // refused before anything is written.
 func TestStandInImage(t *testing.T) {
 	if err := CheckTools(plan.BootQEMUARM); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	c, err := boards.Embedded()
 	if err != nil {

@@ -97,14 +97,34 @@ func Load(ctx context.Context, pl *plan.Plan, spec, cacheDir string) (*Kernel, e
 	return k, nil
 }
 
+// NoKernelError is a board without a Debian kernel package given no
+// kernel: the user must give one. Note is the profile's word on it.
+type NoKernelError struct {
+	Board string
+	Note  string
+}
+
+func (e *NoKernelError) Error() string {
+	msg := "board " + e.Board + " has no Debian kernel package: give its kernel"
+	if e.Note != "" {
+		msg += " (" + e.Note + ")"
+	}
+	return msg
+}
+
+// SpecError is a kernel given (Load's spec) that is not a usable one.
+type SpecError struct {
+	Spec string
+	Err  error
+}
+
+func (e *SpecError) Error() string { return "kernel " + e.Spec + ": " + e.Err.Error() }
+func (e *SpecError) Unwrap() error { return e.Err }
+
 func findKernel(ctx context.Context, pl *plan.Plan, spec, cacheDir string) (*Kernel, error) {
 	if spec == "" {
 		if pl.Kernel.Source != "debian" || pl.Kernel.Package == "" {
-			msg := fmt.Sprintf("board %s has no Debian kernel package: give its kernel with --kernel", pl.Board)
-			if pl.Kernel.Note != "" {
-				msg += " (" + pl.Kernel.Note + ")"
-			}
-			return nil, errors.New(msg)
+			return nil, &NoKernelError{Board: pl.Board, Note: pl.Kernel.Note}
 		}
 		deb, err := debian.FetchKernel(ctx, pl.Kernel.Package, pl.Kernel.Arch, cacheDir)
 		if err != nil {
@@ -123,7 +143,7 @@ func findKernel(ctx context.Context, pl *plan.Plan, spec, cacheDir string) (*Ker
 	}
 	parts := strings.Split(spec, ":")
 	if len(parts) < 2 || len(parts) > 3 {
-		return nil, fmt.Errorf("--kernel %s: no such file or directory (want a .deb, a directory, or IMAGE:MODULESDIR[:CONFIG])", spec)
+		return nil, &SpecError{Spec: spec, Err: errors.New("no such file or directory (want a .deb, a directory, or IMAGE:MODULESDIR[:CONFIG])")}
 	}
 	cfg := ""
 	if len(parts) == 3 {
@@ -173,7 +193,7 @@ func fromDir(dir string) (*Kernel, error) {
 		}
 	}
 	if image == "" {
-		return nil, fmt.Errorf("--kernel %s: no vmlinuz, bzImage, zImage or boot/vmlinuz-VERSION in the directory", dir)
+		return nil, &SpecError{Spec: dir, Err: errors.New("no vmlinuz, bzImage, zImage or boot/vmlinuz-VERSION in the directory")}
 	}
 	mods := ""
 	if _, err := os.Stat(filepath.Join(dir, "lib", "modules")); err == nil {
@@ -193,19 +213,19 @@ func fromDir(dir string) (*Kernel, error) {
 // a directory with lib/modules/V) and a config.
 func fromParts(source, image, mods, cfg string) (*Kernel, error) {
 	if fi, err := os.Stat(image); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("--kernel %s: kernel image %s: not a file", source, image)
+		return nil, &SpecError{Spec: source, Err: fmt.Errorf("kernel image %s: not a file", image)}
 	}
 	k := &Kernel{Image: image, Source: source, Config: cfg}
 	if mods != "" {
 		dir, err := modulesDir(mods)
 		if err != nil {
-			return nil, fmt.Errorf("--kernel %s: %w", source, err)
+			return nil, &SpecError{Spec: source, Err: err}
 		}
 		k.ModulesDir, k.Version = dir, filepath.Base(dir)
 	}
 	if cfg != "" {
 		if _, err := os.Stat(cfg); err != nil {
-			return nil, fmt.Errorf("--kernel %s: kernel config: %w", source, err)
+			return nil, &SpecError{Spec: source, Err: fmt.Errorf("kernel config: %w", err)}
 		}
 	}
 	sum, err := fileSHA256(image)

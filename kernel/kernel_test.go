@@ -16,7 +16,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -315,8 +315,9 @@ func TestLoadKernelForms(t *testing.T) {
 	})
 	t.Run("board without a Debian kernel", func(t *testing.T) {
 		_, err := Load(context.Background(), nslu2, "", t.TempDir())
-		if err == nil || !strings.Contains(err.Error(), "--kernel") {
-			t.Errorf("err = %v, want a request for --kernel", err)
+		var nk *NoKernelError
+		if !errors.As(err, &nk) || nk.Board != "nslu2" || strings.Contains(strings.TrimSuffix(err.Error(), " ("+nk.Note+")"), "--") {
+			t.Errorf("err = %v, want a NoKernelError for nslu2 naming no flag", err)
 		}
 	})
 }
@@ -326,7 +327,7 @@ func TestDebianKernel(t *testing.T) {
 	alix := resolvePlan(t, "alix2d13")
 	deb, err := debian.CachedKernel(alix.Kernel.Package, alix.Kernel.Arch, "")
 	if err != nil {
-		qemu.SkipOrFail(t, "kernel package not cached (`ocfw kernel fetch --board alix2d13`): %v", err)
+		labtest.SkipOrFail(t, "kernel package not cached (`ocfw kernel fetch --board alix2d13`): %v", err)
 	}
 	k, err := Load(context.Background(), alix, deb, "")
 	if err != nil {

@@ -259,3 +259,36 @@ func TestKernelVersion(t *testing.T) {
 		t.Error("versionBefore compares wrongly")
 	}
 }
+
+// The advice is the IXP4xx boards' alone, and says what differs between
+// a board that boots from flash and one with a CF card.
+func TestAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		board       string
+		ixp         bool
+		start, none string
+	}{
+		{"alix2d13", false, "", ""},
+		{"nslu2", true, "Write only the Kernel and Ramdisk partitions", "BASE.redboot.txt"},
+		{"avila-gw2348", true, "BASE.redboot.txt", "Write only the Kernel and Ramdisk partitions"},
+	} {
+		p := resolvePlan(t, tc.board)
+		build := strings.Join(BuildAdvice(p), "\n")
+		if got := strings.Contains(build, "LITTLE-ENDIAN IXP4xx"); got != tc.ixp {
+			t.Errorf("%s: BuildAdvice IXP4xx = %v, want %v:\n%s", tc.board, got, tc.ixp, build)
+		}
+		if got := len(VersionAdvice(p)) > 0; got != tc.ixp {
+			t.Errorf("%s: VersionAdvice given = %v, want %v", tc.board, got, tc.ixp)
+		}
+		start := strings.Join(StartAdvice(p), "\n")
+		if !tc.ixp {
+			if start != "" {
+				t.Errorf("%s: StartAdvice = %q, want none", tc.board, start)
+			}
+			continue
+		}
+		if !strings.Contains(start, tc.start) || strings.Contains(start, tc.none) {
+			t.Errorf("%s: StartAdvice lacks %q or has %q:\n%s", tc.board, tc.start, tc.none, start)
+		}
+	}
+}

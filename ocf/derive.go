@@ -7,6 +7,21 @@ import "sort"
 // the noise of one boot's measurement could flip the choice.
 const DefaultMargin = 0.15
 
+// Margin is m, or DefaultMargin when m is 0 or less: what every "0 means
+// the default margin" option resolves to.
+func Margin(m float64) float64 {
+	if m <= 0 {
+		return DefaultMargin
+	}
+	return m
+}
+
+// Beats is the one rule for "faster than software by margin": hw's
+// throughput is at least 1+margin times sw's (any unit, the same for
+// both). The policy, the kernel's engine choice and the ESP run's choice
+// all judge with it.
+func Beats(hw, sw, margin float64) bool { return hw >= sw*(1+margin) }
+
 // Verdict is one engine's self-test outcome for one cipher, as
 // DerivePolicy reads it (package ocf/selftest produces them).
 type Verdict struct {
@@ -113,13 +128,26 @@ func DerivePolicy(verdicts []Verdict, speeds []Measurement, reference string, ma
 	return p
 }
 
+// DeriveOnSoftware is DerivePolicy with the one measurement that is not
+// hardware as the reference, for measurements that name software by its
+// kernel driver (the ESP run's) rather than as package soft's engine.
+func DeriveOnSoftware(verdicts []Verdict, speeds []Measurement, margin float64) Policy {
+	ref := ""
+	for _, m := range speeds {
+		if !m.Hardware {
+			ref = m.Engine
+		}
+	}
+	return DerivePolicy(verdicts, speeds, ref, margin)
+}
+
 // threshold is the smallest measured size from which hw beats sw by
 // margin at that size and every larger one.
 func threshold(hw, sw *Measurement, margin float64) (int, bool) {
 	min, ok := 0, false
 	for i := len(hw.Sizes) - 1; i >= 0; i-- {
 		r := sw.at(hw.Sizes[i])
-		if r <= 0 || hw.KBps[i] < r*(1+margin) {
+		if r <= 0 || !Beats(hw.KBps[i], r, margin) {
 			break
 		}
 		min, ok = hw.Sizes[i], true

@@ -59,3 +59,44 @@ func TestDerivePolicyTrustAndFailures(t *testing.T) {
 		t.Errorf("failed %v: want b's first failure", p.Failed)
 	}
 }
+
+// The margin rule, at its edge: exactly 1+margin times software beats it.
+func TestBeatsAndMargin(t *testing.T) {
+	for _, tc := range []struct {
+		hw, sw, margin float64
+		want           bool
+	}{
+		{1150, 1000, 0.15, true},
+		{1149, 1000, 0.15, false},
+		{1000, 1000, 0, true},
+		{2000, 1000, 1, true},
+		{1999, 1000, 1, false},
+	} {
+		if got := Beats(tc.hw, tc.sw, tc.margin); got != tc.want {
+			t.Errorf("Beats(%v, %v, %v) = %v", tc.hw, tc.sw, tc.margin, got)
+		}
+	}
+	for in, want := range map[float64]float64{0: DefaultMargin, -1: DefaultMargin, 0.3: 0.3} {
+		if got := Margin(in); got != want {
+			t.Errorf("Margin(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// DeriveOnSoftware takes the one software measurement as the reference,
+// whatever it is named.
+func TestDeriveOnSoftware(t *testing.T) {
+	sw := meas("cbc(aes-generic)", false, 1000, 1000)
+	for _, tc := range []struct {
+		hw     Measurement
+		driver string
+	}{
+		{meas("a", true, 1200, 1200), "a"},
+		{meas("a", true, 1100, 1100), ""},
+	} {
+		p := DeriveOnSoftware(nil, []Measurement{tc.hw, sw}, DefaultMargin)
+		if got := p.Ciphers["aes-128-cbc"].Driver; got != tc.driver {
+			t.Errorf("%v against %v: driver %q, want %q (%+v)", tc.hw.KBps, sw.KBps, got, tc.driver, p)
+		}
+	}
+}

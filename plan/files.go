@@ -70,11 +70,50 @@ type Options struct {
 
 // TestWriteTimeOrZero is TestWriteTime parsed; 0 when unset or invalid.
 func (o Options) TestWriteTimeOrZero() time.Duration {
-	d, err := time.ParseDuration(o.TestWriteTime)
-	if err != nil || d < 0 {
+	d, err := optionDuration("test_write_time", o.TestWriteTime, 0, "2s")
+	if err != nil {
 		return 0
 	}
 	return d
+}
+
+// SpeedBudgetOr is SpeedBudget parsed, def when unset; on an error
+// (which names the field and what is valid) it is def too.
+func (o Options) SpeedBudgetOr(def time.Duration) (time.Duration, error) {
+	return optionDuration("speed_budget", o.SpeedBudget, def, "20s")
+}
+
+// ESPBudgetOr is ESPBudget parsed, def when unset; on an error it is def
+// too.
+func (o Options) ESPBudgetOr(def time.Duration) (time.Duration, error) {
+	return optionDuration("esp_budget", o.ESPBudget, def, "8s")
+}
+
+// CheckDurations reports the first of the options' durations that does
+// not parse: the host checks before it writes boot.json what the board
+// will read with the same parser.
+func (o Options) CheckDurations() error {
+	if _, err := o.SpeedBudgetOr(0); err != nil {
+		return err
+	}
+	if _, err := o.ESPBudgetOr(0); err != nil {
+		return err
+	}
+	_, err := optionDuration("test_write_time", o.TestWriteTime, 0, "2s")
+	return err
+}
+
+// optionDuration is the one parser of boot.json's durations: a Go
+// duration of zero or more, def when unset.
+func optionDuration(field, s string, def time.Duration, example string) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return def, fmt.Errorf("boot options: %s %q: want a duration such as %s", field, s, example)
+	}
+	return d, nil
 }
 
 // MaxFileSize bounds every contract file read here: a plan is a few KiB,

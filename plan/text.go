@@ -49,7 +49,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 	if p.Kernel.Source == KernelDebian {
 		fmt.Fprintf(tw, "kernel:\tDebian package %s (%s), %s\n", p.Kernel.Package, p.Kernel.Arch, p.Kernel.Image)
 	} else {
-		fmt.Fprintf(tw, "kernel:\tuser-supplied %s (--kernel)\n", p.Kernel.Image)
+		fmt.Fprintf(tw, "kernel:\tuser-supplied %s (given to ocfw build)\n", p.Kernel.Image)
 	}
 	for _, pt := range p.Ports {
 		where := pt.PCI

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/ocfw/ocfw/kernel"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/kernel"
+
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
@@ -42,7 +44,7 @@ func debianKernel(t *testing.T, p *plan.Plan) *kernel.Kernel {
 	t.Helper()
 	deb, err := debian.CachedKernel(p.Kernel.Package, p.Kernel.Arch, "")
 	if err != nil {
-		qemu.SkipOrFail(t, "kernel package %s (%s) not cached: run `ocfw kernel fetch --board %s`: %v", p.Kernel.Package, p.Kernel.Arch, p.Board, err)
+		labtest.SkipOrFail(t, "kernel package %s (%s) not cached: run `ocfw kernel fetch --board %s`: %v", p.Kernel.Package, p.Kernel.Arch, p.Board, err)
 	}
 	k, err := kernel.Load(context.Background(), p, deb, "")
 	if err != nil {
@@ -55,7 +57,7 @@ func needGo(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		if _, err := os.Stat(filepath.Join(os.Getenv("GOROOT"), "bin", "go")); err != nil {
-			qemu.SkipOrFail(t, "no go command: the initramfs build compiles the userland")
+			labtest.SkipOrFail(t, "no go command: the initramfs build compiles the userland")
 		}
 	}
 }
@@ -114,7 +116,7 @@ func bootVM(t *testing.T, res *Result, disk string) *qemu.VM {
 	cfg := qemu.Config{Arch: "i386", Kernel: res.Kernel.Image, Initrd: res.Initramfs, Disk: disk,
 		Append: p.Console.KernelArg + " panic=10 quiet", Timeout: 4 * time.Minute}
 	if err := qemu.Installed(cfg.Arch); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	if name := os.Getenv("OCFW_CONSOLE_LOG"); name != "" { // a live copy while debugging
 		f, err := os.Create(name)
@@ -207,7 +209,7 @@ func TestBootDataPartition(t *testing.T) {
 	res := sharedBuild(t)
 	for _, tool := range []string{"mkfs.fat", "mcopy"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			qemu.SkipOrFail(t, "%s not installed (apt-get install dosfstools mtools)", tool)
+			labtest.SkipOrFail(t, "%s not installed (apt-get install dosfstools mtools)", tool)
 		}
 	}
 	img := filepath.Join(t.TempDir(), "data.img")

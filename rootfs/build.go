@@ -28,7 +28,6 @@ import (
 	"github.com/ocfw/ocfw/kernel"
 	"github.com/ocfw/ocfw/site"
 
-	"github.com/u-root/gobusybox/src/pkg/golang"
 	"github.com/u-root/mkuimage/uimage"
 	"github.com/u-root/u-root/pkg/cpio"
 	"github.com/u-root/uio/llog"
@@ -64,6 +63,9 @@ type Options struct {
 	SourceDir string
 	// Log, when set, gets progress lines.
 	Log func(format string, args ...any)
+	// NoCache builds the Go userland even when the userland cache
+	// (package usercache) holds it, and does not store it there.
+	NoCache bool
 }
 
 // Result is a built initramfs.
@@ -77,6 +79,11 @@ type Result struct {
 	// Parts are the archive's biggest files, largest first.
 	Parts []Part
 	Took  time.Duration
+	// UserlandKey is the userland's cache key ("" when not computed:
+	// NoCache, or the cache could not be used); UserlandCached says the
+	// userland came from the cache rather than a build.
+	UserlandKey    string
+	UserlandCached bool
 }
 
 // Part is one file of the archive and its size.
@@ -138,8 +145,8 @@ func StorageModules(p *plan.Plan) []string {
 	return append(mods, "sd_mod")
 }
 
-// buildMu serialises builds: GOARM and GO386 reach `go build` only
-// through the process environment.
+// buildMu serialises userland builds: each is a whole `go build -a`, and
+// two at once only compete for the same CPUs.
 var buildMu sync.Mutex
 
 // Build makes the initramfs for plan with the kernel's modules.
@@ -166,15 +173,8 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 			epoch = v
 		}
 	}
-	if opts.Boot.SpeedBudget != "" {
-		if d, err := time.ParseDuration(opts.Boot.SpeedBudget); err != nil || d < 0 {
-			return nil, fmt.Errorf("boot options: speed_budget %q: want a duration such as 20s", opts.Boot.SpeedBudget)
-		}
-	}
-	if opts.Boot.ESPBudget != "" {
-		if d, err := time.ParseDuration(opts.Boot.ESPBudget); err != nil || d < 0 {
-			return nil, fmt.Errorf("boot options: esp_budget %q: want a duration such as 8s", opts.Boot.ESPBudget)
-		}
+	if err := opts.Boot.CheckDurations(); err != nil {
+		return nil, err
 	}
 	src, err := sourceDir(opts.SourceDir)
 	if err != nil {
@@ -221,14 +221,14 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	for _, fw := range opts.FirmwareFiles {
 		data, err := os.ReadFile(fw)
 		if err != nil {
-			return nil, fmt.Errorf("--firmware-file: %w", err)
+			return nil, &FirmwareFileError{Err: err}
 		}
 		if len(data) == 0 || len(data) > 4<<20 {
-			return nil, fmt.Errorf("--firmware-file %s: %d bytes: want a microcode file of 1 byte to 4 MiB", fw, len(data))
+			return nil, &FirmwareFileError{File: fw, Err: fmt.Errorf("%d bytes: want a microcode file of 1 byte to 4 MiB", len(data))}
 		}
 		name := filepath.Base(fw)
 		if _, dup := fwSums[name]; dup {
-			return nil, fmt.Errorf("--firmware-file %s: a file named %s is given twice", fw, name)
+			return nil, &FirmwareFileError{File: fw, Err: fmt.Errorf("a file named %s is given twice", name)}
 		}
 		fwSums[name] = sum(data)
 		extra = append(extra, cpio.StaticFile("lib/firmware/"+name, string(data), 0o644))
@@ -243,12 +243,13 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	// The Go userland.
 	logf("building the Go userland for %s", strings.Join(pl.Go.Env(), " "))
 	base := filepath.Join(tmp, "uroot.cpio")
-	if err := buildUserland(ctx, pl.Go, src, tmp, base, logf); err != nil {
+	ukey, cached, err := userland(ctx, pl.Go, src, tmp, base, opts.NoCache, logf)
+	if err != nil {
 		return nil, err
 	}
 
 	raw := filepath.Join(tmp, "initramfs.cpio")
-	parts, err := assemble(base, raw, extra, epoch)
+	parts, split, err := assemble(base, raw, extra, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +271,12 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", pl.Board, pl.Image.Compression)
 	}
 	packed := filepath.Join(tmp, name)
-	if err := compress(ctx, raw, packed, pl.Image.Compression); err != nil {
+	if pl.Image.Compression == "xz" {
+		err = compressInitramfsXZ(ctx, raw, split, packed, tmp, opts.NoCache, logf)
+	} else {
+		err = compress(ctx, raw, packed, pl.Image.Compression)
+	}
+	if err != nil {
 		return nil, err
 	}
 	pi, err := os.Stat(packed)
@@ -299,7 +305,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		inputs["module/"+name] = h
 	}
 	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: pi.Size(), Modules: mods, Kernel: k, Inputs: inputs,
-		Parts: parts, Took: time.Since(start)}, nil
+		Parts: parts, Took: time.Since(start), UserlandKey: ukey, UserlandCached: cached}, nil
 }
 
 func sum(b []byte) string {
@@ -369,29 +375,21 @@ func modulePath(gomod []byte) string {
 func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out string, logf func(string, ...any)) error {
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	restore := setenv(map[string]string{"GOARM": target.GOARM, "GO386": target.GO386, "GOFLAGS": "", "CGO_ENABLED": "0"})
-	defer restore()
 
-	env := golang.Default(
-		golang.WithGOOS(target.GOOS),
-		golang.WithGOARCH(target.GOARCH),
-		golang.DisableCGO(),
-		golang.WithBuildTag("goshsmall"),
-		golang.WithWorkingDir(src),
-	)
+	env := userlandEnv(target, src)
 	var logBuf bytes.Buffer
 	l := llog.New(slog.LevelWarn, func(format string, v ...any) {
 		fmt.Fprintf(&logBuf, format+"\n", v...)
 	})
-	busybox := &busyboxBuilder{ctx: ctx, gotmp: filepath.Join(tmp, "gotmp")}
+	busybox := &busyboxBuilder{ctx: ctx, gotmp: filepath.Join(tmp, "gotmp"), env: goEnv(target)}
 	err := uimage.Create(l,
 		uimage.WithReplaceEnv(env),
 		// gobusybox builds with -gcflags=all=-l by default: no inlining
 		// anywhere, including the Go crypto the board runs in software.
-		uimage.WithCommands(&golang.BuildOpts{EnableInlining: true}, busybox, Commands...),
-		uimage.WithInit("init"),
-		uimage.WithUinit("ocf", "boot"),
-		uimage.WithShell("gosh"),
+		uimage.WithCommands(userlandBuildOpts(), busybox, Commands...),
+		uimage.WithInit(userlandInit),
+		uimage.WithUinit(userlandUinit[0], userlandUinit[1:]...),
+		uimage.WithShell(userlandShell),
 		uimage.WithSkipLDD(),
 		uimage.WithTempDir(tmp),
 		uimage.WithCPIOOutput(out),
@@ -405,30 +403,17 @@ func buildUserland(ctx context.Context, target plan.GoTarget, src, tmp, out stri
 	return nil
 }
 
-// setenv sets (or, for "", unsets) variables and returns how to undo it.
-func setenv(vars map[string]string) func() {
-	old := map[string]*string{}
-	for k, v := range vars {
-		if prev, ok := os.LookupEnv(k); ok {
-			old[k] = &prev
-		} else {
-			old[k] = nil
-		}
-		if v == "" {
-			os.Unsetenv(k)
-		} else {
-			os.Setenv(k, v)
-		}
-	}
-	return func() {
-		for k, v := range old {
-			if v == nil {
-				os.Unsetenv(k)
-			} else {
-				os.Setenv(k, *v)
-			}
-		}
-	}
+// goEnv is what the userland's `go build` gets besides gobusybox's
+// GOOS and GOARCH: the target's GOARM and GO386 (empty: the toolchain's
+// default), cgo off, and no GOFLAGS, whatever ocfw's own environment
+// holds. Passed to the command, not set in the process, so builds and
+// tests running at the same time see no change of environment.
+// gobusybox's package lookup (`go list`, before the compile) takes the
+// process environment as it is and no more variables: what it reads
+// there besides its Environ selects files only through GOARM/GO386
+// feature tags, which none of the userland's packages use.
+func goEnv(target plan.GoTarget) []string {
+	return []string{"GOARM=" + target.GOARM, "GO386=" + target.GO386, "GOFLAGS=", "CGO_ENABLED=0"}
 }
 
 // extraDir is where modules from outside the kernel package go, as
@@ -549,23 +534,29 @@ func baseRecords() []cpio.Record {
 
 // assemble writes the final archive: mkuimage's records plus the base
 // nodes and extra files, sorted by name (parents sort before their
-// children), with fixed owners, inode numbers and times.
-func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, error) {
+// children), with fixed owners, inode numbers and times. split is the
+// length of the archive's leading records that come from mkuimage's
+// archive and the base nodes alone (see xzjoin.go).
+func assemble(uroot, out string, extra []cpio.Record, epoch int64) (parts []Part, split int64, err error) {
 	f, err := os.Open(uroot)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	rr, err := cpio.Newc.NewFileReader(f)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	recs, err := cpio.ReadAllRecords(rr)
 	if err != nil {
-		return nil, fmt.Errorf("reading mkuimage's archive: %w", err)
+		return nil, 0, fmt.Errorf("reading mkuimage's archive: %w", err)
 	}
 	byName := map[string]cpio.Record{}
-	for _, r := range append(append(baseRecords(), recs...), extra...) {
+	fromExtra := map[string]bool{}
+	for i, r := range append(append(baseRecords(), recs...), extra...) {
+		if i >= len(baseRecords())+len(recs) {
+			fromExtra[path.Clean(strings.TrimPrefix(r.Name, "/"))] = true
+		}
 		name := path.Clean(strings.TrimPrefix(r.Name, "/"))
 		if name == "." || name == "" || name == "TRAILER!!!" {
 			continue
@@ -590,7 +581,6 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var parts []Part
 	final := make([]cpio.Record, 0, len(names))
 	for _, n := range names {
 		r := cpio.MakeReproducible(byName[n])
@@ -603,23 +593,57 @@ func assemble(uroot, out string, extra []cpio.Record, epoch int64) ([]Part, erro
 	sort.SliceStable(parts, func(i, j int) bool { return parts[i].Size > parts[j].Size })
 	o, err := os.Create(out)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	bw := bufio.NewWriter(o)
-	w := cpio.Newc.Writer(bw)
-	if err := cpio.WriteRecords(w, final); err != nil {
-		o.Close()
-		return nil, fmt.Errorf("writing the initramfs: %w", err)
+	cw := &countingWriter{w: bw}
+	w := cpio.Newc.Writer(cw)
+	split = -1
+	for _, r := range final {
+		// Directories the extra files need (etc/ocfw) are not the
+		// userland's either.
+		if split < 0 && (fromExtra[r.Name] || !fromBase(r.Name, fromExtra)) {
+			split = cw.n
+		}
+		if err := w.WriteRecord(r); err != nil {
+			o.Close()
+			return nil, 0, fmt.Errorf("writing the initramfs: %s: %w", r.Name, err)
+		}
+	}
+	if split < 0 {
+		split = cw.n
 	}
 	if err := cpio.WriteTrailer(w); err != nil {
 		o.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	if err := bw.Flush(); err != nil {
 		o.Close()
-		return nil, err
+		return nil, 0, err
 	}
-	return parts, o.Close()
+	return parts, split, o.Close()
+}
+
+// fromBase says whether name is not a directory made only for an extra
+// file: none of the extra files is under it.
+func fromBase(name string, fromExtra map[string]bool) bool {
+	for e := range fromExtra {
+		if strings.HasPrefix(e, name+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // compress packs raw as the kernel's initramfs decompressors expect: xz
@@ -681,3 +705,17 @@ func (c ctxReader) Read(p []byte) (int, error) {
 }
 
 func (nopCloser) Close() error { return nil }
+
+// FirmwareFileError is a file for /lib/firmware (Options.FirmwareFiles)
+// that cannot go there; File is "" when it could not be read (Err names
+// it).
+type FirmwareFileError struct {
+	File string
+	Err  error
+}
+
+func (e *FirmwareFileError) Error() string {
+	return strings.TrimSpace("firmware file "+e.File) + ": " + e.Err.Error()
+}
+
+func (e *FirmwareFileError) Unwrap() error { return e.Err }

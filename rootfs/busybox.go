@@ -32,6 +32,9 @@ type busyboxBuilder struct {
 	ctx context.Context
 	// gotmp is go build's GOTMPDIR.
 	gotmp string
+	// env are variables go build gets after gobusybox's (goEnv), so they
+	// win over the process environment's.
+	env []string
 }
 
 // DefaultBinaryDir implements builder.Builder: /bbin, as GBBBuilder.
@@ -109,6 +112,14 @@ func goBuildArgs(env *golang.Environ, out string, opts *golang.BuildOpts) []stri
 	return append(args, ".")
 }
 
+// buildEnv is go build's environment: gobusybox's (the process's, then
+// the Environ's), then GOTMPDIR and b.env. os/exec keeps the last value
+// of a variable named twice.
+func (b *busyboxBuilder) buildEnv(base []string) []string {
+	env := append(append([]string(nil), base...), "GOTMPDIR="+b.gotmp)
+	return append(env, b.env...)
+}
+
 // compile runs `go build` in dir. The go command and its compilers and
 // linker share one process group; when ctx ends the whole group is
 // killed, and compile returns only once they are gone.
@@ -125,7 +136,7 @@ func (b *busyboxBuilder) compile(env *golang.Environ, dir, out string, opts *gol
 	proto := env.GoCmd("build") // the go binary and environment gobusybox would use
 	cmd := exec.CommandContext(b.ctx, proto.Path, goBuildArgs(env, out, opts)...)
 	cmd.Dir = dir
-	cmd.Env = append(proto.Env, "GOTMPDIR="+b.gotmp)
+	cmd.Env = b.buildEnv(proto.Env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// The group is dead once killed; this only bounds the wait for the

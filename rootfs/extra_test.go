@@ -3,14 +3,15 @@ package rootfs
 import (
 	"context"
 	"errors"
-	"github.com/ocfw/ocfw/kernel"
 	"path"
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/kernel"
+
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/testengine"
 )
 
@@ -31,11 +32,11 @@ func TestExtraModules(t *testing.T) {
 	}
 	deb, err := debian.CachedKernel(with.Kernel.Package, with.Kernel.Arch, "")
 	if err != nil {
-		qemu.SkipOrFail(t, "kernel package not cached (`ocfw kernel fetch --board alix2d13`): %v", err)
+		labtest.SkipOrFail(t, "kernel package not cached (`ocfw kernel fetch --board alix2d13`): %v", err)
 	}
 	mod, err := testengine.Build(context.Background(), testengine.Options{Log: t.Logf})
 	if errors.Is(err, testengine.ErrNoTools) || errors.Is(err, testengine.ErrNoKernel) {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

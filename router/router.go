@@ -47,6 +47,10 @@ type Config struct {
 	Values Values
 	// Log gets one line per event (the console and the store's log).
 	Log func(format string, args ...any)
+	// QuietLog, when set, gets repeated failures (NTP's retries) instead
+	// of Log: the store's log only, not the console, where they broke
+	// into the prompt.
+	QuietLog func(format string, args ...any)
 	// Root prefixes /proc (tests); "" is the real root.
 	Root string
 	// Shell is what SSH sessions run; "" means /bbin/gosh.
@@ -102,14 +106,19 @@ const maxEvents = 64
 
 func (r *Router) logf(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
+	r.addEvent(line)
+	if r.cfg.Log != nil {
+		r.cfg.Log("%s", line)
+	}
+}
+
+// addEvent keeps line among the recent events `ocf net` shows.
+func (r *Router) addEvent(line string) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.events = append(r.events, time.Now().UTC().Format(time.RFC3339)+" "+line)
 	if len(r.events) > maxEvents {
 		r.events = r.events[len(r.events)-maxEvents:]
-	}
-	r.mu.Unlock()
-	if r.cfg.Log != nil {
-		r.cfg.Log("%s", line)
 	}
 }
 
@@ -189,8 +198,9 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		} else {
 			fail(l.up(r.lanIf, s.LAN.MTU))
 		}
-		lan, _ := netip.ParsePrefix(s.LAN.Address)
-		if err := l.setAddr(r.lanIf, lan); err != nil {
+		if lan, err := s.LAN.Address.Prefix(); err != nil {
+			fail(fmt.Errorf("network: LAN address: %w", err))
+		} else if err := l.setAddr(r.lanIf, lan); err != nil {
 			fail(err)
 		} else {
 			r.logf("network: LAN %s on %s (ports %v)", lan, r.lanIf, s.LAN.Ports)
@@ -206,15 +216,18 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		fail(enableForwarding(cfg.Root))
 	}
 	fail(l.up(r.wanIf, s.WAN.MTU))
-	if s.WAN.Address != "dhcp" {
-		p, _ := netip.ParsePrefix(s.WAN.Address)
-		gw, _ := netip.ParseAddr(s.WAN.Gateway)
-		var dns []netip.Addr
-		for _, d := range s.WAN.DNS {
-			a, _ := netip.ParseAddr(d)
-			dns = append(dns, a)
+	if !s.WAN.Address.IsDHCP() {
+		if p, err := s.WAN.Address.Prefix(); err != nil {
+			fail(fmt.Errorf("network: WAN address: %w", err))
+		} else {
+			gw, _ := netip.ParseAddr(s.WAN.Gateway)
+			var dns []netip.Addr
+			for _, d := range s.WAN.DNS {
+				a, _ := netip.ParseAddr(d)
+				dns = append(dns, a)
+			}
+			fail(r.setWAN(p, gw, dns, "static"))
 		}
-		fail(r.setWAN(p, gw, dns, "static"))
 	}
 	for _, err := range r.startServices(ctx) {
 		fail(err)

@@ -56,7 +56,7 @@ func (s *services) set(name, state string) {
 func (r *Router) startServices(ctx context.Context) []error {
 	var errs []error
 	s := r.cfg.Site
-	lan, _ := netip.ParsePrefix(s.LAN.Address)
+	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
 
 	// SSH: on the LAN address, or everywhere when the WAN may reach it
 	// (the firewall decides too: this is the second lock).
@@ -148,6 +148,9 @@ func (r *Router) wanChanged() {
 		r.goService("ntp", r.svcCtx, func(ctx context.Context) error {
 			return ntp.Run(ctx, ntp.Config{Servers: servers, Logf: func(format string, args ...any) {
 				r.logf(format, args...)
+				r.svc.set("ntp", fmt.Sprintf(format, args...))
+			}, Quietf: func(format string, args ...any) {
+				r.quietf(format, args...)
 				r.svc.set("ntp", fmt.Sprintf(format, args...))
 			}, Set: setClock, Resolver: r.wanResolver()})
 		})
@@ -310,7 +313,7 @@ func contains(s []string, v string) bool {
 func (r *Router) applyFirewall() error {
 	var lan netip.Prefix
 	if r.lanIf != "" {
-		lan, _ = netip.ParsePrefix(r.cfg.Site.LAN.Address)
+		lan, _ = r.cfg.Site.LAN.Address.Prefix()
 	}
 	rs, err := firewall.Build(r.cfg.Site, r.wanIf, r.lanIf, lan)
 	if err != nil {
@@ -348,9 +351,10 @@ func wanOpen(s *site.Site) string {
 func (r *Router) startDHCP(ctx context.Context) []error {
 	var errs []error
 	s := r.cfg.Site
-	if s.WAN.Address == "dhcp" {
+	if s.WAN.Address.IsDHCP() {
 		c := dhcp.NewClient(dhcp.ClientConfig{Interface: r.wanIf, Hostname: s.Hostname, Log: r.logf,
 			Update: func(prev, next *dhcp.WANLease) {
+				r.svc.set("dhcp-client", dhcpClientState(r.wanIf, next))
 				if next == nil {
 					r.lostWAN()
 					return
@@ -359,7 +363,7 @@ func (r *Router) startDHCP(ctx context.Context) []error {
 					r.logf("network: applying the WAN lease %s: %v", next, err)
 				}
 			}})
-		r.svc.set("dhcp-client", "asking on "+r.wanIf)
+		r.svc.set("dhcp-client", dhcpClientState(r.wanIf, nil))
 		r.goService("dhcp-client", ctx, c.Run)
 	}
 	if len(s.LAN.DHCP.Range) == 0 || r.lanIf == "" {

@@ -79,11 +79,7 @@ func (st *Status) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d/%d\n", l.Name, state, l.MAC, l.MTU, strings.Join(l.Addrs, " "), l.RxBytes, l.TxBytes)
 	}
 	tw.Flush()
-	if st.WAN.Address != "" {
-		fmt.Fprintf(w, "WAN %s: %s via %s, DNS %s (%s)\n", st.WAN.Interface, st.WAN.Address, st.WAN.Gateway, strings.Join(st.WAN.DNS, " "), st.WAN.Source)
-	} else {
-		fmt.Fprintf(w, "WAN %s: no address yet\n", st.WAN.Interface)
-	}
+	fmt.Fprintf(w, "WAN %s: %s\n", st.WAN.Interface, st.wanText())
 	if st.LAN != "" {
 		fmt.Fprintf(w, "LAN %s\n", st.LAN)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"strings"
 	"sync"
@@ -11,13 +12,12 @@ import (
 
 	"github.com/ocfw/ocfw/site"
 
-	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/router/ipsec"
 )
 
 // Files reads the files a user puts in the card's ocfw folder, beside
 // site.json: the tunnels' key files. The board's store is one; a missing
-// file's error wraps fat.ErrNotExist.
+// file's error wraps fs.ErrNotExist.
 type Files interface {
 	ReadFile(name string, max int64) ([]byte, error)
 }
@@ -257,7 +257,7 @@ func (r *Router) readTunnelKeys(t site.Tunnel) (*ipsec.Tunnel, string) {
 	}
 	data, err := r.cfg.Files.ReadFile(t.Keys, site.MaxTunnelKeysSize)
 	switch {
-	case errors.Is(err, fat.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Sprintf("no key file %s in %s (make it with ocfw tunnel keys and copy it beside site.json)", t.Keys, where)
 	case err != nil:
 		return nil, fmt.Sprintf("key file %s: %v", t.Keys, err)
@@ -335,7 +335,7 @@ func tunnelRoute(cfg *site.Site, a site.TunnelAddrs, wan wanState) (route, error
 	default:
 		return route{}, fmt.Errorf("the peer %s is not on the WAN's network %s and the WAN has no gateway", a.Peer, wan.Addr.Masked())
 	}
-	if lan, err := netip.ParsePrefix(cfg.LAN.Address); err == nil && a.LocalSubnet.Contains(lan.Addr()) {
+	if lan, err := cfg.LAN.Address.Prefix(); err == nil && a.LocalSubnet.Contains(lan.Addr()) {
 		rt.Src = lan.Addr()
 	}
 	return rt, nil

@@ -5,14 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ocfw/ocfw/site"
-
-	"github.com/ocfw/ocfw/internal/fat"
 )
 
 // siteA is the examples' site A with two tunnels: a-b to site B and a-c
@@ -48,7 +47,7 @@ type files map[string][]byte
 func (f files) ReadFile(name string, max int64) ([]byte, error) {
 	b, ok := f[name]
 	if !ok {
-		return nil, fmt.Errorf("fat: /ocfw/%s: %w", name, fat.ErrNotExist)
+		return nil, fmt.Errorf("fat: /ocfw/%s: %w", name, fs.ErrNotExist)
 	}
 	if int64(len(b)) > max {
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, max)

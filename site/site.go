@@ -45,7 +45,7 @@ type WAN struct {
 	Port string `yaml:"port" json:"port"`
 	// Address is "dhcp" or a static address with its prefix
 	// (198.51.100.2/24).
-	Address string `yaml:"address" json:"address"`
+	Address WANAddress `yaml:"address" json:"address"`
 	// Gateway and DNS are for a static address (DHCP gives them
 	// otherwise).
 	Gateway string   `yaml:"gateway" json:"gateway,omitempty"`
@@ -56,10 +56,10 @@ type WAN struct {
 // LAN is the local network: its ports (bridged when more than one),
 // the router's address on it, the DHCP server and the DNS forwarder.
 type LAN struct {
-	Ports   []string `yaml:"ports" json:"ports"`
-	Address string   `yaml:"address" json:"address"`
-	MTU     int      `yaml:"mtu" json:"mtu,omitempty"`
-	DHCP    DHCP     `yaml:"dhcp" json:"dhcp"`
+	Ports   []string   `yaml:"ports" json:"ports"`
+	Address LANAddress `yaml:"address" json:"address"`
+	MTU     int        `yaml:"mtu" json:"mtu,omitempty"`
+	DHCP    DHCP       `yaml:"dhcp" json:"dhcp"`
 	// DNSForwarder answers LAN clients from the WAN's resolvers (on by
 	// default; false turns it off).
 	DNSForwarder *bool `yaml:"dns_forwarder" json:"dns_forwarder,omitempty"`
@@ -141,10 +141,8 @@ func (l LAN) ForwarderOn() bool { return l.DNSForwarder == nil || *l.DNSForwarde
 
 // LeaseTime is the DHCP lease time, DefaultLease when unset.
 func (d DHCP) LeaseTime() time.Duration {
-	if t, err := time.ParseDuration(d.Lease); err == nil && t > 0 {
-		return t
-	}
-	return DefaultLease
+	t, _ := d.ParseLease() // DefaultLease when invalid; Validate reports it
+	return t
 }
 
 // SSHPort is the SSH port, DefaultSSHPort when unset.
@@ -159,182 +157,218 @@ func (s SSH) SSHPort() int {
 // problem, each at its field path. It needs no YAML: the board runs it on
 // the JSON copy from the card, the host on the YAML file.
 func (s *Site) Validate(ports []plan.Port) []Error {
-	var errs []Error
-	bad := func(path, format string, args ...any) {
-		errs = append(errs, Error{Path: path, Msg: fmt.Sprintf(format, args...)})
-	}
+	c := newChecker(ports)
 	if s.Kind != "site" {
-		bad("kind", "want kind: site, got %q", s.Kind)
+		c.bad("kind", "want kind: site, got %q", s.Kind)
 	}
 	if !hostnameRE.MatchString(s.Hostname) {
-		bad("hostname", "%q: want a host name of lower-case letters, digits and dashes, 1-63 long", s.Hostname)
+		c.bad("hostname", "%q: want a host name of lower-case letters, digits and dashes, 1-63 long", s.Hostname)
 	}
-	names := map[string]bool{}
+	wanNet := c.wan(s.WAN)
+	c.lan(s.LAN, wanNet)
+	c.dhcp(s.LAN.DHCP)
+	c.firewall(s)
+	c.ssh(s.SSH)
+	for i, n := range s.NTP.Servers {
+		if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " /") {
+			c.bad(fmt.Sprintf("ntp.servers[%d]", i), "%q: want a host name or address", n)
+		}
+	}
+	var lanNet netip.Prefix
+	if c.hasLAN && c.lanOK {
+		lanNet = c.lanAddr.Masked()
+	}
+	s.checkTunnels(c.bad, wanNet, lanNet)
+	return c.errs
+}
+
+// checker gathers Validate's problems and what its steps share: the
+// board's ports, which roles took them, and the LAN address.
+type checker struct {
+	errs      []Error
+	names     map[string]bool   // the board's ports
+	portsList string            // for messages
+	used      map[string]string // port → role that took it
+	hasLAN    bool
+	lanAddr   netip.Prefix
+	lanOK     bool // lanAddr is good, or there is no LAN to check against
+}
+
+func newChecker(ports []plan.Port) *checker {
+	c := &checker{names: map[string]bool{}, used: map[string]string{}}
 	var valid []string
 	for _, p := range ports {
-		names[p.Name] = true
+		c.names[p.Name] = true
 		valid = append(valid, p.Name)
 	}
-	portsList := strings.Join(valid, ", ")
-	used := map[string]string{}
-	usePort := func(path, name, role string) {
-		switch {
-		case !names[name]:
-			bad(path, "%q is not a port of this board; its ports: %s", name, portsList)
-		case used[name] != "":
-			bad(path, "port %s is already the %s port", name, used[name])
-		default:
-			used[name] = role
-		}
+	c.portsList = strings.Join(valid, ", ")
+	return c
+}
+
+func (c *checker) bad(path, format string, args ...any) {
+	c.errs = append(c.errs, Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) usePort(path, name, role string) {
+	switch {
+	case !c.names[name]:
+		c.bad(path, "%q is not a port of this board; its ports: %s", name, c.portsList)
+	case c.used[name] != "":
+		c.bad(path, "port %s is already the %s port", name, c.used[name])
+	default:
+		c.used[name] = role
 	}
-	// WAN.
-	if s.WAN.Port == "" {
-		bad("wan.port", "name the WAN port (one of %s)", portsList)
+}
+
+// wan checks the WAN side and returns its static address with its
+// prefix (invalid for DHCP or a bad address).
+func (c *checker) wan(w WAN) netip.Prefix {
+	if w.Port == "" {
+		c.bad("wan.port", "name the WAN port (one of %s)", c.portsList)
 	} else {
-		usePort("wan.port", s.WAN.Port, "WAN")
+		c.usePort("wan.port", w.Port, "WAN")
 	}
 	var wanNet netip.Prefix
-	switch a := s.WAN.Address; {
-	case a == "dhcp":
-		if s.WAN.Gateway != "" {
-			bad("wan.gateway", "the gateway comes from DHCP with address: dhcp; give a static address to set one")
+	switch a := w.Address; {
+	case a.IsDHCP():
+		if w.Gateway != "" {
+			c.bad("wan.gateway", "the gateway comes from DHCP with address: dhcp; give a static address to set one")
 		}
 	case a == "":
-		bad("wan.address", "want dhcp or a static address with its prefix, e.g. 198.51.100.2/24")
+		c.bad("wan.address", "want dhcp or a static address with its prefix, e.g. 198.51.100.2/24")
 	default:
-		p, err := netip.ParsePrefix(a)
-		if err != nil || !p.Addr().Is4() {
-			bad("wan.address", "%q: want dhcp or an IPv4 address with its prefix, e.g. 198.51.100.2/24", a)
+		p, err := a.Prefix()
+		if err != nil {
+			c.bad("wan.address", "%v", err)
 			break
 		}
 		wanNet = p
-		if s.WAN.Gateway == "" {
-			bad("wan.gateway", "a static WAN address needs the gateway (the default route), e.g. 198.51.100.1")
-		} else if g, err := netip.ParseAddr(s.WAN.Gateway); err != nil || !p.Masked().Contains(g) {
-			bad("wan.gateway", "%q: want an address inside %s", s.WAN.Gateway, p.Masked())
+		if w.Gateway == "" {
+			c.bad("wan.gateway", "a static WAN address needs the gateway (the default route), e.g. 198.51.100.1")
+		} else if g, err := netip.ParseAddr(w.Gateway); err != nil || !p.Masked().Contains(g) {
+			c.bad("wan.gateway", "%q: want an address inside %s", w.Gateway, p.Masked())
 		}
 	}
-	for i, d := range s.WAN.DNS {
+	for i, d := range w.DNS {
 		if _, err := netip.ParseAddr(d); err != nil {
-			bad(fmt.Sprintf("wan.dns[%d]", i), "%q: want an IP address", d)
+			c.bad(fmt.Sprintf("wan.dns[%d]", i), "%q: want an IP address", d)
 		}
 	}
-	checkMTU(bad, "wan.mtu", s.WAN.MTU)
+	checkMTU(c.bad, "wan.mtu", w.MTU)
+	return wanNet
+}
 
-	// LAN: optional (a one-port box is a host on someone's LAN).
-	hasLAN := s.LAN.HasLAN()
-	if hasLAN && len(s.LAN.Ports) == 0 {
-		bad("lan.ports", "name at least one LAN port (of %s), or leave lan out", portsList)
+// lan checks the LAN's ports and address, and keeps the address for the
+// checks of addresses inside it. The LAN is optional (a one-port box is a
+// host on someone's LAN).
+func (c *checker) lan(l LAN, wanNet netip.Prefix) {
+	c.hasLAN = l.HasLAN()
+	if c.hasLAN && len(l.Ports) == 0 {
+		c.bad("lan.ports", "name at least one LAN port (of %s), or leave lan out", c.portsList)
 	}
-	for i, p := range s.LAN.Ports {
-		usePort(fmt.Sprintf("lan.ports[%d]", i), p, "LAN")
+	for i, p := range l.Ports {
+		c.usePort(fmt.Sprintf("lan.ports[%d]", i), p, "LAN")
 	}
-	lan, err := netip.ParsePrefix(s.LAN.Address)
-	lanOK := err == nil && lan.Addr().Is4() && lan.Bits() <= 30
-	if !hasLAN {
-		lanOK = true // nothing to check against
-	} else if !lanOK {
-		bad("lan.address", "%q: want the router's LAN address with its prefix, e.g. 192.168.1.1/24", s.LAN.Address)
+	lan, err := l.Address.Prefix()
+	c.lanAddr, c.lanOK = lan, err == nil
+	if !c.hasLAN {
+		c.lanOK = true // nothing to check against
+	} else if !c.lanOK {
+		c.bad("lan.address", "%v", err)
 	} else if wanNet.IsValid() && wanNet.Masked().Overlaps(lan.Masked()) {
-		bad("lan.address", "%s overlaps the WAN network %s", lan.Masked(), wanNet.Masked())
+		c.bad("lan.address", "%s overlaps the WAN network %s", lan.Masked(), wanNet.Masked())
 	}
-	checkMTU(bad, "lan.mtu", s.LAN.MTU)
-	d := s.LAN.DHCP
-	inLAN := func(path, a string) (netip.Addr, bool) {
-		ip, err := netip.ParseAddr(a)
-		switch {
-		case err != nil || !ip.Is4():
-			bad(path, "%q: want an IPv4 address", a)
-		case lanOK && !lan.Masked().Contains(ip):
-			bad(path, "%s is outside the LAN %s", ip, lan.Masked())
-		case lanOK && ip == lan.Addr():
-			bad(path, "%s is the router's own address", ip)
-		default:
-			return ip, true
-		}
-		return ip, false
+	checkMTU(c.bad, "lan.mtu", l.MTU)
+}
+
+// inLAN checks that a is a LAN host's address: inside the LAN, not the
+// router's own.
+func (c *checker) inLAN(path, a string) (netip.Addr, bool) {
+	ip, err := netip.ParseAddr(a)
+	switch {
+	case err != nil || !ip.Is4():
+		c.bad(path, "%q: want an IPv4 address", a)
+	case c.lanOK && !c.lanAddr.Masked().Contains(ip):
+		c.bad(path, "%s is outside the LAN %s", ip, c.lanAddr.Masked())
+	case c.lanOK && ip == c.lanAddr.Addr():
+		c.bad(path, "%s is the router's own address", ip)
+	default:
+		return ip, true
 	}
+	return ip, false
+}
+
+func (c *checker) dhcp(d DHCP) {
 	if len(d.Range) != 0 {
 		if len(d.Range) != 2 {
-			bad("lan.dhcp.range", "want [first, last], e.g. [192.168.1.100, 192.168.1.199]")
+			c.bad("lan.dhcp.range", "want [first, last], e.g. [192.168.1.100, 192.168.1.199]")
 		} else {
-			lo, ok1 := inLAN("lan.dhcp.range[0]", d.Range[0])
-			hi, ok2 := inLAN("lan.dhcp.range[1]", d.Range[1])
+			lo, ok1 := c.inLAN("lan.dhcp.range[0]", d.Range[0])
+			hi, ok2 := c.inLAN("lan.dhcp.range[1]", d.Range[1])
 			if ok1 && ok2 && hi.Less(lo) {
-				bad("lan.dhcp.range", "%s comes before %s: give the first address first", hi, lo)
+				c.bad("lan.dhcp.range", "%s comes before %s: give the first address first", hi, lo)
 			}
 		}
 	}
-	if d.Lease != "" {
-		if t, err := time.ParseDuration(d.Lease); err != nil || t < time.Minute {
-			bad("lan.dhcp.lease", "%q: want a duration of a minute or more, e.g. 12h", d.Lease)
-		}
+	if _, err := d.ParseLease(); err != nil {
+		c.bad("lan.dhcp.lease", "%v", err)
 	}
 	macs := map[string]bool{}
 	for i, st := range d.Static {
 		p := fmt.Sprintf("lan.dhcp.static[%d]", i)
 		mac, ok := normalMAC(st.MAC)
 		if !ok {
-			bad(p+".mac", "%q: want a MAC address like 52:54:00:12:34:56", st.MAC)
+			c.bad(p+".mac", "%q: want a MAC address like 52:54:00:12:34:56", st.MAC)
 		} else if macs[mac] {
-			bad(p+".mac", "%s has a static lease already", mac)
+			c.bad(p+".mac", "%s has a static lease already", mac)
 		}
 		macs[mac] = true
-		inLAN(p+".ip", st.IP)
+		c.inLAN(p+".ip", st.IP)
 	}
 	for i, a := range d.DNS {
 		if _, err := netip.ParseAddr(a); err != nil {
-			bad(fmt.Sprintf("lan.dhcp.dns[%d]", i), "%q: want an IP address", a)
+			c.bad(fmt.Sprintf("lan.dhcp.dns[%d]", i), "%q: want an IP address", a)
 		}
 	}
 	if d.Router != "" {
-		inLAN("lan.dhcp.router", d.Router)
+		c.inLAN("lan.dhcp.router", d.Router)
 	}
+}
 
-	// Firewall.
+func (c *checker) firewall(s *Site) {
 	for i, f := range s.Firewall.PortForwards {
 		p := fmt.Sprintf("firewall.port_forwards[%d]", i)
 		if f.Proto != "tcp" && f.Proto != "udp" {
-			bad(p+".proto", "%q: want tcp or udp", f.Proto)
+			c.bad(p+".proto", "%q: want tcp or udp", f.Proto)
 		}
 		if f.Port < 1 || f.Port > 65535 {
-			bad(p+".port", "%d: want a port 1-65535", f.Port)
+			c.bad(p+".port", "%d: want a port 1-65535", f.Port)
 		}
 		if f.ToPort < 0 || f.ToPort > 65535 {
-			bad(p+".to_port", "%d: want a port 1-65535 (or leave it out for the same port)", f.ToPort)
+			c.bad(p+".to_port", "%d: want a port 1-65535 (or leave it out for the same port)", f.ToPort)
 		}
-		inLAN(p+".to", f.To)
+		c.inLAN(p+".to", f.To)
 		if f.Proto == "tcp" && f.Port == s.SSH.SSHPort() && contains(s.Firewall.WANServices, "ssh") {
-			bad(p+".port", "tcp %d is the router's SSH port, open on the WAN too", f.Port)
+			c.bad(p+".port", "tcp %d is the router's SSH port, open on the WAN too", f.Port)
 		}
 	}
 	for i, w := range s.Firewall.WANServices {
 		if w != "ssh" {
-			bad(fmt.Sprintf("firewall.wan_services[%d]", i), "%q: the router offers ssh on the WAN, nothing else", w)
+			c.bad(fmt.Sprintf("firewall.wan_services[%d]", i), "%q: the router offers ssh on the WAN, nothing else", w)
 		}
 	}
+}
 
-	// SSH: keys only.
-	for i, k := range s.SSH.AuthorizedKeys {
-		f := strings.Fields(k)
-		if len(f) < 2 || !strings.HasPrefix(f[0], "ssh-") && !strings.HasPrefix(f[0], "ecdsa-") {
-			bad(fmt.Sprintf("ssh.authorized_keys[%d]", i), "want a public key line as in authorized_keys (ssh-ed25519 AAAA... comment)")
+// ssh checks management access: keys only.
+func (c *checker) ssh(s SSH) {
+	for i, k := range s.AuthorizedKeys {
+		if err := checkAuthorizedKey(k); err != nil {
+			c.bad(fmt.Sprintf("ssh.authorized_keys[%d]", i), "%v", err)
 		}
 	}
-	if s.SSH.Port < 0 || s.SSH.Port > 65535 {
-		bad("ssh.port", "%d: want a port 1-65535", s.SSH.Port)
+	if s.Port < 0 || s.Port > 65535 {
+		c.bad("ssh.port", "%d: want a port 1-65535", s.Port)
 	}
-	for i, n := range s.NTP.Servers {
-		if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " /") {
-			bad(fmt.Sprintf("ntp.servers[%d]", i), "%q: want a host name or address", n)
-		}
-	}
-	var lanNet netip.Prefix
-	if hasLAN && lanOK {
-		lanNet = lan.Masked()
-	}
-	s.checkTunnels(bad, wanNet, lanNet)
-	return errs
 }
 
 func checkMTU(bad func(string, string, ...any), path string, mtu int) {

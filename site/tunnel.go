@@ -89,8 +89,8 @@ func (s *Site) TunnelAddrs(t Tunnel) (TunnelAddrs, error) {
 
 func (s *Site) tunnelLocal(t Tunnel) (netip.Addr, error) {
 	if t.Local == "" || t.Local == LocalWAN {
-		p, err := netip.ParsePrefix(s.WAN.Address)
-		if err != nil || !p.Addr().Is4() {
+		p, err := s.WAN.Address.Prefix()
+		if err != nil {
 			return netip.Addr{}, fmt.Errorf("the WAN has no static address (%q): give the address your ISP always gives this box, e.g. local: 198.51.100.2", s.WAN.Address)
 		}
 		return p.Addr(), nil
@@ -106,11 +106,11 @@ func (s *Site) tunnelLocalSubnet(t Tunnel) (netip.Prefix, error) {
 	if t.LocalSubnet != "" {
 		return subnet(t.LocalSubnet)
 	}
-	lan, err := netip.ParsePrefix(s.LAN.Address)
-	if err != nil || !lan.Addr().Is4() {
+	lan := s.LAN.Address.Network()
+	if !lan.IsValid() {
 		return netip.Prefix{}, fmt.Errorf("no LAN address to default to: give local_subnet")
 	}
-	return lan.Masked(), nil
+	return lan, nil
 }
 
 // subnet parses a network: IPv4, written as its network address (a

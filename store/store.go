@@ -312,7 +312,7 @@ func (s *Store) Log(text string) error {
 
 // ReadFile reads a file a user put into the store's folder on a PC (such
 // as the site config), through the read-only FAT reader; an error
-// wrapping fat.ErrNotExist when there is none.
+// wrapping fs.ErrNotExist when there is none.
 func (s *Store) ReadFile(name string, max int64) ([]byte, error) {
 	return s.fsys.ReadFile(Dir+"/"+name, max)
 }

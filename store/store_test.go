@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/store"
 )
 
@@ -41,7 +42,7 @@ func partition(t *testing.T) []byte {
 		if !strings.Contains(partErr.Error(), "not found") {
 			t.Fatal(partErr)
 		}
-		qemu.SkipOrFail(t, "no data partition to test on (mkfs.fat, mtools): %v", partErr)
+		labtest.SkipOrFail(t, "no data partition to test on (mkfs.fat, mtools): %v", partErr)
 	}
 	return append([]byte(nil), partImg...)
 }
@@ -328,5 +329,19 @@ func fsckClean(t *testing.T, img []byte) {
 	out, err := exec.Command("fsck.fat", "-n", p).CombinedOutput()
 	if err != nil {
 		t.Errorf("fsck.fat -n: %v\n%s", err, out)
+	}
+}
+
+// A file the user did not put on the card reads as fs.ErrNotExist, so
+// the boot and the router compare with the standard error.
+func TestReadFileMissingIsNotExist(t *testing.T) {
+	img := partition(t)
+	st, err := store.Open(&memDev{b: img, budget: -1}, int64(len(img)), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.ReadFile("no-such-file.json", 1<<10)
+	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, fat.ErrNotExist) {
+		t.Fatalf("ReadFile of a missing file: %v, want an error matching fs.ErrNotExist and fat.ErrNotExist", err)
 	}
 }

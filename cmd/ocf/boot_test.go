@@ -14,7 +14,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers/catalog"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -72,7 +72,7 @@ func TestARMSelftestUnderQEMU(t *testing.T) {
 	}
 	qemuArm, err := exec.LookPath("qemu-arm")
 	if err != nil {
-		qemu.SkipOrFail(t, "qemu-arm not installed (apt-get install qemu-user)")
+		labtest.SkipOrFail(t, "qemu-arm not installed (apt-get install qemu-user)")
 	}
 	p := resolve(t, "nslu2")
 	for i := range p.Ciphers {

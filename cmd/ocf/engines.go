@@ -66,6 +66,10 @@ root and the crypto_user module (the firmware loads it).`,
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringArrayVar(&ciphers, "cipher", nil, "only the kernel name of this cipher (repeat)")
+	// "ocf engines list" is what a new user typed first: the same listing.
+	list := &cobra.Command{Use: "list", Short: "List the engines (the same as 'ocf engines')", Args: cobra.NoArgs, RunE: cmd.RunE}
+	list.Flags().StringArrayVar(&ciphers, "cipher", nil, "only the kernel name of this cipher (repeat)")
+	cmd.AddCommand(list)
 	change := func(use, short, long string, do func(string, []kcrypto.HWEngine) (*kcrypto.Outcome, error)) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " DRIVER",

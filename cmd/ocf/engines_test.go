@@ -71,3 +71,16 @@ func TestEnginesList(t *testing.T) {
 		t.Errorf("text:\n%s", text)
 	}
 }
+
+// "ocf engines list" lists, as "ocf engines" does (it was an unknown
+// command).
+func TestEnginesListSubcommand(t *testing.T) {
+	if _, err := os.Stat("/proc/crypto"); err != nil {
+		t.Skip("no /proc/crypto")
+	}
+	want, _, _ := ocf("engines", "--cipher", "aes-128-cbc")
+	out, errs, code := ocf("engines", "list", "--cipher", "aes-128-cbc")
+	if code != 0 || !strings.Contains(out, "cbc(aes)") || out != want {
+		t.Errorf("engines list: exit %d, %s\n%s\nwant the same as engines:\n%s", code, errs, out, want)
+	}
+}

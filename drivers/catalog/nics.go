@@ -17,7 +17,7 @@ var nics = []NIC{
 	{Module: "via_rhine", Bus: BusPCI, PCI: []PCIID{{0x1106, 0x3053, "VIA VT6105M Rhine III"}, {0x1106, 0x3106, "VIA VT6105 Rhine III"}},
 		Note: "the ALIX and net5501 ports; QEMU emulates no VIA Rhine"},
 	{Module: "ixp4xx_eth", Bus: BusPlatform,
-		Needs: "the NPE microcode (NPE-B for the first port, NPE-C for the second) in /lib/firmware, which Intel's licence keeps out of Debian and ocfw: give it with --firmware-file",
+		Needs: "the NPE microcode (NPE-B for the first port, NPE-C for the second) in /lib/firmware, which Intel's licence keeps out of Debian and ocfw: give it to ocfw build as a firmware file",
 		Note:  "IXP4xx NPE Ethernet; without the microcode the port does not come up and the router runs without it"},
 	{Module: "e1000", Bus: BusPCI, PCI: []PCIID{{0x8086, 0x100e, "Intel 82540EM (QEMU's e1000)"}},
 		Note: "QEMU's emulated NIC: x86 images carry it so that ocfw run has ports"},

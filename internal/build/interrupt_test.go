@@ -14,8 +14,8 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/proctest"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -36,11 +36,11 @@ type interruptCase struct {
 func interruptBuild(t *testing.T, tc interruptCase) {
 	t.Helper()
 	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	deb, err := debian.CachedKernel("linux-image-686", "i386", "")
 	if err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	cat, err := boards.Embedded()
 	if err != nil {
@@ -68,7 +68,9 @@ func interruptBuild(t *testing.T, tc interruptCase) {
 	var once sync.Once
 	var cancelled string
 	stop := func(why string) { once.Do(func() { cancelled = why; cancel() }) }
-	opts := Options{Output: filepath.Join(dir, "alix.img"), Kernel: deb, SourceDateEpoch: 1700000000, Tool: "ocfw test",
+	// NoCache: a userland from the cache would end the build before the
+	// compile this interrupts.
+	opts := Options{Output: filepath.Join(dir, "alix.img"), Kernel: deb, SourceDateEpoch: 1700000000, Tool: "ocfw test", NoCache: true,
 		Log: func(format string, args ...any) {
 			if tc.onLog != "" && strings.Contains(format, tc.onLog) {
 				stop("log: " + tc.onLog)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -17,7 +17,7 @@ import (
 // build removes it again.
 func TestBuildOutputDirectory(t *testing.T) {
 	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	cat, err := boards.Embedded()
 	if err != nil {

@@ -55,6 +55,9 @@ type Options struct {
 	Tool string
 	// Log gets one line per step; nil is quiet.
 	Log func(format string, args ...any)
+	// NoCache builds the Go userland even when the userland cache holds
+	// it, and leaves the cache alone (rootfs.Options.NoCache).
+	NoCache bool
 	// Progress, when set, gets a line every 10 s while a step runs (the
 	// userland build takes a minute or more): the step and its time so
 	// far. Give it a terminal only (progress.Terminal).
@@ -92,13 +95,13 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if opts.Initramfs != "" && opts.Site != nil {
-		return nil, errors.New("--site goes into the initramfs ocfw builds: it cannot change a given --initramfs")
+		return nil, &InitramfsGivenError{Input: InputSite}
 	}
 	if opts.Initramfs != "" && len(opts.FirmwareFiles) > 0 {
-		return nil, errors.New("--firmware-file goes into the initramfs ocfw builds: it cannot change a given --initramfs")
+		return nil, &InitramfsGivenError{Input: InputFirmwareFiles}
 	}
 	if opts.Initramfs != "" && testEngine(pl) {
-		return nil, fmt.Errorf("--card %s: its module %s goes into the initramfs ocfw builds: it cannot change a given --initramfs", catalog.TestAES, testengine.Module)
+		return nil, &InitramfsGivenError{Input: InputTestEngine}
 	}
 	// What the manifest says about the source tree, read before this
 	// build puts its temporary files anywhere (they would count as
@@ -115,7 +118,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		if ip, err := firmware.InitramfsPlan(opts.Initramfs); err == nil && ip.Board != pl.Board {
 			return nil, firmware.CheckInitramfsBoard(opts.Initramfs, pl.Board)
 		} else if err != nil && opts.Log != nil {
-			opts.Log("--initramfs %s: %v: used as given", opts.Initramfs, err)
+			opts.Log("initramfs %s: %v: used as given", opts.Initramfs, err)
 		}
 	}
 	// A new output directory is made, and removed again if the build
@@ -172,7 +175,7 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		}
 		stop := progress.Start(opts.Progress, fmt.Sprintf("building the Go userland and initramfs (%s)", goTarget(pl.Go)))
 		r, err := rootfs.Build(ctx, pl, rootfs.Options{Kernel: k, WorkDir: work, SourceDateEpoch: opts.SourceDateEpoch,
-			Boot: opts.Boot, Site: opts.Site, FirmwareFiles: opts.FirmwareFiles, ExtraModules: extra, Log: opts.Log})
+			Boot: opts.Boot, Site: opts.Site, FirmwareFiles: opts.FirmwareFiles, ExtraModules: extra, Log: opts.Log, NoCache: opts.NoCache})
 		stop()
 		if err != nil {
 			return nil, err
@@ -221,11 +224,10 @@ func buildTestEngine(ctx context.Context, pl *plan.Plan, k *kernel.Kernel, logf 
 	logf("building the test engine's module %s for kernel %s", testengine.Module, k.Version)
 	m, err := testengine.Build(ctx, testengine.Options{KernelPackage: pl.Kernel.Package, Arch: pl.Kernel.Arch, Log: logf})
 	if err != nil {
-		return "", fmt.Errorf("--card %s: building its kernel module %s: %w", catalog.TestAES, testengine.Module, err)
+		return "", &TestEngineError{Err: fmt.Errorf("building its kernel module %s: %w", testengine.Module, err)}
 	}
 	if m.KernelRelease != k.Version {
-		return "", fmt.Errorf("--card %s: its module %s is built for Debian's kernel %s, but this image boots kernel %s (--kernel): the test engine needs the board's Debian kernel",
-			catalog.TestAES, testengine.Module, m.KernelRelease, k.Version)
+		return "", &TestEngineError{Built: m.KernelRelease, Boots: k.Version}
 	}
 	return m.Path, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/plan"
@@ -31,10 +32,10 @@ func TestFirmwareImageBoots(t *testing.T) {
 		t.Skip("builds the userland and boots QEMU; -short")
 	}
 	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	if err := qemu.Installed("i386"); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	cat, err := boards.Embedded()
 	if err != nil {
@@ -47,7 +48,7 @@ func TestFirmwareImageBoots(t *testing.T) {
 	}
 	deb, err := debian.CachedKernel(pl.Kernel.Package, pl.Kernel.Arch, "")
 	if err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -140,7 +141,7 @@ func TestSizeErrorsBeforeBuilding(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s-%d", tc.board, tc.size), func(t *testing.T) {
 			if err := firmware.CheckTools(tc.tools); err != nil {
-				qemu.SkipOrFail(t, "%v", err)
+				labtest.SkipOrFail(t, "%v", err)
 			}
 			pl, err := cat.Resolve(boards.Request{Board: tc.board})
 			if err != nil {

@@ -3,14 +3,15 @@ package build
 import (
 	"context"
 	"errors"
-	"github.com/ocfw/ocfw/kernel"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/kernel"
+
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/testengine"
 	"github.com/ocfw/ocfw/plan"
 )
@@ -39,7 +40,8 @@ func TestTestEngineModule(t *testing.T) {
 	// A given initramfs cannot take the module: refused before anything.
 	dir := t.TempDir()
 	_, err := Build(context.Background(), pl, Options{Output: filepath.Join(dir, "x.img"), Initramfs: filepath.Join(dir, "initrd")})
-	if err == nil || !strings.Contains(err.Error(), "--card testaes: its module ocfw_testaes goes into the initramfs ocfw builds") {
+	var given *InitramfsGivenError
+	if !errors.As(err, &given) || given.Input != InputTestEngine || !strings.Contains(err.Error(), "its module ocfw_testaes goes into the initramfs ocfw builds") {
 		t.Errorf("--initramfs with testaes: %v", err)
 	}
 
@@ -47,7 +49,8 @@ func TestTestEngineModule(t *testing.T) {
 	t.Run("no make", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
 		_, err := buildTestEngine(context.Background(), pl, &kernel.Kernel{Version: "6.1.0-57-686"}, t.Logf)
-		if !errors.Is(err, testengine.ErrNoTools) || !strings.Contains(err.Error(), "--card testaes") || !strings.Contains(err.Error(), "apt-get install make gcc-12") {
+		var te *TestEngineError
+		if !errors.Is(err, testengine.ErrNoTools) || !errors.As(err, &te) || !strings.Contains(err.Error(), "apt-get install make gcc-12") {
 			t.Errorf("without make: %v", err)
 		}
 	})
@@ -59,7 +62,7 @@ func TestTestEngineModule(t *testing.T) {
 		}
 		_, err := buildTestEngine(context.Background(), pl, &kernel.Kernel{Version: "6.1.0-0-other"}, t.Logf)
 		if errors.Is(err, testengine.ErrNoTools) || errors.Is(err, testengine.ErrNoKernel) {
-			qemu.SkipOrFail(t, "%v", err)
+			labtest.SkipOrFail(t, "%v", err)
 		}
 		if err == nil || !strings.Contains(err.Error(), "but this image boots kernel 6.1.0-0-other") {
 			t.Errorf("module for another kernel: %v", err)

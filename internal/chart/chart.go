@@ -37,8 +37,10 @@ func Label(r *report.Report, fallback string) string {
 	if name == "" {
 		name = "host"
 	}
-	if r.Boot > 0 {
-		name += fmt.Sprintf(" boot %d", r.Boot)
+	// A fallback such as "IMAGE boot 3" (how ocfw report names a kept
+	// report) already says which boot: say it once.
+	if boot := fmt.Sprintf(" boot %d", r.Boot); r.Boot > 0 && !strings.HasSuffix(name, boot) {
+		name += boot
 	}
 	if r.Env.Emulated() {
 		name += " (QEMU)"
@@ -175,7 +177,7 @@ func referenceFilter(sources []Source, ref string) (func(Published) bool, error)
 		}
 	}
 	if len(words) == 0 {
-		return nil, fmt.Errorf("--reference %q: want auto, all, none, or words to match published platforms and engines", ref)
+		return nil, &ReferenceError{Ref: ref}
 	}
 	return func(p Published) bool {
 		for _, w := range words {
@@ -349,4 +351,15 @@ func espSeries(out map[string][]Series, r *report.Report, label string) {
 		sort.Slice(s.Points, func(i, j int) bool { return s.Points[i][0] < s.Points[j][0] })
 		out[key] = append(out[key], s)
 	}
+}
+
+// ReferenceError is a choice of published results (Data's ref) that
+// chooses nothing.
+type ReferenceError struct{ Ref string }
+
+func (e *ReferenceError) Error() string { return e.Worded("reference") }
+
+// Worded is the message with the choice named by the caller (its flag).
+func (e *ReferenceError) Worded(name string) string {
+	return fmt.Sprintf("%s %q: want auto, all, none, or words to match published platforms and engines", name, e.Ref)
 }

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/ocf/esp"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/ocf/speed"
-	"github.com/ocfw/ocfw/router/ipsec/espspeed"
 )
 
 func TestReference(t *testing.T) {
@@ -150,7 +150,7 @@ func TestLabelsAndReferenceChoice(t *testing.T) {
 // series per engine in kB/s, failed rows left out.
 func TestESPPanel(t *testing.T) {
 	r := sampleReport(t)
-	r.ESP = &report.ESP{Result: &espspeed.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Rows: []espspeed.Row{
+	r.ESP = &report.ESP{Result: &esp.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Rows: []esp.Row{
 		{Engine: "kernel-soft", Size: 1400, MBps: 0.39},
 		{Engine: "kernel-soft", Size: 64, MBps: 0.04},
 		{Engine: "virtio-crypto", Hardware: true, Size: 64, MBps: 0.02},
@@ -177,5 +177,24 @@ func TestESPPanel(t *testing.T) {
 	}
 	if !strings.Contains(svg.String(), "ESP aes-128-cbc+hmac-sha1") {
 		t.Error("the SVG has no ESP panel")
+	}
+}
+
+// A kept report's fallback name already ends in its boot: the legend
+// says the boot once ("boot 1 boot 1" was the bug).
+func TestLabelBootOnce(t *testing.T) {
+	for _, tc := range []struct {
+		r        report.Report
+		fallback string
+		want     string
+	}{
+		{report.Report{Boot: 1}, "ocfw-alix2d13.img boot 1", "ocfw-alix2d13.img boot 1"},
+		{report.Report{Boot: 12}, "x.img boot 1", "x.img boot 1 boot 12"},
+		{report.Report{Boot: 2, Env: report.Environment{Board: "alix2d13"}}, "ignored", "alix2d13 boot 2"},
+		{report.Report{}, "", "host"},
+	} {
+		if got := Label(&tc.r, tc.fallback); got != tc.want {
+			t.Errorf("Label(boot %d, %q) = %q, want %q", tc.r.Boot, tc.fallback, got, tc.want)
+		}
 	}
 }

@@ -32,6 +32,10 @@ type buildFlags struct {
 	siteCfg   *site.Site
 	fwFiles   []string
 	json      bool
+	noCache   bool
+
+	// allowPlaceholder builds a site whose only SSH key is the examples'.
+	allowPlaceholder bool
 }
 
 func newBuildCmd(g *globalFlags) *cobra.Command {
@@ -43,7 +47,7 @@ func newBuildCmd(g *globalFlags) *cobra.Command {
 and lays out the image for the board's boot method:
 
   bios-cf (alix2d13, net5501): a CompactFlash image — MBR, FAT16 boot partition with
-    the kernel, initramfs and SYSLINUX on the board's serial console, and a FAT data
+    the kernel, initramfs and SYSLINUX (the BIOS relays it to the serial console), and a FAT data
     partition where the firmware keeps its reports. dd or 'ocfw flash' it to the card.
   redboot, nslu2: the whole 8 MiB flash in the RedBoot/FIS layout (RedBoot itself
     left erased). avila-gw2348: kernel and initramfs files, the RedBoot commands that
@@ -86,17 +90,21 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	f.register(cmd, true)
 	fl.StringVar(&f.kernel, "kernel", "", kernelFlagHelp)
 	fl.StringVar(&f.initramfs, "initramfs", "", "use this compressed initramfs instead of building one (the kernel still comes from --kernel)")
-	fl.StringVarP(&f.output, "output", "o", "", "image file (default ocfw-BOARD.img)")
+	fl.StringVarP(&f.output, "output", "o", "", "image file (default out/ocfw-BOARD.img; out/ocfw-BOARD-stand-in.img with --stand-in)")
 	fl.StringVar(&f.size, "size", "", "image size in MiB, e.g. 120 or 240M or 1G (default: the board's, which fits its card)")
 	fl.IntVar(&f.cardMB, "card-mb", 0, "the card's size in MB as sold (default: the board's, e.g. 128)")
 	fl.StringVar(&f.budget, "speed-budget", "", "time the firmware's boot-time speed run may take, e.g. 20s (default: the firmware's)")
 	fl.StringVar(&f.espBudget, "esp-budget", "", "time the firmware's boot-time ESP throughput run may take, e.g. 8s; 0s skips it (default: the firmware's)")
 	fl.StringArrayVar(&f.fwFiles, "firmware-file", nil, "a file for the initramfs's /lib/firmware (repeat): the IXP4xx boards' NPE-B and NPE-C microcode, which ocfw cannot ship")
 	fl.StringVar(&f.site, "site", "", "the router's site config (YAML, kind: site): ports, addresses, DHCP, firewall, SSH keys (ocfw validate checks it)")
+	registerPlaceholderFlag(cmd, f)
 	fl.StringArrayVar(&f.inject, "test-inject", nil, "TEST IMAGES ONLY: the firmware adds a faulty engine, corrupt:SIZE, fail:SIZE or hang:SIZE, to prove its self-test catches it")
 	fl.BoolVar(&f.json, "json", false, "print the manifest as JSON")
+	fl.BoolVar(&f.noCache, "no-cache", false, noCacheHelp)
 	return cmd
 }
+
+const noCacheHelp = "build the Go userland even when the userland cache (CACHE/userland) holds it, and leave the cache alone"
 
 // parseSizeMiB reads 120, 120M, 120MiB or 1G as MiB.
 func parseSizeMiB(s string) (int, error) {
@@ -144,12 +152,12 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	}
 	out := f.output
 	if out == "" {
-		out = "ocfw-" + pl.Board + ".img"
+		out = defaultImage(pl)
 	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	res, err := build.Build(cmd.Context(), pl, build.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
 		Boot: plan.Options{SpeedBudget: f.budget, ESPBudget: f.espBudget, Inject: f.inject}, Site: f.siteCfg, FirmwareFiles: f.fwFiles, SizeMiB: size, CardMB: f.cardMB,
-		SourceDateEpoch: sde, Log: log, Progress: progress.Terminal(cmd.ErrOrStderr())})
+		SourceDateEpoch: sde, Log: log, NoCache: f.noCache, Progress: progress.Terminal(cmd.ErrOrStderr())})
 	if err != nil {
 		return err
 	}
@@ -193,6 +201,9 @@ func (f *buildFlags) loadSite(g *globalFlags, pl *plan.Plan) error {
 	}
 	if b.Name != pl.Board {
 		return fmt.Errorf("--site %s is for board %s, but --board is %s: build for %s, or give a site for %s", f.site, b.Name, pl.Board, b.Name, pl.Board)
+	}
+	if err := checkPlaceholderKey(f.site, s, f.allowPlaceholder); err != nil {
+		return err
 	}
 	f.siteCfg = s
 	return nil

@@ -61,4 +61,27 @@ func registerCompletions(root *cobra.Command, g *globalFlags) {
 		}
 	}
 	walk(root)
+	noteBashCompletion(root)
+}
+
+// bashCompletionNote is what a new user missed: bash loads the script
+// only with bash-completion installed.
+const bashCompletionNote = `bash needs Debian's bash-completion package for the script to work:
+sudo apt-get install bash-completion, then open a new shell.`
+
+// noteBashCompletion makes cobra's completion command now, so its help
+// can say what bash needs.
+func noteBashCompletion(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Long += "\n" + bashCompletionNote + "\n"
+		for _, sub := range c.Commands() {
+			if sub.Name() == "bash" {
+				sub.Long = bashCompletionNote + "\n\n" + sub.Long
+			}
+		}
+	}
 }

@@ -66,3 +66,14 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// The completion help says what bash needs: without Debian's
+// bash-completion package the bash script does nothing.
+func TestCompletionHelpNamesBashCompletion(t *testing.T) {
+	for _, args := range [][]string{{"completion", "--help"}, {"completion", "bash", "--help"}} {
+		out, errs, code := ocfw(t, args...)
+		if code != 0 || !strings.Contains(out, "Debian's bash-completion package") {
+			t.Errorf("%v: exit %d, help lacks Debian's bash-completion package:\n%s%s", args, code, out, errs)
+		}
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"github.com/ocfw/ocfw/internal/chart"
 	"github.com/ocfw/ocfw/internal/ocfcmd"
 	"github.com/ocfw/ocfw/ocf/report"
-	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -34,11 +33,7 @@ func withPlanFlags(g *globalFlags, build func(ocfcmd.PlanFunc) *cobra.Command) *
 			}
 			return nil, nil
 		}
-		cat, err := g.catalog()
-		if err != nil {
-			return nil, err
-		}
-		return cat.Resolve(boards.Request{Board: board, Cards: cards})
+		return g.resolve(boards.Request{Board: board, Cards: cards})
 	}
 	cmd := build(pl)
 	cmd.Flags().StringVar(&board, "board", "", "test the engines of this board's plan (default: kernel and Go software for every cipher)")
@@ -76,12 +71,13 @@ func newReportCmd() *cobra.Command {
 
 For an image or card it lists the kept reports, newest first (--list stops there),
 then uses the newest one, or those given with --boot N (repeat) or --all. It prints
-each as text (-q: not), writes them as JSON files into --export DIR, and draws the
-chart of throughput against request size, one panel per cipher, one line per
-engine and report, hardware engines drawn thicker. --reference picks the published
-results from these boards drawn dashed beside them: auto (the same class of board
-and the engines the reports name; the default), all, none, or words matched
-against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
+each as text (-q: not), writes them as JSON files into --export DIR, and, only
+when asked with -o FILE.svg, draws the chart of throughput against request size,
+one panel per cipher, one line per engine and report, hardware engines drawn
+thicker. --reference picks the published results from these boards drawn dashed
+beside them: auto (the same class of board and the engines the reports name; the
+default), all, none, or words matched against the published platforms and
+engines, e.g. --reference glxsb,IXP425.`,
 		Example: `  ocfw report out/ocfw-alix2d13.img --list
   ocfw report /dev/sdc --all -o alix.svg
   ocfw report /media/me/OCFWDATA --boot 7 --export reports/
@@ -93,7 +89,7 @@ against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !strings.HasSuffix(f.output, ".svg") {
+			if f.output != "" && !strings.HasSuffix(f.output, ".svg") {
 				return fmt.Errorf("-o %s: the chart is written as SVG: give a file name ending in .svg", f.output)
 			}
 			if f.all && len(f.boots) > 0 {
@@ -116,7 +112,7 @@ against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
 					return err
 				}
 				for _, s := range srcs {
-					name := filepath.Join(f.export, exportName(s.report))
+					name := filepath.Join(f.export, s.report.ExportName())
 					j, err := s.report.JSON()
 					if err != nil {
 						return err
@@ -145,6 +141,9 @@ against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
 			if err != nil {
 				return err
 			}
+			if f.output == "" {
+				return nil // the chart only when asked for (-o FILE.svg)
+			}
 			var svg bytes.Buffer
 			if err := chart.WriteSVG(&svg, data); err != nil {
 				return err
@@ -157,7 +156,7 @@ against the published platforms and engines, e.g. --reference glxsb,IXP425.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.output, "output", "o", "ocfw-report.svg", "chart file (SVG)")
+	fl.StringVarP(&f.output, "output", "o", "", "draw the chart into this SVG file (default: no chart)")
 	fl.StringVar(&f.reference, "reference", chart.RefAuto, "published results to overlay: auto, all, none, or words matching platforms/engines")
 	fl.Lookup("reference").NoOptDefVal = chart.RefAuto
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print the reports as text")
@@ -187,6 +186,7 @@ func (f *reportFlags) read(w io.Writer, src string) ([]reportSource, error) {
 		}
 		return []reportSource{{from: src, report: r}}, nil
 	}
+	src = reportsFrom(w, src)
 	reps, st, err := firmware.Reports(src)
 	if err != nil {
 		return nil, err
@@ -198,27 +198,18 @@ func (f *reportFlags) read(w io.Writer, src string) ([]reportSource, error) {
 	for _, n := range st.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
-	var out []reportSource
-	for _, r := range reps {
-		if r.Report == nil {
-			continue
-		}
-		want := f.all || (len(f.boots) == 0 && len(out) == 0)
-		for _, b := range f.boots {
-			want = want || b == r.Boot
-		}
-		if want {
-			out = append(out, reportSource{from: fmt.Sprintf("%s boot %d", src, r.Boot), report: r.Report})
-		}
+	kept := make([]*report.Report, len(reps))
+	for i, r := range reps {
+		kept[i] = r.Report
 	}
-	for _, b := range f.boots {
-		found := false
-		for _, s := range out {
-			found = found || s.report.Boot == b
-		}
-		if !found {
-			return nil, fmt.Errorf("--boot %d: %s keeps no readable report of boot %d (see the list above)", b, src, b)
-		}
+	chosen, missing := report.Choose(kept, f.all, f.boots)
+	if len(missing) > 0 {
+		b := missing[0]
+		return nil, fmt.Errorf("--boot %d: %s keeps no readable report of boot %d (see the list above)", b, src, b)
+	}
+	var out []reportSource
+	for _, r := range chosen {
+		out = append(out, reportSource{from: fmt.Sprintf("%s boot %d", src, r.Boot), report: r})
 	}
 	if len(out) == 0 && !f.list {
 		return nil, fmt.Errorf("%s: no readable report", src)
@@ -230,40 +221,5 @@ func summaryLine(r firmware.ReportInfo) string {
 	if r.Report == nil {
 		return "unreadable: " + r.Error
 	}
-	pass, fail, absent := 0, 0, 0
-	for _, t := range r.Report.SelfTest {
-		switch t.Status {
-		case selftest.Pass:
-			pass++
-		case selftest.Fail:
-			fail++
-		default:
-			absent++
-		}
-	}
-	env := r.Report.Env
-	s := fmt.Sprintf("%s, kernel %s: self-test %d passed, %d failed, %d absent", orUnknown(env.Board), orUnknown(env.Kernel), pass, fail, absent)
-	if env.Emulated() {
-		s += " (QEMU)"
-	}
-	return s
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "?"
-	}
-	return s
-}
-
-// exportName is BOARD-boot-N.json (or report.json for a host run).
-func exportName(r *report.Report) string {
-	b := r.Env.Board
-	if b == "" {
-		b = "host"
-	}
-	if r.Boot > 0 {
-		return fmt.Sprintf("%s-boot-%d.json", b, r.Boot)
-	}
-	return b + "-report.json"
+	return r.Report.Summary()
 }

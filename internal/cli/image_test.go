@@ -9,18 +9,18 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
 
 // build, inspect and flash through the CLI, with a stand-in initramfs
 // (the userland build is the rootfs package's to test).
 func TestBuildInspectFlashCLI(t *testing.T) {
 	if err := firmware.CheckTools("bios-cf"); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	deb, err := debian.CachedKernel("linux-image-686", "i386", "")
 	if err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	dir := t.TempDir()
 	initrd := filepath.Join(dir, "initrd.xz")
@@ -43,7 +43,7 @@ func TestBuildInspectFlashCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("inspect: exit %d: %s", code, errs)
 	}
-	for _, want := range []string{`label "OCFWBOOT"`, `label "OCFWDATA"`, "/vmlinuz", "SERIAL 0 38400", "board alix2d13"} {
+	for _, want := range []string{`label "OCFWBOOT"`, `label "OCFWDATA"`, "/vmlinuz", "console=ttyS0,38400n8", "board alix2d13"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
 
 // smallImage builds a 42 MiB alix2d13 image through the CLI (Debian's
@@ -22,11 +22,11 @@ import (
 func smallImage(t *testing.T) (string, *firmware.Manifest) {
 	t.Helper()
 	if err := firmware.CheckTools("bios-cf"); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	deb, err := debian.CachedKernel("linux-image-686", "i386", "")
 	if err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	dir := t.TempDir()
 	initrd := filepath.Join(dir, "initrd.xz")
@@ -199,7 +199,7 @@ func TestInspectExitStatus(t *testing.T) {
 		}, `is for board "net5501", but the image's own manifest (/ocfw/manifest.json) says "alix2d13"`},
 		{"image changed after the build", func(t *testing.T, p string) {
 			patch(t, p, m.Store[0].Offset, []byte("booted"))
-		}, "the image no longer matches its manifest (sha256): it was changed after the build (booted with --persist, or written to); 1 of"},
+		}, "the image no longer matches its manifest (sha256): it was changed after the build (booted in place, not as a copy, or written to); 1 of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := copyImage(t, img)

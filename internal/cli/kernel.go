@@ -2,8 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"github.com/ocfw/ocfw/kernel"
 	"strings"
+
+	"github.com/ocfw/ocfw/kernel"
 
 	"github.com/spf13/cobra"
 
@@ -51,7 +52,7 @@ without network access; --refresh updates the lists and downloads again.`,
 			}
 			kpkg := b.Kernel
 			if standIn {
-				pl, err := resolveStandIn(g, b.Name)
+				pl, err := g.resolve(boards.Request{Board: b.Name, StandIn: true})
 				if err != nil {
 					return err
 				}
@@ -124,7 +125,7 @@ missing).`,
   ocfw kernel check --board nslu2 --kernel zImage-ixp4xx:modules/lib/modules/6.6.0:config`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := resolveKernelPlan(g, board, cards)
+			p, err := g.resolve(boards.Request{Board: board, Cards: cards})
 			if err != nil {
 				return err
 			}
@@ -156,18 +157,9 @@ missing).`,
 	return cmd
 }
 
-// resolveStandIn is the plan of board for its QEMU stand-in.
-func resolveStandIn(g *globalFlags, board string) (*plan.Plan, error) {
-	cat, err := g.catalog()
-	if err != nil {
-		return nil, err
-	}
-	return cat.Resolve(boards.Request{Board: board, StandIn: true})
-}
-
 func kernelBoard(g *globalFlags, name string) (*boards.Board, error) {
 	if name == "" {
-		return nil, fmt.Errorf("--board is required (see 'ocfw boards')")
+		return nil, errNoBoard
 	}
 	cat, err := g.catalog()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/ocfcmd"
+	"github.com/ocfw/ocfw/plan"
 )
 
 // Main is ocfw's main: it runs the CLI with signal handling: SIGINT or SIGTERM cancels the
@@ -70,9 +71,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "ocfw: stopped (%v): %v\n", context.Cause(ctx), err)
+			fmt.Fprintf(stderr, "ocfw: stopped (%v): %s\n", context.Cause(ctx), flagWords(err))
 		} else {
-			fmt.Fprintf(stderr, "ocfw: %v\n", err)
+			fmt.Fprintf(stderr, "ocfw: %s\n", flagWords(err))
 		}
 		return 1
 	}
@@ -96,6 +97,22 @@ func (g *globalFlags) catalog() (*boards.Catalog, error) {
 		}
 	}
 	return c, nil
+}
+
+// errNoBoard is what every command that needs a board says without one.
+var errNoBoard = fmt.Errorf("--board is required (see 'ocfw boards' for the boards ocfw knows)")
+
+// resolve is the one way a command turns a board and cards into a plan:
+// the catalog (embedded plus --profiles), then boards.Resolve.
+func (g *globalFlags) resolve(req boards.Request) (*plan.Plan, error) {
+	if req.Board == "" {
+		return nil, errNoBoard
+	}
+	cat, err := g.catalog()
+	if err != nil {
+		return nil, err
+	}
+	return cat.Resolve(req)
 }
 
 // NewRootCmd builds the ocfw command tree.

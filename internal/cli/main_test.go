@@ -158,7 +158,7 @@ func TestBoardShow(t *testing.T) {
 		t.Errorf("board show alix2d3 lacks the kernel source and package:\n%s", out)
 	}
 	out, _, code = ocfw(t, "board", "show", "nslu2")
-	if code != 0 || !strings.Contains(out, "kernel:        user: zImage supplied with --kernel\n") {
+	if code != 0 || !strings.Contains(out, "kernel:        user: zImage you supply\n") {
 		t.Errorf("board show nslu2 lacks the kernel source:\n%s", out)
 	}
 	out, _, code = ocfw(t, "board", "show", "vpn1411", "--json")

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
@@ -74,12 +72,5 @@ func (r *planRequest) register(cmd *cobra.Command, requireHW bool) {
 }
 
 func (r *planRequest) resolve(g *globalFlags) (*plan.Plan, error) {
-	if r.board == "" {
-		return nil, fmt.Errorf("--board is required (see 'ocfw boards' for the boards ocfw knows)")
-	}
-	cat, err := g.catalog()
-	if err != nil {
-		return nil, err
-	}
-	return cat.Resolve(boards.Request{Board: r.board, Cards: r.cards, Ciphers: r.ciphers, RequireHW: r.requireHW, StandIn: r.standIn})
+	return g.resolve(boards.Request{Board: r.board, Cards: r.cards, Ciphers: r.ciphers, RequireHW: r.requireHW, StandIn: r.standIn})
 }

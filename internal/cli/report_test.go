@@ -10,7 +10,7 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/fat"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
@@ -24,7 +24,7 @@ func cardWithReports(t *testing.T, n int) string {
 	t.Helper()
 	img := filepath.Join(t.TempDir(), "card.img")
 	if err := firmware.DataPartition(context.Background(), img, 12<<20, plan.DataLabel, 1700000000); err != nil {
-		qemu.SkipOrFail(t, "no data partition: %v", err)
+		labtest.SkipOrFail(t, "no data partition: %v", err)
 	}
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {

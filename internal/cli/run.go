@@ -16,21 +16,22 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/boardvm"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/progress"
-	"github.com/ocfw/ocfw/ocf/report"
 )
 
 type runFlags struct {
-	timeout    time.Duration
-	timeoutSet bool // --timeout given
-	until      string
-	poweroff   bool
-	memoryMB   int
-	quiet      bool
-	persist    bool
-	keepCopy   string
-	net        string
-	sshPort    int
-	ports      []string
+	timeout     time.Duration
+	timeoutSet  bool // --timeout given
+	until       string
+	poweroff    bool
+	memoryMB    int
+	quiet       bool
+	persist     bool
+	fresh       bool
+	standInSaid bool // try told the user what the stand-in does not prove
+	keepCopy    string
+	net         string
+	sshPort     int
+	ports       []string
 }
 
 // network turns --net, --ssh-port and --port into the wiring of the
@@ -90,8 +91,13 @@ traffic never reaches this host's network.
 The boot writes its report into the data partition, so run boots a copy of the
 image (removed afterwards; --keep-copy FILE keeps it) and reads the report back
 from the copy: the image stays as built, matching its manifest and sha256sums,
-ready for 'ocfw flash'. --persist boots the image itself, as the board would;
-the image then no longer matches its manifest.
+ready for 'ocfw flash'. What the board wrote on its data partition (its SSH host
+key, DHCP leases, boot counter and reports) is kept in IMAGE.state beside the
+image and booted again by the next run of the same image, as a card would keep
+it: the SSH host key stays the same, and 'ocfw report IMAGE' reads the reports
+from it. --fresh deletes IMAGE.state and starts over. With --keep-copy the kept
+copy holds what the board wrote instead. --persist boots the image itself, as
+the board would; the image then no longer matches its manifest.
 
 With --poweroff-after-report the run types 'poweroff' once the firmware's boot
 sequence is done, and the exit status is the self-test outcome read back from the
@@ -120,21 +126,12 @@ clearing the screen) are not passed through; colours are.`,
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "do not copy the console here")
 	cmd.Flags().BoolVar(&f.persist, "persist", false, "boot the image itself, not a copy: its report stays in the image, which then no longer matches its manifest")
 	cmd.Flags().StringVar(&f.keepCopy, "keep-copy", "", "boot a copy written to this file and keep it afterwards (default: a temporary copy, removed)")
+	cmd.Flags().BoolVar(&f.fresh, "fresh", false, "start with the image's own data partition: delete the board's state kept from earlier runs (IMAGE.state)")
 	cmd.MarkFlagsMutuallyExclusive("persist", "keep-copy")
+	cmd.MarkFlagsMutuallyExclusive("persist", "fresh")
+	cmd.MarkFlagsMutuallyExclusive("keep-copy", "fresh")
 	registerNetFlags(cmd, f)
 	return cmd
-}
-
-func failedEngines(r *report.Report) error {
-	var names []string
-	seen := map[string]bool{}
-	for _, t := range r.SelfTest {
-		if t.Status == "fail" && !seen[t.Engine] {
-			seen[t.Engine] = true
-			names = append(names, t.Engine)
-		}
-	}
-	return fmt.Errorf("self-test failed on the board for %v: excluded by the policy (see the report)", names)
 }
 
 // rawTerminal puts a terminal in raw mode so keystrokes reach the guest
@@ -203,11 +200,14 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		return err
 	}
 	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB,
-		Persist: f.persist, KeepCopy: f.keepCopy, Network: netw,
+		Persist: f.persist, KeepCopy: f.keepCopy, Network: netw, StandInSaid: f.standInSaid,
 		Log: func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: "+format+"\n", args...) }}
 	if f.persist {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: --persist: booting %s itself; the boot writes into it, so it will no longer match %s and sha256sums ('ocfw flash' refuses it)\n",
 			image, firmware.ManifestPath(image))
+	}
+	if opt.State, err = boardState(cmd.ErrOrStderr(), image, f); err != nil {
+		return err
 	}
 	if !f.quiet {
 		opt.Console = cmd.OutOrStdout()
@@ -221,6 +221,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		}
 	}
 	opt.Timeout = watchdog(f.timeout, f.timeoutSet, interactive)
+	opt.Script = routerUpScript(image, f, cmd.ErrOrStderr(), opt.Input != nil)
 	res, err := boardvm.Run(ctx, image, opt)
 	if opt.Console != nil && res != nil && res.Console != "" && !strings.HasSuffix(res.Console, "\n") {
 		// What comes next (a message, the shell's prompt) starts on a
@@ -234,28 +235,19 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		return err
 	}
 	if res.Report != nil && res.NewReport {
-		var pass, fail, absent int
-		for _, t := range res.Report.SelfTest {
-			switch t.Status {
-			case "pass":
-				pass++
-			case "fail":
-				fail++
-			default:
-				absent++
-			}
-		}
 		where := "the image's data partition"
 		switch {
+		case res.State != "":
+			where = "the board's state " + res.State + " (the image is unchanged)"
 		case res.Copy && f.keepCopy != "":
 			where = "the data partition of the copy " + res.Booted
 		case res.Copy:
 			where = "the data partition of the copy booted (removed; the image is unchanged)"
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on %s: self-test %d passed, %d failed, %d absent\n",
-			res.Board, res.Elapsed.Round(time.Second), res.Report.Boot, where, pass, fail, absent)
+		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: %s booted in %v; report of boot %d on %s: self-test %s\n",
+			bootedName(res), res.Elapsed.Round(time.Second), res.Report.Boot, where, res.Report.Tally())
 		if res.Report.Failed() {
-			return failedEngines(res.Report)
+			return fmt.Errorf("self-test failed on the board for %v: excluded by the policy (see the report)", res.Report.FailedEngines())
 		}
 	}
 	return nil

@@ -14,8 +14,8 @@ import (
 
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/proctest"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -54,10 +54,10 @@ func TestBuildSignalled(t *testing.T) {
 		t.Skip("starts the userland build twice; -short")
 	}
 	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	if _, err := debian.CachedKernel("linux-image-686", "i386", ""); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	for _, tc := range []struct {
 		sig  syscall.Signal
@@ -73,7 +73,8 @@ func TestBuildSignalled(t *testing.T) {
 			before := proctest.Tree(dir)
 
 			var stderr bytes.Buffer
-			cmd := ocfwProcess(t, &stderr, "build", "--board", "alix2d13", "--cipher", "aes-128-cbc", "-o", filepath.Join(dir, "alix.img"))
+			// --no-cache: the signal goes to the userland's compile.
+			cmd := ocfwProcess(t, &stderr, "build", "--no-cache", "--board", "alix2d13", "--cipher", "aes-128-cbc", "-o", filepath.Join(dir, "alix.img"))
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			// Signal once a compiler runs for the userland.

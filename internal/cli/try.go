@@ -18,6 +18,7 @@ type tryFlags struct {
 	build    buildFlags
 	timeout  time.Duration
 	keepCopy string
+	run      runFlags // the network flags and --poweroff-after-report
 }
 
 // newTryCmd is the main job in one command: fetch the kernel, build the
@@ -42,7 +43,16 @@ armel's linux-image-rpi kernel and its modules, the data partition on the
 machine's SD card. It says first what that does not prove: the IXP4xx crypto
 engine and Ethernet are absent (no NPE, no ixp4xx_crypto, no ixp4xx_eth), the
 CPU is an ARMv6 ARM1176, not the XScale, and the kernel is not one that boots
-the board.`,
+the board.
+
+With --site the image is a router, and try leaves it running after the report,
+as 'ocfw run' does: its WAN on QEMU's restricted user network, 127.0.0.1:2222 on
+this host forwarded to its SSH (--ssh-port), the console here. It says how to
+log in (ssh -p 2222 root@127.0.0.1) and how to stop it ('poweroff' on the
+console, or Ctrl-A x). --poweroff-after-report, or stdin that is not a
+terminal, powers it off after the report instead. The board's data partition
+(SSH host key, leases, reports) is kept in IMAGE.state between runs, as with
+'ocfw run'.`,
 		Example: `  ocfw try --board alix2d13 --card vpn1411
   ocfw try --board nslu2        # on QEMU's ARM stand-in: see what it does not prove`,
 		Args: cobra.NoArgs,
@@ -75,10 +85,7 @@ the board.`,
 				}
 			}
 			if f.build.output == "" {
-				f.build.output = filepath.Join("out", "ocfw-"+pl.Board+".img")
-				if pl.StandIn != nil {
-					f.build.output = filepath.Join("out", "ocfw-"+pl.Board+"-stand-in.img")
-				}
+				f.build.output = defaultImage(pl)
 			}
 			if err := os.MkdirAll(filepath.Dir(f.build.output), 0o755); err != nil {
 				return err
@@ -86,7 +93,14 @@ the board.`,
 			if err := runBuild(cmd, pl, &f.build); err != nil {
 				return err
 			}
-			return runImage(cmd, f.build.output, &runFlags{timeout: f.timeout, timeoutSet: cmd.Flags().Changed("timeout"), poweroff: true, keepCopy: f.keepCopy})
+			rf := f.run
+			rf.timeout, rf.timeoutSet, rf.keepCopy = f.timeout, cmd.Flags().Changed("timeout"), f.keepCopy
+			rf.standInSaid = pl.StandIn != nil // the banner above listed it
+			rf.poweroff = tryPowersOff(f.build.siteCfg != nil, stdinTerminal(cmd), f.run.poweroff)
+			if f.build.siteCfg != nil && rf.poweroff && !f.run.poweroff {
+				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw try: stdin is not a terminal: powering the router off after the report ('ocfw run %s' keeps it up)\n", f.build.output)
+			}
+			return runImage(cmd, f.build.output, &rf)
 		},
 	}
 	fl := cmd.Flags()
@@ -94,8 +108,12 @@ the board.`,
 	fl.StringVarP(&f.build.output, "output", "o", "", "image file (default out/ocfw-BOARD.img)")
 	fl.StringVar(&f.build.budget, "speed-budget", "", "time the firmware's boot-time speed run may take (default: the firmware's)")
 	fl.StringVar(&f.build.site, "site", "", "the router's site config (YAML, kind: site)")
+	registerPlaceholderFlag(cmd, &f.build)
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog for the QEMU boot; 0 = none")
+	fl.BoolVar(&f.build.noCache, "no-cache", false, noCacheHelp)
 	fl.StringVar(&f.keepCopy, "keep-copy", "", "keep the copy of the image QEMU booted (with its report) in this file")
+	fl.BoolVar(&f.run.poweroff, "poweroff-after-report", false, "power off once the boot sequence is done, also with --site (the default without one, or when stdin is not a terminal)")
+	registerNetFlags(cmd, &f.run)
 	return cmd
 }
 

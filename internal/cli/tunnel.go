@@ -4,18 +4,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"strings"
 	"time"
-
-	"github.com/ocfw/ocfw/site"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
-	"github.com/ocfw/ocfw/internal/atomicfile"
-	"github.com/ocfw/ocfw/internal/regfile"
 )
 
 func newTunnelCmd(g *globalFlags) *cobra.Command {
@@ -53,80 +46,31 @@ install the new file on both boxes and restart both.`,
 			if err != nil {
 				return err
 			}
-			var docs []*boards.SiteDoc
-			var all boards.ErrorList
-			for _, f := range sites {
-				data, err := readProfileFile(f)
-				if err != nil {
-					return err
-				}
-				d, err := cat.ParseSiteDoc(f, data)
-				var l boards.ErrorList
-				if errors.As(err, &l) {
-					all = append(all, l...)
-				} else if err != nil {
-					return err
-				}
-				docs = append(docs, d)
-			}
-			if len(all) > 0 {
-				return printErrors(cmd, all, "in the site configs")
-			}
-			a, b := docs[0], docs[1]
-			if a.Site.Hostname == b.Site.Hostname && a.Site.WAN.Address == b.Site.WAN.Address {
-				return fmt.Errorf("--site %s and --site %s are the same site: give the two ends", a.File, b.File)
-			}
-			if name == "" {
-				if name, err = sharedTunnel(a, b); err != nil {
-					return err
-				}
-			}
-			ai, bi := a.Tunnel(name), b.Tunnel(name)
-			for _, e := range []struct {
-				d *boards.SiteDoc
-				i int
-			}{{a, ai}, {b, bi}} {
-				if e.i < 0 {
-					return fmt.Errorf("%s has no tunnel %q%s", e.d.File, name, tunnelNames(e.d))
-				}
-			}
-			if errs := boards.CheckTunnelPair(a, ai, b, bi); len(errs) > 0 {
-				return printErrors(cmd, errs, "between the two ends")
-			}
-			ta := a.Site.Tunnels[ai]
-			addrA, _ := a.Site.TunnelAddrs(ta)
-			k, err := site.NewTunnelKeys(rand.Reader, name, ta.Cipher, ta.Auth, addrA.Local, addrA.Peer, time.Now())
-			if err != nil {
+			pair, err := cat.PairTunnel(sites[0], sites[1], name, readProfileFile)
+			var l boards.ErrorList
+			var mismatch *boards.PairMismatchError
+			switch {
+			case errors.As(err, &l):
+				return printErrors(cmd, l, "in the site configs")
+			case errors.As(err, &mismatch):
+				return printErrors(cmd, mismatch.Errs, "between the two ends")
+			case err != nil:
 				return err
 			}
-			data, err := k.JSON()
+			k, err := pair.NewKeys(rand.Reader, time.Now())
 			if err != nil {
 				return err
 			}
 			paths := []string{out}
 			if out == "" {
-				paths = []string{boards.TunnelKeysPath(a.File, ta)}
-				if pb := boards.TunnelKeysPath(b.File, b.Site.Tunnels[bi]); pb != paths[0] {
-					paths = append(paths, pb)
-				}
+				paths = pair.KeyPaths()
 			}
-			// Refuse before writing anything: old keys may be what the
-			// boxes run on.
-			if !force {
-				for _, p := range paths {
-					if _, err := os.Lstat(p); err == nil {
-						return fmt.Errorf("%s exists: the boxes may be using those keys; give --force to replace them (then install the new file on both ends)", p)
-					} else if !errors.Is(err, fs.ErrNotExist) {
-						return err
-					}
-				}
+			if err := boards.WriteTunnelKeys(paths, k, force); err != nil {
+				return err
 			}
 			for _, p := range paths {
-				if err := atomicfile.WriteFile(p, data, 0o600); err != nil {
-					return err
-				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: tunnel %s, %s <-> %s, %s with %s, SPIs %s and %s\n",
-					p, name, k.SAs[0].From, k.SAs[0].To, k.Cipher, k.Auth, k.SAs[0].SPI, k.SAs[1].SPI)
+					p, pair.Name, k.SAs[0].From, k.SAs[0].To, k.Cipher, k.Auth, k.SAs[0].SPI, k.SAs[1].SPI)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "copy it to both boxes' cards, into the ocfw folder (beside site.json), and keep it secret\n")
 			return nil
@@ -140,45 +84,11 @@ install the new file on both boxes and restart both.`,
 	return cmd
 }
 
-// sharedTunnel is the one tunnel name both sites have.
-func sharedTunnel(a, b *boards.SiteDoc) (string, error) {
-	var shared []string
-	for _, t := range a.Site.Tunnels {
-		if b.Tunnel(t.Name) >= 0 {
-			shared = append(shared, t.Name)
-		}
-	}
-	switch len(shared) {
-	case 1:
-		return shared[0], nil
-	case 0:
-		return "", fmt.Errorf("%s and %s have no tunnel of the same name%s", a.File, b.File, tunnelNames(a))
-	}
-	return "", fmt.Errorf("%s and %s share tunnels %s: say which with --tunnel", a.File, b.File, strings.Join(shared, ", "))
-}
-
-func tunnelNames(d *boards.SiteDoc) string {
-	var n []string
-	for _, t := range d.Site.Tunnels {
-		n = append(n, t.Name)
-	}
-	if len(n) == 0 {
-		return " (it has no tunnels: add one under tunnels:)"
-	}
-	return fmt.Sprintf(" (%s has %s)", d.File, strings.Join(n, ", "))
-}
-
 // printErrors prints each problem on its own line and returns the
 // summary error.
 func printErrors(cmd *cobra.Command, l boards.ErrorList, where string) error {
 	for _, e := range l {
-		fmt.Fprintln(cmd.ErrOrStderr(), e)
+		fmt.Fprintln(cmd.ErrOrStderr(), errorLine(e))
 	}
 	return fmt.Errorf("%d problem(s) %s", len(l), where)
-}
-
-// readTunnelKeys reads a key file the way the other inputs are read:
-// regular files only, bounded.
-func readTunnelKeys(path string) ([]byte, error) {
-	return regfile.ReadFile(path, site.MaxTunnelKeysSize)
 }

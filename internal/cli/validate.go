@@ -45,7 +45,7 @@ name a board given alongside. Exit status 1 when anything is wrong.`,
 				var l boards.ErrorList
 				if errors.As(err, &l) {
 					for _, e := range l {
-						fmt.Fprintln(cmd.ErrOrStderr(), e)
+						fmt.Fprintln(cmd.ErrOrStderr(), errorLine(e))
 					}
 					return fmt.Errorf("%d problem(s) in the profiles given", len(l))
 				}
@@ -73,52 +73,20 @@ func readProfileFile(name string) ([]byte, error) {
 }
 
 // validateSites checks site configs against the catalog plus the
-// profiles given in the same run.
+// profiles given in the same run, printing each one found right.
 func validateSites(cmd *cobra.Command, g *globalFlags, sites []string, profiles []boards.Profile) error {
 	cat, err := g.catalog()
 	if err != nil {
 		return err
 	}
 	cat.Add(profiles)
-	var all boards.ErrorList
-	var docs []*boards.SiteDoc
-	for _, f := range sites {
-		data, err := readProfileFile(f)
-		if err != nil {
-			return err
-		}
-		d, err := cat.ParseSiteDoc(f, data)
-		var l boards.ErrorList
-		if errors.As(err, &l) {
-			all = append(all, l...)
-			continue
-		} else if err != nil {
-			return err
-		}
-		docs = append(docs, d)
-	}
-	// Key files are checked only for sites that are right themselves:
-	// a wrong address would make every key check wrong too.
-	all = append(all, boards.CheckTunnels(docs, readTunnelKeys)...)
-	wrong := map[string]bool{}
-	for _, e := range all {
-		wrong[e.File] = true
-	}
-	for _, d := range docs {
+	ok, err := cat.CheckSites(sites, readProfileFile)
+	for _, s := range ok {
 		var ks []string
-		ok := !wrong[d.File]
-		for _, t := range d.Site.Tunnels {
-			k := boards.TunnelKeysPath(d.File, t)
-			ok = ok && !wrong[k]
-			ks = append(ks, fmt.Sprintf("; tunnel %s to %s, keys %s", t.Name, t.Peer, k))
+		for _, t := range s.Tunnels {
+			ks = append(ks, fmt.Sprintf("; tunnel %s to %s, keys %s", t.Name, t.Peer, t.Keys))
 		}
-		if !ok {
-			continue
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (site %s for %s%s)\n", d.File, d.Site.Hostname, d.Site.Board, strings.Join(ks, ""))
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (site %s for %s%s)\n", s.File, s.Hostname, s.Board, strings.Join(ks, ""))
 	}
-	if len(all) > 0 {
-		return all
-	}
-	return nil
+	return err
 }

@@ -171,7 +171,7 @@ func (f *Fetcher) FetchExact(ctx context.Context, pkg, version, arch string) (st
 	return f.get(ctx, d, pkg, func(dir string) (string, error) {
 		f.logf("apt-get download %s", spec)
 		if _, err := d.aptIn(ctx, dir, "apt-get", "download", spec); err != nil {
-			return "", fmt.Errorf("%w (the archive keeps only current versions: refresh the kernel package, e.g. ocfw kernel fetch --refresh, to match)", err)
+			return "", &OldVersionError{Err: err}
 		}
 		got, err := filepath.Glob(filepath.Join(dir, "*.deb"))
 		if err != nil || len(got) != 1 {
@@ -355,3 +355,17 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// OldVersionError is a package version the archive no longer has: it
+// keeps only current versions, so the cached package and lists must be
+// refreshed (Fetcher.Refresh) to match.
+type OldVersionError struct{ Err error }
+
+func (e *OldVersionError) Error() string { return e.Worded("with Fetcher.Refresh") }
+
+// Worded is the message with the way to refresh named by the caller.
+func (e *OldVersionError) Worded(refresh string) string {
+	return fmt.Sprintf("%v (the archive keeps only current versions: refresh the kernel package, e.g. %s, to match)", e.Err, refresh)
+}
+
+func (e *OldVersionError) Unwrap() error { return e.Err }

@@ -212,7 +212,8 @@ func TestFetchExact(t *testing.T) {
 		}
 	}
 	_, err := f.FetchExact(ctx, "linux-headers-9.9-common", "9.8-1", "i386")
-	if err == nil || !strings.Contains(err.Error(), "Version '9.8-1'") || !strings.Contains(err.Error(), "--refresh") {
+	var old *OldVersionError
+	if !errors.As(err, &old) || !strings.Contains(err.Error(), "Version '9.8-1'") || !strings.Contains(err.Error(), "refresh") {
 		t.Errorf("missing version: %v", err)
 	}
 	for _, bad := range [][2]string{{"linux-kbuild-9.9", "9.9 -oX=1"}, {"linux-kbuild-9.9", ""}, {"../x", "1"}} {

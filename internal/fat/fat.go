@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -384,8 +385,15 @@ func dosTime(date, tm uint16) time.Time {
 		int(tm>>11), int(tm>>5&63), int(tm&31)*2, 0, time.UTC)
 }
 
-// ErrNotExist marks a missing path.
-var ErrNotExist = errors.New("no such file or directory")
+// ErrNotExist marks a missing path. It matches fs.ErrNotExist under
+// errors.Is, so callers that read through an interface (the board's
+// store) compare with the standard error, not with this package.
+var ErrNotExist error = notExist{}
+
+type notExist struct{}
+
+func (notExist) Error() string        { return "no such file or directory" }
+func (notExist) Is(target error) bool { return target == iofs.ErrNotExist }
 
 func (fs *FS) lookup(path string) (Entry, error) {
 	cur := Entry{Name: "/", Dir: true}

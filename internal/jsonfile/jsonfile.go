@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // Decode decodes data, the board's JSON form of a contract file, into v.
@@ -29,7 +30,11 @@ func Decode(name string, data []byte, max int, what string, v any) error {
 			return fmt.Errorf("%s:%d:%d: JSON syntax: %v", name, l, c, syn)
 		case errors.As(err, &typ):
 			l, c := LineCol(data, typ.Offset)
-			return fmt.Errorf("%s:%d:%d: %s: want %s, got %s", name, l, c, typ.Field, typ.Type, typ.Value)
+			want := typ.Type.String()
+			if typ.Type.Kind() == reflect.String {
+				want = "string" // not the Go name of a typed string (site.WANAddress)
+			}
+			return fmt.Errorf("%s:%d:%d: %s: want %s, got %s", name, l, c, typ.Field, want, typ.Value)
 		}
 		return fmt.Errorf("%s: %v", name, err)
 	}

@@ -1,4 +1,4 @@
-// Package layers holds no code: its test checks the import rules the
-// README's architecture section states, so a change that breaks them fails
-// here instead of in review.
+// Package layers holds no code: its test checks the import rules
+// docs/architecture.md states, and that the document names every
+// package, so a change that breaks them fails here instead of in review.
 package layers

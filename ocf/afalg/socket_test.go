@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/drivers/catalog"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/ocftest"
 )
@@ -39,8 +39,8 @@ func needKernel(tb testing.TB) {
 		tb.Fatalf("AF_ALG required in the guest (OCFW_IN_GUEST=1) but unavailable: %v", err)
 	}
 	msg := "TestKernelInTheLoop runs these tests inside QEMU"
-	if qemu.Required() {
-		msg += ", and fails under " + qemu.EnvRequire + "=1 if it cannot"
+	if labtest.Required() {
+		msg += ", and fails under " + labtest.EnvRequire + "=1 if it cannot"
 	}
 	tb.Skipf("no AF_ALG in this kernel (%v); %s", err, msg)
 }

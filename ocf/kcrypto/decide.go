@@ -259,10 +259,7 @@ func Promotions(in Input) Decision {
 	if size <= 0 {
 		size = MTU
 	}
-	margin := in.Margin
-	if margin <= 0 {
-		margin = ocf.DefaultMargin
-	}
+	margin := ocf.Margin(in.Margin)
 	h := classify(in.Engines, in.Algs)
 	ciphers := in.Ciphers
 	if len(ciphers) == 0 {
@@ -325,140 +322,46 @@ type candidate struct {
 	kbps           float64 // at the traffic size, the slowest over the ciphers
 }
 
+// promotion is promoteName's work on one kernel name: what it reads and
+// the changes it gathers.
+type promotion struct {
+	in      Input
+	h       hardware
+	name    string
+	ciphers []string
+	size    int
+	margin  float64
+	soft    string // what serves name in software, for reasons
+	changes []Change
+	kept    []Change
+}
+
 func promoteName(in Input, h hardware, name string, ciphers []string, size int, margin float64) (changes []Change, choices []Choice, kept []Change) {
-	p := in.Policy
-	// The hardware drivers of the plan registered under name.
-	var cands []candidate
-	for _, e := range in.Engines {
-		for _, c := range ciphers {
-			drv, ok := e.Drivers[c]
-			if !ok {
-				continue
-			}
-			a, ok := Find(in.Algs, drv)
-			if !ok || a.Name != name || slices.ContainsFunc(cands, func(x candidate) bool { return x.driver == drv }) {
-				continue
-			}
-			cands = append(cands, candidate{driver: drv, engine: e.ID, alg: a})
-		}
-	}
+	pr := &promotion{in: in, h: h, name: name, ciphers: ciphers, size: size, margin: margin}
+	cands := pr.candidates()
 	choices = make([]Choice, len(ciphers))
 	for i, c := range ciphers {
 		choices[i] = Choice{Cipher: c, Kernel: name}
 	}
-	soft := softwareText(h, in.Algs, name)
+	pr.soft = softwareText(h, in.Algs, name)
 	if len(cands) == 0 {
 		for i := range choices {
-			choices[i].Why = "no hardware engine of the plan serves " + name + " in this kernel: " + soft
+			choices[i].Why = "no hardware engine of the plan serves " + name + " in this kernel: " + pr.soft
 		}
 		return nil, choices, nil
 	}
-
-	// The policy's choice at the traffic size, per cipher.
-	pick := make([]string, len(ciphers))
-	why := make([]string, len(ciphers))
-	for i, c := range ciphers {
-		cp, ok := p.Ciphers[c]
-		switch {
-		case !ok:
-			why[i] = "the policy says nothing about " + c
-		case cp.SoftwareOnly:
-			why[i] = fmt.Sprintf("the policy keeps %s in software: no engine beat it by %.0f%%", c, margin*100)
-		case cp.Driver == "":
-			why[i] = "the policy names no engine for " + c
-		case !slices.ContainsFunc(cands, func(x candidate) bool { return x.driver == cp.Driver }):
-			why[i] = fmt.Sprintf("the policy chose %s for %s, which is not a kernel driver of %s", cp.Driver, c, name)
-		case cp.MinHardware > size:
-			why[i] = fmt.Sprintf("the policy uses %s for %s only from %d bytes, above the traffic's %d-byte packets", cp.Driver, c, cp.MinHardware, size)
-		default:
-			pick[i] = cp.Driver
-			why[i] = fmt.Sprintf("the policy chose %s for %s from %d-byte requests; the traffic's packets are %d bytes", cp.Driver, c, cp.MinHardware, size)
-		}
-	}
+	pick, why := pr.policyPicks(cands)
 	chosen := pick[0]
 	for _, x := range pick[1:] {
 		if x != chosen {
 			chosen = ""
 		}
 	}
-	if chosen != "" && !permitted(p, chosen) {
+	if chosen != "" && !permitted(in.Policy, chosen) {
 		chosen = ""
 	}
-
-	// Rank the rest: passed, permitted and faster than software at size.
-	var order []candidate
-	keep := func(c candidate, reason string) {
-		ch := Change{Driver: c.driver, Name: name, From: c.alg.Priority, To: h.demotedFor(in.Algs, name), Reason: reason + ": below " + soft}
-		if c.alg.Priority > ch.To {
-			changes = append(changes, ch)
-		} else {
-			ch.To = c.alg.Priority
-			kept = append(kept, ch)
-		}
-	}
-	for _, c := range cands {
-		switch {
-		case c.driver == chosen:
-			order = append([]candidate{c}, order...)
-			continue
-		case p.Failed[c.driver] != "":
-			keep(c, "failed its self-test ("+p.Failed[c.driver]+")")
-			continue
-		case !slices.Contains(p.Trusted, c.driver):
-			keep(c, "not proven by the firmware's self-test")
-			continue
-		case !permitted(p, c.driver):
-			keep(c, "not permitted by the policy (allow/deny)")
-			continue
-		case chosen == "":
-			keep(c, "the policy does not choose hardware for "+strings.Join(ciphers, ", ")+" at "+fmt.Sprint(size)+" bytes")
-			continue
-		}
-		fast, text := faster(in.Speeds, c.driver, ciphers, size, margin)
-		if !fast {
-			keep(c, text)
-			continue
-		}
-		c.kbps = kbpsAt(in.Speeds, c.driver, ciphers, size)
-		order = append(order, c)
-	}
-	if len(order) > 1 { // order[0] is the policy's choice; the rest by speed
-		rest := order[1:]
-		sort.SliceStable(rest, func(i, j int) bool { return rest[i].kbps > rest[j].kbps })
-	}
-
-	// Priorities: above everything else registered (or buildable) under
-	// name, Step apart, the first highest.
-	if len(order) > 0 {
-		base := 0
-		inOrder := func(drv string) bool {
-			return slices.ContainsFunc(order, func(x candidate) bool { return x.driver == drv })
-		}
-		for _, a := range in.Algs {
-			if a.Name == name && !a.Internal && !inOrder(a.Driver) && !changed(changes, a.Driver) && a.Priority > base {
-				base = a.Priority
-			}
-		}
-		if best, _, ok := h.software(in.Algs, name); ok && best.Priority > base {
-			base = best.Priority
-		}
-		for i, c := range order {
-			to := base + Step*(len(order)-i)
-			reason := fmt.Sprintf("passed its self-test and beats software at %d bytes: choice %d of %d for %s", size, i+1, len(order), name)
-			if c.driver == chosen {
-				reason = fmt.Sprintf("the policy's choice for %s at %d-byte packets: the kernel's choice for %s", strings.Join(ciphers, ", "), size, name)
-			}
-			if c.alg.Priority != to {
-				changes = append(changes, Change{Driver: c.driver, Name: name, From: c.alg.Priority, To: to, Reason: reason})
-			}
-		}
-		for _, a := range in.Algs {
-			if a.Name == name && !a.Internal && !inOrder(a.Driver) {
-				changes = append(changes, Change{Driver: a.Driver, Name: name, From: a.Priority, To: a.Priority, Flush: true,
-					Reason: fmt.Sprintf("drop what the kernel built on it (authenc for IPsec) so it is rebuilt on %s", order[0].driver)})
-			}
-		}
-	}
+	order := pr.rank(cands, chosen)
+	pr.prioritize(order, chosen)
 	disagree := slices.ContainsFunc(pick, func(x string) bool { return x != "" }) && chosen == ""
 	for i := range choices {
 		choices[i].Why = why[i]
@@ -466,12 +369,148 @@ func promoteName(in Input, h hardware, name string, ciphers []string, size int, 
 		case chosen != "":
 			choices[i].Want = chosen
 		case disagree:
-			choices[i].Why += "; the ciphers sharing " + name + " do not agree on one engine (the kernel cannot choose by key size): " + soft
+			choices[i].Why += "; the ciphers sharing " + name + " do not agree on one engine (the kernel cannot choose by key size): " + pr.soft
 		default:
-			choices[i].Why += ": " + soft
+			choices[i].Why += ": " + pr.soft
 		}
 	}
-	return changes, choices, kept
+	return pr.changes, choices, pr.kept
+}
+
+// candidates are the hardware drivers of the plan registered under the
+// name.
+func (pr *promotion) candidates() []candidate {
+	var cands []candidate
+	for _, e := range pr.in.Engines {
+		for _, c := range pr.ciphers {
+			drv, ok := e.Drivers[c]
+			if !ok {
+				continue
+			}
+			a, ok := Find(pr.in.Algs, drv)
+			if !ok || a.Name != pr.name || slices.ContainsFunc(cands, func(x candidate) bool { return x.driver == drv }) {
+				continue
+			}
+			cands = append(cands, candidate{driver: drv, engine: e.ID, alg: a})
+		}
+	}
+	return cands
+}
+
+// policyPicks are the policy's choice at the traffic size per cipher
+// ("" for none) and why.
+func (pr *promotion) policyPicks(cands []candidate) (pick, why []string) {
+	p := pr.in.Policy
+	pick = make([]string, len(pr.ciphers))
+	why = make([]string, len(pr.ciphers))
+	for i, c := range pr.ciphers {
+		cp, ok := p.Ciphers[c]
+		switch {
+		case !ok:
+			why[i] = "the policy says nothing about " + c
+		case cp.SoftwareOnly:
+			why[i] = fmt.Sprintf("the policy keeps %s in software: no engine beat it by %.0f%%", c, pr.margin*100)
+		case cp.Driver == "":
+			why[i] = "the policy names no engine for " + c
+		case !slices.ContainsFunc(cands, func(x candidate) bool { return x.driver == cp.Driver }):
+			why[i] = fmt.Sprintf("the policy chose %s for %s, which is not a kernel driver of %s", cp.Driver, c, pr.name)
+		case cp.MinHardware > pr.size:
+			why[i] = fmt.Sprintf("the policy uses %s for %s only from %d bytes, above the traffic's %d-byte packets", cp.Driver, c, cp.MinHardware, pr.size)
+		default:
+			pick[i] = cp.Driver
+			why[i] = fmt.Sprintf("the policy chose %s for %s from %d-byte requests; the traffic's packets are %d bytes", cp.Driver, c, cp.MinHardware, pr.size)
+		}
+	}
+	return pick, why
+}
+
+// keep puts a candidate below software (or records that it is already),
+// with why.
+func (pr *promotion) keep(c candidate, reason string) {
+	ch := Change{Driver: c.driver, Name: pr.name, From: c.alg.Priority, To: pr.h.demotedFor(pr.in.Algs, pr.name), Reason: reason + ": below " + pr.soft}
+	if c.alg.Priority > ch.To {
+		pr.changes = append(pr.changes, ch)
+	} else {
+		ch.To = c.alg.Priority
+		pr.kept = append(pr.kept, ch)
+	}
+}
+
+// rank orders the candidates to promote: the policy's choice first, then
+// the others that passed, are permitted and beat software at the size,
+// fastest first; the rest are kept below software.
+func (pr *promotion) rank(cands []candidate, chosen string) []candidate {
+	p := pr.in.Policy
+	var order []candidate
+	for _, c := range cands {
+		switch {
+		case c.driver == chosen:
+			order = append([]candidate{c}, order...)
+			continue
+		case p.Failed[c.driver] != "":
+			pr.keep(c, "failed its self-test ("+p.Failed[c.driver]+")")
+			continue
+		case !slices.Contains(p.Trusted, c.driver):
+			pr.keep(c, "not proven by the firmware's self-test")
+			continue
+		case !permitted(p, c.driver):
+			pr.keep(c, "not permitted by the policy (allow/deny)")
+			continue
+		case chosen == "":
+			pr.keep(c, "the policy does not choose hardware for "+strings.Join(pr.ciphers, ", ")+" at "+fmt.Sprint(pr.size)+" bytes")
+			continue
+		}
+		fast, text := faster(pr.in.Speeds, c.driver, pr.ciphers, pr.size, pr.margin)
+		if !fast {
+			pr.keep(c, text)
+			continue
+		}
+		c.kbps = kbpsAt(pr.in.Speeds, c.driver, pr.ciphers, pr.size)
+		order = append(order, c)
+	}
+	if len(order) > 1 { // order[0] is the policy's choice; the rest by speed
+		rest := order[1:]
+		sort.SliceStable(rest, func(i, j int) bool { return rest[i].kbps > rest[j].kbps })
+	}
+	return order
+}
+
+// prioritize sets the ranked drivers' priorities above everything else
+// registered (or buildable) under the name, Step apart, the first
+// highest, and flushes the name's other implementations.
+func (pr *promotion) prioritize(order []candidate, chosen string) {
+	if len(order) == 0 {
+		return
+	}
+	name := pr.name
+	base := 0
+	inOrder := func(drv string) bool {
+		return slices.ContainsFunc(order, func(x candidate) bool { return x.driver == drv })
+	}
+	for _, a := range pr.in.Algs {
+		if a.Name == name && !a.Internal && !inOrder(a.Driver) && !changed(pr.changes, a.Driver) && a.Priority > base {
+			base = a.Priority
+		}
+	}
+	if best, _, ok := pr.h.software(pr.in.Algs, name); ok && best.Priority > base {
+		base = best.Priority
+	}
+	for i, c := range order {
+		to := base + Step*(len(order)-i)
+		reason := fmt.Sprintf("passed its self-test and beats software at %d bytes: choice %d of %d for %s", pr.size, i+1, len(order), name)
+		if c.driver == chosen {
+			reason = fmt.Sprintf("the policy's choice for %s at %d-byte packets: the kernel's choice for %s", strings.Join(pr.ciphers, ", "), pr.size, name)
+		}
+		if c.alg.Priority != to {
+			pr.changes = append(pr.changes, Change{Driver: c.driver, Name: name, From: c.alg.Priority, To: to, Reason: reason})
+		}
+	}
+	for _, a := range pr.in.Algs {
+		if a.Name == name && !a.Internal && !inOrder(a.Driver) {
+			pr.changes = append(pr.changes, Change{Driver: a.Driver, Name: name, From: a.Priority, To: a.Priority, Flush: true,
+				Reason: fmt.Sprintf("drop what the kernel built on it (authenc for IPsec) so it is rebuilt on %s", order[0].driver)})
+		}
+	}
 }
 
 func permitted(p ocf.Policy, driver string) bool {
@@ -547,7 +586,7 @@ func faster(speeds []ocf.Measurement, driver string, ciphers []string, size int,
 		if !ok {
 			return false, fmt.Sprintf("passed, but no software %s measurement to compare with", c)
 		}
-		if kb < rkb*(1+margin) {
+		if !ocf.Beats(kb, rkb, margin) {
 			return false, fmt.Sprintf("passed, but not %.0f%% faster than software for %s at %d bytes (%.0f vs %s %.0f kB/s)", margin*100, c, at, kb, ref, rkb)
 		}
 	}

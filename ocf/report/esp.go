@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ocfw/ocfw/router/ipsec/espspeed"
+	"github.com/ocfw/ocfw/ocf/esp"
 )
 
 // ESP is the boot's ESP throughput run (router/ipsec/espspeed): each
@@ -13,7 +13,7 @@ import (
 // namespaces. It is what the kernel's engine choice is made on when it
 // has rows.
 type ESP struct {
-	*espspeed.Result
+	*esp.Result
 	// Basis says what the kernel's engine choice was made on: BasisESP
 	// or BasisSpeed, with why when not on ESP.
 	Basis string `json:"basis"`
@@ -30,7 +30,7 @@ const (
 // engine choice was based on.
 func WriteESP(w io.Writer, e *ESP) error {
 	if e.Result != nil && len(e.Rows) > 0 {
-		if err := espspeed.WriteTable(w, e.Result); err != nil {
+		if err := esp.WriteTable(w, e.Result); err != nil {
 			return err
 		}
 	} else {

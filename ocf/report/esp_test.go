@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/router/ipsec/espspeed"
+	"github.com/ocfw/ocfw/ocf/esp"
 )
 
 // The ESP section round-trips through JSON and the text report shows the
 // table and the engine choice's basis, with why when it is not ESP.
 func TestESPSection(t *testing.T) {
-	res := &espspeed.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Kernel: "cbc(aes)", Default: "cbc(aes-fixed-time)",
-		Rows: []espspeed.Row{
-			{Engine: espspeed.Software, Driver: "cbc(aes-fixed-time)", Size: 1400, MBps: 4.5, CPU: 1, Millis: 500},
+	res := &esp.Result{Cipher: "aes-128-cbc", Auth: "hmac-sha1", Kernel: "cbc(aes)", Default: "cbc(aes-fixed-time)",
+		Rows: []esp.Row{
+			{Engine: esp.Software, Driver: "cbc(aes-fixed-time)", Size: 1400, MBps: 4.5, CPU: 1, Millis: 500},
 			{Engine: "virtio-crypto", Driver: "virtio_crypto_aes_cbc", Hardware: true, Size: 1400, MBps: 9.25, CPU: 0.5, Millis: 500},
 		}}
 	for _, tc := range []struct {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/selftest"
-	"github.com/ocfw/ocfw/ocf/soft"
 	"github.com/ocfw/ocfw/ocf/speed"
 )
 
@@ -84,6 +83,36 @@ func (r *Report) Failed() bool {
 	return false
 }
 
+// Tally is how many self-test results passed, failed and were absent
+// (anything neither passed nor failed counts as absent).
+type Tally struct {
+	Passed, Failed, Absent int
+}
+
+// String is the tally as every summary line says it.
+func (t Tally) String() string {
+	return fmt.Sprintf("%d passed, %d failed, %d absent", t.Passed, t.Failed, t.Absent)
+}
+
+// TallyOf counts results.
+func TallyOf(results []selftest.Result) Tally {
+	var t Tally
+	for _, r := range results {
+		switch r.Status {
+		case selftest.Pass:
+			t.Passed++
+		case selftest.Fail:
+			t.Failed++
+		default:
+			t.Absent++
+		}
+	}
+	return t
+}
+
+// Tally counts the report's self-test results.
+func (r *Report) Tally() Tally { return TallyOf(r.SelfTest) }
+
 // HostEnvironment describes the machine this process runs on.
 func HostEnvironment() Environment {
 	env := Environment{GOARCH: runtime.GOARCH, GoVersion: runtime.Version()}
@@ -115,15 +144,7 @@ const DefaultMargin = ocf.DefaultMargin
 // results and speed rows, Go software being the reference. Rows that
 // ended in an error count only up to the last size measured.
 func DerivePolicy(tests []selftest.Result, rows []speed.Row, margin float64) ocf.Policy {
-	var vs []ocf.Verdict
-	for _, t := range tests {
-		v := ocf.Verdict{Engine: t.Engine, Cipher: t.Cipher, Passed: t.Status == selftest.Pass, Failed: t.Status == selftest.Fail}
-		if t.Failure != nil {
-			v.Reason = t.Failure.String()
-		}
-		vs = append(vs, v)
-	}
-	return ocf.DerivePolicy(vs, Measurements(rows), soft.Name, margin)
+	return Derive(tests, rows, nil, margin).Dispatcher
 }
 
 // Measurements are the speed rows as the policy reads them (and
@@ -219,25 +240,21 @@ func (r *Report) WriteText(w io.Writer) error {
 
 // WriteSelfTest prints one line per result and a summary line.
 func WriteSelfTest(w io.Writer, results []selftest.Result) {
-	var pass, fail, absent int
 	for _, t := range results {
 		line := fmt.Sprintf("  %-6s %-12s %-22s", strings.ToUpper(string(t.Status)), t.Cipher, t.Engine)
 		switch t.Status {
 		case selftest.Pass:
-			pass++
 			line += fmt.Sprintf(" %d known answers, %d cross-checks, %d ms", t.KATs, t.CrossChecks, t.Millis)
 		case selftest.Fail:
-			fail++
 			if t.Failure != nil {
 				line += " " + t.Failure.String()
 			}
 		case selftest.Absent:
-			absent++
 			line += " " + t.Reason
 		}
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
-	fmt.Fprintf(w, "self-test: %d passed, %d failed, %d absent\n", pass, fail, absent)
+	fmt.Fprintf(w, "self-test: %s\n", TallyOf(results))
 }
 
 // WritePolicy prints a policy as `ocf policy` shows it.

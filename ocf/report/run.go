@@ -83,11 +83,7 @@ func Run(targets []probe.Target, opt RunOptions) *Report {
 			progress("speed    %-12s %-22s %s", t.Cipher, t.Name, summary(row))
 		}
 	}
-	margin := opt.Margin
-	if margin == 0 {
-		margin = DefaultMargin
-	}
-	r.Policy = DerivePolicy(r.SelfTest, r.Speed, margin)
+	r.Policy = Derive(r.SelfTest, r.Speed, nil, opt.Margin).Dispatcher
 	return r
 }
 

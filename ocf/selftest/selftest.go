@@ -9,6 +9,7 @@ package selftest
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -29,6 +30,33 @@ const (
 	// hardware. Reported, not a failure.
 	Absent Status = "absent"
 )
+
+func (s Status) String() string { return string(s) }
+
+// ParseStatus is the one reader of a status as reports write it.
+func ParseStatus(s string) (Status, error) {
+	switch st := Status(s); st {
+	case Pass, Fail, Absent:
+		return st, nil
+	}
+	return "", fmt.Errorf("self-test status %q: want %s, %s or %s", s, Pass, Fail, Absent)
+}
+
+// UnmarshalJSON reads a status with ParseStatus, so a report with a
+// status this ocfw does not know fails to read instead of counting as
+// absent.
+func (s *Status) UnmarshalJSON(b []byte) error {
+	var v string
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("self-test status: want a string, got %s", b)
+	}
+	st, err := ParseStatus(v)
+	if err != nil {
+		return err
+	}
+	*s = st
+	return nil
+}
 
 // Result is the outcome for one engine and cipher.
 type Result struct {

@@ -3,6 +3,7 @@ package selftest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,32 @@ func TestCrossCheckErrorFails(t *testing.T) {
 	}
 	if msg := r.Failure.String(); !strings.Contains(msg, "encrypt (reference)") || !strings.Contains(msg, "injected") {
 		t.Errorf("failure %q does not name the reference's error", msg)
+	}
+}
+
+// A status reads back as written; one this ocfw does not know fails to
+// read rather than counting as absent.
+func TestStatusJSON(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want Status
+		err  string
+	}{
+		{`"pass"`, Pass, ""},
+		{`"fail"`, Fail, ""},
+		{`"absent"`, Absent, ""},
+		{`"skipped"`, "", `self-test status "skipped": want pass, fail or absent`},
+		{`1`, "", "want a string"},
+	} {
+		var s Status
+		err := json.Unmarshal([]byte(tc.json), &s)
+		if s != tc.want || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %q, %v; want %q, %q", tc.json, s, err, tc.want, tc.err)
+		}
+		if err == nil {
+			if b, _ := json.Marshal(s); string(b) != tc.json {
+				t.Errorf("%s written back as %s", tc.json, b)
+			}
+		}
 	}
 }

@@ -174,8 +174,7 @@ func (c *Client) Run(ctx context.Context) error {
 				continue
 			}
 			pause = minBackoff
-			c.cfg.Log("dhcp client: %s: %s from %s, router %v, DNS %v, for %s",
-				c.cfg.Interface, l.Address, l.Server, l.Router, l.DNS, shortDuration(l.LeaseTime))
+			c.cfg.Log("dhcp client: %s: %s", c.cfg.Interface, l)
 			c.set(l)
 		}
 		l := c.Lease()
@@ -334,11 +333,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-func (l *WANLease) String() string {
-	if l == nil {
-		return "no lease"
-	}
-	return fmt.Sprintf("%s router %v DNS %v from %v for %s", l.Address, l.Router, l.DNS, l.Server, shortDuration(l.LeaseTime))
 }

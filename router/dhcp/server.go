@@ -40,9 +40,9 @@ func ServerConfigFromSite(site *site.Site, iface string) (ServerConfig, error) {
 	if len(d.Range) != 2 {
 		return ServerConfig{}, fmt.Errorf("dhcp: range %v: want [first, last]", d.Range)
 	}
-	addr, err := netip.ParsePrefix(site.LAN.Address)
-	if err != nil || !addr.Addr().Is4() {
-		return ServerConfig{}, fmt.Errorf("dhcp: LAN address %q: want an IPv4 address with its prefix", site.LAN.Address)
+	addr, err := site.LAN.Address.Prefix()
+	if err != nil {
+		return ServerConfig{}, fmt.Errorf("dhcp: LAN address %w", err)
 	}
 	parse := func(what, s string) (netip.Addr, error) {
 		a, err := netip.ParseAddr(s)

@@ -132,96 +132,139 @@ type Counter struct {
 // match. LAN to remote subnet needs no rule of its own: routing sends it
 // out of the WAN, where the LAN's rule accepts it and XFRM encrypts it.
 func Build(cfg *site.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, error) {
-	if err := checkIfName("WAN", wan); err != nil {
-		return nil, err
+	s := &spec{cfg: cfg, wan: wan, lan: lan, lanAddr: lanAddr}
+	for _, step := range []func() error{s.checkInterfaces, s.tunnelAddrs, s.wanServices, s.portForwards} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
+	rs := &Ruleset{Table: TableName, Counters: []string{CounterInputDrop, CounterForwardDrop}}
+	input, forward := s.inputChain(), s.forwardChain()
+	if s.noLAN {
+		rs.Chains = []Chain{input, forward}
+		return rs, rs.check()
+	}
+	pre, post := s.natChains(rs)
+	rs.Chains = []Chain{pre, input, forward, post}
+	return rs, rs.check()
+}
+
+// spec is Build's input as its steps check and derive it, in order:
+// interfaces, tunnels, WAN services, port forwards; then the chains.
+type spec struct {
+	cfg      *site.Site
+	wan, lan string
+	lanAddr  netip.Prefix
 	// No LAN (lan "" and no address): a one-port box that is a host on
 	// someone's network. Only the input chain matters then: nothing is
 	// forwarded or translated.
-	noLAN := lan == "" && !lanAddr.IsValid()
-	if noLAN && len(cfg.Firewall.PortForwards) > 0 {
-		return nil, errors.New("firewall: port forwards need a LAN")
+	noLAN      bool
+	lanNet     netip.Prefix
+	tunnels    []site.TunnelAddrs
+	sshFromWAN bool
+	sshPort    int
+	fwds       []fwd
+}
+
+type fwd struct {
+	proto   string
+	port    uint16
+	to      netip.AddrPort
+	counter string
+}
+
+var established = []string{"established", "related"}
+
+func (s *spec) checkInterfaces() error {
+	if err := checkIfName("WAN", s.wan); err != nil {
+		return err
 	}
-	if !noLAN {
-		if err := checkIfName("LAN", lan); err != nil {
-			return nil, err
+	s.noLAN = s.lan == "" && !s.lanAddr.IsValid()
+	if s.noLAN && len(s.cfg.Firewall.PortForwards) > 0 {
+		return errors.New("firewall: port forwards need a LAN")
+	}
+	if !s.noLAN {
+		if err := checkIfName("LAN", s.lan); err != nil {
+			return err
 		}
-		if wan == lan {
-			return nil, fmt.Errorf("firewall: WAN and LAN are the same interface %q", wan)
+		if s.wan == s.lan {
+			return fmt.Errorf("firewall: WAN and LAN are the same interface %q", s.wan)
 		}
-		if !lanAddr.IsValid() || !lanAddr.Addr().Is4() || lanAddr.Bits() > 30 {
-			return nil, fmt.Errorf("firewall: LAN address %v: want the router's IPv4 address with a prefix of /30 or shorter", lanAddr)
+		if !s.lanAddr.IsValid() || !s.lanAddr.Addr().Is4() || s.lanAddr.Bits() > 30 {
+			return fmt.Errorf("firewall: LAN address %v: want the router's IPv4 address with a prefix of /30 or shorter", s.lanAddr)
 		}
 	}
-	lanNet := lanAddr.Masked()
-	if noLAN && len(cfg.Tunnels) > 0 {
-		return nil, errors.New("firewall: tunnels need a LAN")
+	s.lanNet = s.lanAddr.Masked()
+	return nil
+}
+
+func (s *spec) tunnelAddrs() error {
+	if s.noLAN && len(s.cfg.Tunnels) > 0 {
+		return errors.New("firewall: tunnels need a LAN")
 	}
-	var tunnels []site.TunnelAddrs
-	for _, t := range cfg.Tunnels {
-		a, err := cfg.TunnelAddrs(t)
+	for _, t := range s.cfg.Tunnels {
+		a, err := s.cfg.TunnelAddrs(t)
 		if err != nil {
-			return nil, fmt.Errorf("firewall: %w", err)
+			return fmt.Errorf("firewall: %w", err)
 		}
-		if !lanNet.Contains(a.LocalSubnet.Addr()) || a.LocalSubnet.Bits() < lanNet.Bits() || a.RemoteSubnet.Overlaps(lanNet) {
-			return nil, fmt.Errorf("firewall: tunnel %s: %s to %s: want a local subnet inside the LAN %s and a remote one outside it", t.Name, a.LocalSubnet, a.RemoteSubnet, lanNet)
+		if !s.lanNet.Contains(a.LocalSubnet.Addr()) || a.LocalSubnet.Bits() < s.lanNet.Bits() || a.RemoteSubnet.Overlaps(s.lanNet) {
+			return fmt.Errorf("firewall: tunnel %s: %s to %s: want a local subnet inside the LAN %s and a remote one outside it", t.Name, a.LocalSubnet, a.RemoteSubnet, s.lanNet)
 		}
-		tunnels = append(tunnels, a)
+		s.tunnels = append(s.tunnels, a)
 	}
+	return nil
+}
 
-	sshFromWAN := false
-	for _, s := range cfg.Firewall.WANServices {
-		if s != "ssh" {
-			return nil, fmt.Errorf("firewall: WAN service %q: only ssh can be opened on the WAN", s)
+func (s *spec) wanServices() error {
+	for _, w := range s.cfg.Firewall.WANServices {
+		if w != "ssh" {
+			return fmt.Errorf("firewall: WAN service %q: only ssh can be opened on the WAN", w)
 		}
-		sshFromWAN = true
+		s.sshFromWAN = true
 	}
-	sshPort := cfg.SSH.SSHPort()
-	if sshPort < 1 || sshPort > 65535 {
-		return nil, fmt.Errorf("firewall: SSH port %d out of range", sshPort)
+	s.sshPort = s.cfg.SSH.SSHPort()
+	if s.sshPort < 1 || s.sshPort > 65535 {
+		return fmt.Errorf("firewall: SSH port %d out of range", s.sshPort)
 	}
+	return nil
+}
 
-	type fwd struct {
-		proto   string
-		port    uint16
-		to      netip.AddrPort
-		counter string
-	}
-	var fwds []fwd
+func (s *spec) portForwards() error {
 	seen := map[string]bool{}
-	for i, f := range cfg.Firewall.PortForwards {
+	for i, f := range s.cfg.Firewall.PortForwards {
 		if f.Proto != "tcp" && f.Proto != "udp" {
-			return nil, fmt.Errorf("firewall: port forward %d: protocol %q: want tcp or udp", i, f.Proto)
+			return fmt.Errorf("firewall: port forward %d: protocol %q: want tcp or udp", i, f.Proto)
 		}
 		if f.Port < 1 || f.Port > 65535 {
-			return nil, fmt.Errorf("firewall: port forward %d: port %d out of range", i, f.Port)
+			return fmt.Errorf("firewall: port forward %d: port %d out of range", i, f.Port)
 		}
 		toPort := f.ToPort
 		if toPort == 0 {
 			toPort = f.Port
 		}
 		if toPort < 1 || toPort > 65535 {
-			return nil, fmt.Errorf("firewall: port forward %d: to_port %d out of range", i, toPort)
+			return fmt.Errorf("firewall: port forward %d: to_port %d out of range", i, toPort)
 		}
 		to, err := netip.ParseAddr(f.To)
-		if err != nil || !to.Is4() || !lanNet.Contains(to) || to == lanAddr.Addr() {
-			return nil, fmt.Errorf("firewall: port forward %d: %q: want an address of a host in the LAN %s", i, f.To, lanNet)
+		if err != nil || !to.Is4() || !s.lanNet.Contains(to) || to == s.lanAddr.Addr() {
+			return fmt.Errorf("firewall: port forward %d: %q: want an address of a host in the LAN %s", i, f.To, s.lanNet)
 		}
 		key := f.Proto + "_" + strconv.Itoa(f.Port)
 		if seen[key] {
-			return nil, fmt.Errorf("firewall: port forward %d: %s %d is forwarded twice", i, f.Proto, f.Port)
+			return fmt.Errorf("firewall: port forward %d: %s %d is forwarded twice", i, f.Proto, f.Port)
 		}
-		if f.Proto == "tcp" && f.Port == sshPort && sshFromWAN {
+		if f.Proto == "tcp" && f.Port == s.sshPort && s.sshFromWAN {
 			// The DNAT would win over the router's own SSH, silently.
-			return nil, fmt.Errorf("firewall: port forward %d: tcp %d is the router's SSH port, open on the WAN too", i, f.Port)
+			return fmt.Errorf("firewall: port forward %d: tcp %d is the router's SSH port, open on the WAN too", i, f.Port)
 		}
 		seen[key] = true
-		fwds = append(fwds, fwd{f.Proto, uint16(f.Port), netip.AddrPortFrom(to, uint16(toPort)), "dnat_" + key})
+		s.fwds = append(s.fwds, fwd{f.Proto, uint16(f.Port), netip.AddrPortFrom(to, uint16(toPort)), "dnat_" + key})
 	}
+	return nil
+}
 
-	established := []string{"established", "related"}
-	rs := &Ruleset{Table: TableName, Counters: []string{CounterInputDrop, CounterForwardDrop}}
-
+func (s *spec) inputChain() Chain {
+	wan := s.wan
 	input := Chain{Name: "input", Type: "filter", Hook: "input", Priority: 0, Policy: "drop"}
 	ping := Rule{IIf: wan, IPv4: true, Proto: "icmp", ICMPType: "echo-request"}
 	pingFlood := ping
@@ -237,56 +280,66 @@ func Build(cfg *site.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, err
 		pingFlood,
 		Rule{CTState: established, Verdict: "accept", Comment: "replies to the router's own connections, and their ICMP errors"},
 	)
-	if !noLAN {
+	if !s.noLAN {
 		input.Rules = append(input.Rules,
-			Rule{IIf: lan, Verdict: "accept", Comment: "the LAN manages the router and uses its DHCP and DNS"})
+			Rule{IIf: s.lan, Verdict: "accept", Comment: "the LAN manages the router and uses its DHCP and DNS"})
 	}
 	input.Rules = append(input.Rules,
 		Rule{IIf: wan, Proto: "udp", SPort: 67, DPort: 68, Verdict: "accept", Comment: "DHCP replies to the WAN's client"},
 		ping,
 	)
-	if sshFromWAN {
+	if s.sshFromWAN {
 		input.Rules = append(input.Rules,
-			Rule{IIf: wan, Proto: "tcp", DPort: uint16(sshPort), Verdict: "accept", Comment: "SSH from the WAN (wan_services: ssh)"})
+			Rule{IIf: wan, Proto: "tcp", DPort: uint16(s.sshPort), Verdict: "accept", Comment: "SSH from the WAN (wan_services: ssh)"})
 	}
-	for i, a := range tunnels {
+	for i, a := range s.tunnels {
 		input.Rules = append(input.Rules, Rule{
 			IIf: wan, IPv4: true, SAddr: netip.PrefixFrom(a.Peer, 32), Proto: "esp", Verdict: "accept",
-			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", cfg.Tunnels[i].Name)})
+			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", s.cfg.Tunnels[i].Name)})
 	}
 	input.Rules = append(input.Rules,
 		Rule{Counter: CounterInputDrop, Verdict: "drop", Comment: "everything else, counted"})
+	return input
+}
 
+func (s *spec) forwardChain() Chain {
+	wan, lan := s.wan, s.lan
 	forward := Chain{Name: "forward", Type: "filter", Hook: "forward", Priority: 0, Policy: "drop"}
-	if noLAN {
+	if s.noLAN {
 		forward.Rules = append(forward.Rules,
 			Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "no LAN: nothing is forwarded"})
-	} else {
-		forward.Rules = append(forward.Rules,
-			Rule{CTState: established, Verdict: "accept", Comment: "replies and related ICMP errors"},
-			Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
-			Rule{IIf: wan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
-		)
-		// Decrypted packets arrive on the WAN with the inner addresses.
-		// The address match alone would also pass the same addresses sent
-		// in the clear by anyone on the WAN side; the kernel's forward
-		// policy check drops those too once the installer has put in an
-		// XFRM fwd policy, but the firewall does not count on it: meta
-		// ipsec exists (the secpath) says the packet came out of an SA.
-		// google/nftables v0.3.0 has no xfrm expression (nft's "ipsec in
-		// reqid"), so the SA itself is not named; the addresses and the
-		// kernel's policy check pin it to the tunnel.
-		for i, a := range tunnels {
-			forward.Rules = append(forward.Rules, Rule{
-				IIf: wan, OIf: lan, IPv4: true, SAddr: a.RemoteSubnet, DAddr: a.LocalSubnet, IPsec: true, Verdict: "accept",
-				Comment: fmt.Sprintf("tunnel %s: decrypted, from the peer's network to ours", cfg.Tunnels[i].Name)})
-		}
-		forward.Rules = append(forward.Rules,
-			Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"})
+		return forward
 	}
+	forward.Rules = append(forward.Rules,
+		Rule{CTState: established, Verdict: "accept", Comment: "replies and related ICMP errors"},
+		Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: s.lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
+		Rule{IIf: wan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
+	)
+	// Decrypted packets arrive on the WAN with the inner addresses.
+	// The address match alone would also pass the same addresses sent
+	// in the clear by anyone on the WAN side; the kernel's forward
+	// policy check drops those too once the installer has put in an
+	// XFRM fwd policy, but the firewall does not count on it: meta
+	// ipsec exists (the secpath) says the packet came out of an SA.
+	// google/nftables v0.3.0 has no xfrm expression (nft's "ipsec in
+	// reqid"), so the SA itself is not named; the addresses and the
+	// kernel's policy check pin it to the tunnel.
+	for i, a := range s.tunnels {
+		forward.Rules = append(forward.Rules, Rule{
+			IIf: wan, OIf: lan, IPv4: true, SAddr: a.RemoteSubnet, DAddr: a.LocalSubnet, IPsec: true, Verdict: "accept",
+			Comment: fmt.Sprintf("tunnel %s: decrypted, from the peer's network to ours", s.cfg.Tunnels[i].Name)})
+	}
+	forward.Rules = append(forward.Rules,
+		Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"})
+	return forward
+}
 
-	pre := Chain{Name: "prerouting", Type: "nat", Hook: "prerouting", Priority: -100, Policy: "accept"}
-	for _, f := range fwds {
+// natChains are prerouting (the port forwards, whose counters join rs's)
+// and postrouting (masquerade, except into a tunnel).
+func (s *spec) natChains(rs *Ruleset) (pre, post Chain) {
+	wan := s.wan
+	pre = Chain{Name: "prerouting", Type: "nat", Hook: "prerouting", Priority: -100, Policy: "accept"}
+	for _, f := range s.fwds {
 		rs.Counters = append(rs.Counters, f.counter)
 		pre.Rules = append(pre.Rules, Rule{
 			IIf: wan, IPv4: true, Proto: f.proto, DPort: f.port, Counter: f.counter,
@@ -295,21 +348,16 @@ func Build(cfg *site.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, err
 		})
 	}
 
-	post := Chain{Name: "postrouting", Type: "nat", Hook: "postrouting", Priority: 100, Policy: "accept"}
-	for i, a := range tunnels {
+	post = Chain{Name: "postrouting", Type: "nat", Hook: "postrouting", Priority: 100, Policy: "accept"}
+	for i, a := range s.tunnels {
 		// Accept in a NAT chain: no translation for the connection.
 		post.Rules = append(post.Rules, Rule{
 			OIf: wan, IPv4: true, DAddr: a.RemoteSubnet, Verdict: "accept",
-			Comment: fmt.Sprintf("tunnel %s: into the tunnel with LAN addresses, not masqueraded", cfg.Tunnels[i].Name)})
+			Comment: fmt.Sprintf("tunnel %s: into the tunnel with LAN addresses, not masqueraded", s.cfg.Tunnels[i].Name)})
 	}
 	post.Rules = append(post.Rules,
 		Rule{OIf: wan, IPv4: true, Verdict: "masquerade", Comment: "the LAN leaves with the WAN address"})
-
-	rs.Chains = []Chain{pre, input, forward, post}
-	if noLAN {
-		rs.Chains = []Chain{input, forward}
-	}
-	return rs, rs.check()
+	return pre, post
 }
 
 // checkIfName accepts what the kernel accepts as an interface name.

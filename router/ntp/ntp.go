@@ -25,6 +25,10 @@ type Config struct {
 	Set func(t time.Time) error
 	// Logf gets one line per clock setting and per failed round.
 	Logf func(format string, args ...any)
+	// Quietf, when set, gets the failed rounds after the first in a row
+	// instead of Logf: the router sends them to the card's log only, as
+	// retries every few seconds broke into the console's prompt.
+	Quietf func(format string, args ...any)
 	// Timeout bounds one exchange; 0 means 3 s.
 	Timeout time.Duration
 	// Resync is the time between settings; 0 means 12 h.
@@ -53,19 +57,25 @@ type Result struct {
 func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	wait := cfg.Retry
+	failed := 0 // rounds failed in a row
 	for {
 		res, err := SyncOnce(ctx, cfg)
 		switch {
 		case err == nil:
-			wait = cfg.Resync
+			wait, failed = cfg.Resync, 0
 			if cfg.Logf != nil {
 				cfg.Logf("ntp: clock set to %s (it was off by %v) from %s", res.Time.UTC().Format(time.RFC3339), res.Offset.Round(time.Millisecond), res.Server)
 			}
 		case ctx.Err() != nil:
 			return nil
 		default:
-			if cfg.Logf != nil {
-				cfg.Logf("ntp: %v; trying again in %v", err, wait)
+			failed++
+			logf := cfg.Logf
+			if failed > 1 && cfg.Quietf != nil {
+				logf = cfg.Quietf
+			}
+			if logf != nil {
+				logf("ntp: %v; trying again in %v", err, wait)
 			}
 		}
 		select {

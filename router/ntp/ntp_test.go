@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -127,5 +128,30 @@ func TestResolverUsed(t *testing.T) {
 	_, err := SyncOnce(context.Background(), Config{Servers: []string{"ntp.invalid-name.example"}, Timeout: time.Second, Resolver: res})
 	if err == nil || !strings.Contains(err.Error(), sentinel.Error()) {
 		t.Errorf("got %v; want the lookup to go through the given resolver (%v)", err, sentinel)
+	}
+}
+
+// Only the first failed round in a row goes to Logf (the console); the
+// retries go to Quietf, so they do not break into the console's prompt.
+func TestRetriesGoQuiet(t *testing.T) {
+	dead, _ := net.ListenPacket("udp4", "127.0.0.1:0")
+	defer dead.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var loud, quiet int
+	done := make(chan struct{})
+	go func() {
+		Run(ctx, Config{Servers: []string{dead.LocalAddr().String()}, Timeout: 50 * time.Millisecond, Retry: 20 * time.Millisecond,
+			Logf:   func(string, ...any) { mu.Lock(); loud++; mu.Unlock() },
+			Quietf: func(string, ...any) { mu.Lock(); quiet++; mu.Unlock() }})
+		close(done)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if loud != 1 || quiet < 1 {
+		t.Errorf("%d failed rounds to Logf and %d to Quietf; want 1 and the rest", loud, quiet)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/build"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/ocf/selftest"
 	"github.com/ocfw/ocfw/ocf/speed"
@@ -46,7 +47,7 @@ func TestARMBoot(t *testing.T) {
 		missing = append(missing, fmt.Sprintf("the %s (%s) package in the cache (ocfw kernel fetch --board nslu2 --stand-in): %v", s.KernelPackage, s.DebianArch, err))
 	}
 	if len(missing) > 0 {
-		qemu.SkipOrFail(t, "the ARM boot needs: %s", strings.Join(missing, "; "))
+		labtest.SkipOrFail(t, "the ARM boot needs: %s", strings.Join(missing, "; "))
 	}
 	cat, err := boards.Embedded()
 	if err != nil {

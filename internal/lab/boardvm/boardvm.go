@@ -58,6 +58,14 @@ type RunOptions struct {
 	KeepCopy string
 	// Network wires the board's ports (see NICs).
 	Network Network
+	// StandInSaid says the caller already told the user what the
+	// stand-in does not prove (try does, before its build): Log then
+	// gets the QEMU command line without that list again.
+	StandInSaid bool
+	// State, when set, keeps the board's data partition between runs
+	// of a copy (see StatePath): loaded into the copy before the boot
+	// when the file exists, written back after it. Ignored with Persist.
+	State string
 	// Log gets a line for each port saying what it is wired to, and for
 	// a stand-in image the QEMU command line.
 	Log func(format string, args ...any)
@@ -83,6 +91,13 @@ type RunResult struct {
 	Booted string
 	// Copy says whether Booted is a copy of the image.
 	Copy bool
+	// State is the file the data partition was kept in (RunOptions.State)
+	// and StateLoaded whether an earlier run's state was booted.
+	State       string
+	StateLoaded bool
+	// StandIn is the QEMU machine an IXP4xx board's stand-in image
+	// booted on (e.g. raspi1ap); "" for an image of the board itself.
+	StandIn string
 }
 
 // WatchdogError is a guest killed by the watchdog (RunOptions.Timeout).
@@ -147,6 +162,8 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		mem = pl.RAMMB
 	}
 	disk := image
+	var dataOff, dataSize int64
+	stateLoaded := false
 	if !opt.Persist {
 		var remove func()
 		disk, remove, err = copyForBoot(image, opt.KeepCopy)
@@ -154,6 +171,20 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			return nil, err
 		}
 		defer remove()
+		if opt.State != "" {
+			if dataOff, dataSize, err = dataRange(info, pl); err != nil {
+				return nil, err
+			}
+			if stateLoaded, err = loadState(disk, opt.State, dataOff, dataSize); err != nil {
+				return nil, err
+			}
+			if stateLoaded {
+				// The boot counter to compare with is the state's.
+				if kept, err := firmware.Inspect(disk); err == nil {
+					before = latestBoot(kept)
+				}
+			}
+		}
 	}
 	// Deferred after the copy's removal, so it runs first: QEMU lets go
 	// of the disk before it is removed.
@@ -200,7 +231,10 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		return nil, err
 	}
 	defer vm.Kill()
-	res := &RunResult{Board: pl.Board, Booted: disk, Copy: !opt.Persist}
+	res := &RunResult{Board: pl.Board, Booted: disk, Copy: !opt.Persist, StateLoaded: stateLoaded}
+	if pl.StandIn != nil {
+		res.StandIn = pl.StandIn.Machine
+	}
 	if opt.Input != nil {
 		go forward(vm, opt.Input)
 	}
@@ -218,7 +252,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			switch {
 			case err != nil:
 			case opt.PoweroffAfterReport:
-				if err = vm.Send("poweroff\n"); err == nil {
+				if err = vm.Send(stopCommand(pl)); err == nil {
 					err = vm.Wait()
 				}
 			default:
@@ -229,6 +263,15 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		err = vm.Wait()
 	}
 	res.Console, res.Elapsed = vm.Console(), vm.Elapsed()
+	if opt.State != "" && !opt.Persist {
+		// Whatever ended the run (a power-off, Ctrl-A x, the watchdog),
+		// the card keeps what the board wrote, as a real card would.
+		vm.Kill()
+		if serr := saveState(disk, opt.State, dataOff, dataSize); serr != nil {
+			return res, errors.Join(err, serr)
+		}
+		res.State = opt.State
+	}
 	if err != nil {
 		var te *qemu.TimeoutError
 		if errors.As(err, &te) {
@@ -275,9 +318,11 @@ func standInConfig(pl *plan.Plan, side firmware.StandInFiles, disk string, opt R
 		return qemu.Config{}, fmt.Errorf("--memory %d: QEMU's %s has %d MiB, no other size", opt.MemoryMB, s.Machine, c.MemoryMB)
 	}
 	if opt.Log != nil {
-		opt.Log("%s: booting on the stand-in %s; what it does not prove about the board:", pl.Board, pl.StandIn.Name)
-		for _, l := range pl.StandIn.Limits {
-			opt.Log("  - %s", l)
+		if !opt.StandInSaid {
+			opt.Log("%s: booting on the stand-in %s; what it does not prove about the board:", pl.Board, pl.StandIn.Name)
+			for _, l := range pl.StandIn.Limits {
+				opt.Log("  - %s", l)
+			}
 		}
 		if len(pl.Ports) > 0 && !opt.Network.None {
 			opt.Log("the stand-in has no network port: the board's ports stay unplugged")

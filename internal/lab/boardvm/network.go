@@ -86,9 +86,9 @@ func NICs(pl *plan.Plan, site *site.Site, n Network) (nics []qemu.NIC, notes []s
 // lanNIC puts QEMU's end of the first LAN port on the LAN's subnet, at
 // an address neither the router's nor in its DHCP range.
 func lanNIC(site *site.Site, i, sshPort int) (qemu.NIC, error) {
-	lan, err := netip.ParsePrefix(site.LAN.Address)
+	lan, err := site.LAN.Address.Prefix()
 	if err != nil {
-		return qemu.NIC{}, fmt.Errorf("site LAN address %q: %w", site.LAN.Address, err)
+		return qemu.NIC{}, fmt.Errorf("site LAN address %w", err)
 	}
 	var lo, hi netip.Addr
 	if r := site.LAN.DHCP.Range; len(r) == 2 {

@@ -19,6 +19,7 @@ import (
 	"github.com/ocfw/ocfw/internal/build"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/fat"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/plan"
@@ -46,14 +47,14 @@ func powerImage(t *testing.T) (string, *firmware.Manifest) {
 		t.Skip("builds the firmware and boots QEMU many times; -short")
 	}
 	if err := firmware.CheckTools(plan.BootBIOSCF); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	if err := qemu.Installed("i386"); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	for _, tool := range []string{"fsck.fat", "mcopy"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			qemu.SkipOrFail(t, "%s not installed (dosfstools, mtools)", tool)
+			labtest.SkipOrFail(t, "%s not installed (dosfstools, mtools)", tool)
 		}
 	}
 	imgOnce.Do(func() {
@@ -87,7 +88,7 @@ func powerImage(t *testing.T) (string, *firmware.Manifest) {
 	})
 	if imgErr != nil {
 		if strings.HasPrefix(imgErr.Error(), "skip: ") {
-			qemu.SkipOrFail(t, "%v", imgErr)
+			labtest.SkipOrFail(t, "%v", imgErr)
 		}
 		t.Fatal(imgErr)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
@@ -59,9 +60,9 @@ type Options struct {
 	QEMUArgs []string
 }
 
-// EnvRequire is qemu.EnvRequire: set to "1", it turns a missing kernel
+// EnvRequire is labtest.EnvRequire: set to "1", it turns a missing kernel
 // package or QEMU into a test failure instead of a skip (CI sets it).
-const EnvRequire = qemu.EnvRequire
+const EnvRequire = labtest.EnvRequire
 
 // Result is what a guest run produced.
 type Result struct {
@@ -117,7 +118,7 @@ func Run(t testing.TB, opts Options) *Result {
 	var missing *missingError
 	switch {
 	case errors.As(err, &missing):
-		qemu.SkipOrFail(t, "kernel-in-the-loop tests not booted: %v", err)
+		labtest.SkipOrFail(t, "kernel-in-the-loop tests not booted: %v", err)
 	case err != nil:
 		t.Fatal(err)
 	case res.ExitCode != 0:

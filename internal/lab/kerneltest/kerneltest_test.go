@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -44,7 +44,7 @@ func TestKernelInTheLoopReportsPanic(t *testing.T) {
 	}
 	res, err := Boot(t, Options{Run: "TestGuestPanics", Env: map[string]string{"OCFW_KERNELTEST_PANIC": "1"}})
 	if Missing(err) {
-		qemu.SkipOrFail(t, "panicking guest not booted: %v", err)
+		labtest.SkipOrFail(t, "panicking guest not booted: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

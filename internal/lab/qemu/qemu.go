@@ -462,3 +462,11 @@ func (vm *VM) Kill() {
 	}
 	<-vm.done
 }
+
+// Installed returns nil when the emulator for the guest architecture
+// arch ("" means i386) is installed, else an error wrapping
+// ErrNotInstalled that names the Debian package to install.
+func Installed(arch string) error {
+	_, err := Config{Arch: arch}.BinaryPath()
+	return err
+}

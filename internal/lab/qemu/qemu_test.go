@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
 
 func TestCommandLine(t *testing.T) {
@@ -183,7 +185,7 @@ func TestRealEmulatorConsole(t *testing.T) {
 	}
 	cfg := Config{Timeout: 2 * time.Minute}
 	if err := Installed(cfg.Arch); err != nil {
-		SkipOrFail(t, "real emulator not started: %v", err)
+		labtest.SkipOrFail(t, "real emulator not started: %v", err)
 	}
 	cfg.Disk = filepath.Join(t.TempDir(), "empty.img")
 	if err := os.WriteFile(cfg.Disk, make([]byte, 1<<20), 0o644); err != nil {

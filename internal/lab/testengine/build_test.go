@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
-	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
 
 // buildOrSkip builds the module for the cached kernel, skipping (failing
@@ -23,7 +23,7 @@ func buildOrSkip(t *testing.T, opt Options) *Result {
 	t.Helper()
 	res, err := Build(context.Background(), opt)
 	if errors.Is(err, ErrNoKernel) || errors.Is(err, ErrNoTools) {
-		qemu.SkipOrFail(t, "test module not built: %v", err)
+		labtest.SkipOrFail(t, "test module not built: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

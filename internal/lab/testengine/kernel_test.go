@@ -15,6 +15,7 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/ocf"
 	"github.com/ocfw/ocfw/ocf/afalg"
@@ -34,7 +35,7 @@ func TestKernelInTheLoop(t *testing.T) {
 		t.Skip("builds the test module and boots the kernel in QEMU; skipped with -short")
 	}
 	if err := qemu.Installed("i386"); err != nil {
-		qemu.SkipOrFail(t, "stand-in engines not booted: %v", err)
+		labtest.SkipOrFail(t, "stand-in engines not booted: %v", err)
 	}
 	mod := buildOrSkip(t, Options{Log: t.Logf})
 	vc, _ := catalog.LookupEngine(catalog.VirtioCrypto)

@@ -16,6 +16,7 @@ import (
 
 	diskfs "github.com/diskfs/go-diskfs"
 
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/store"
 )
@@ -56,7 +57,7 @@ func Start(t testing.TB, image string, o Options) *qemu.VM {
 		t.Skip("boots a board image in QEMU; skipped with -short")
 	}
 	if err := qemu.Installed("i386"); err != nil {
-		qemu.SkipOrFail(t, "%v", err)
+		labtest.SkipOrFail(t, "%v", err)
 	}
 	if o.Name == "" {
 		o.Name = filepath.Base(image)

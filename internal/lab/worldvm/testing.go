@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 )
 
@@ -34,7 +35,7 @@ func StartTest(t testing.TB, cfg Config) *World {
 	}
 	w, err := Start(context.Background(), cfg)
 	if Missing(err) {
-		qemu.SkipOrFail(t, "world VM not booted: %v", err)
+		labtest.SkipOrFail(t, "world VM not booted: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

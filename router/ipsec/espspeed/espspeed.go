@@ -45,6 +45,7 @@ import (
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf/afalg"
+	"github.com/ocfw/ocfw/ocf/esp"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/router/ipsec"
 	"github.com/ocfw/ocfw/router/netns"
@@ -59,18 +60,15 @@ var (
 const (
 	DefaultCipher = "aes-128-cbc"
 	DefaultAuth   = "hmac-sha1"
-	// Software is the Engine.ID of the kernel's own software
-	// implementation, always measured as the reference.
-	Software = "software"
 )
 
 // Engine is one implementation of the cipher's kernel name to measure.
 type Engine struct {
 	// ID names it in the rows: a catalog engine id ("virtio-crypto",
-	// "geode-aes"), or Software.
+	// "geode-aes"), or esp.Software.
 	ID string `json:"id"`
 	// Driver is its driver name under the cipher's generic name, e.g.
-	// "virtio_crypto_aes_cbc" for cbc(aes). For Software it may be left
+	// "virtio_crypto_aes_cbc" for cbc(aes). For esp.Software it may be left
 	// empty: the best software implementation registered (or buildable,
 	// as cbc(aes-fixed-time)) is used.
 	Driver   string `json:"driver,omitempty"`
@@ -91,52 +89,6 @@ type Config struct {
 	// Budget bounds the whole run; 0 means DefaultBudget. About 70% of
 	// it is spent sending, shared equally by the (engine, size) steps.
 	Budget time.Duration
-}
-
-// Row is one engine at one packet size.
-type Row struct {
-	Engine   string `json:"engine"` // Engine.ID
-	Driver   string `json:"driver"` // the kernel's choice for the cipher's name during the step
-	Hardware bool   `json:"hardware"`
-	// SADriver is the AEAD the SAs held, as /proc/crypto names it, e.g.
-	// "authencesn(hmac(sha1-generic),ocfw_testaes_cbc)".
-	SADriver string `json:"sa_driver,omitempty"`
-	Size     int    `json:"size"` // UDP payload bytes
-	// MBps is UDP payload received per second of the window, in
-	// millions of bytes.
-	MBps float64 `json:"mbytes_per_sec"`
-	// CPU is the share of all CPUs busy over the window (1.0: all of
-	// them), from /proc/stat: sender, ESP both ways and receiver.
-	CPU     float64 `json:"cpu"`
-	Sent    int64   `json:"sent"`     // datagrams written in the window
-	Packets int64   `json:"received"` // datagrams received in the window
-	Millis  int64   `json:"ms"`       // the window
-	Err     string  `json:"error,omitempty"`
-}
-
-// Result is one run.
-type Result struct {
-	Cipher string `json:"cipher"`
-	Auth   string `json:"auth"`
-	Kernel string `json:"kernel_name"` // the cipher's generic name, e.g. "cbc(aes)"
-	// Default is the driver the kernel resolved the name to before the
-	// run (its choice by registered priority, or the boot's); Restored
-	// what it resolves after. They are equal unless Notes say why not.
-	Default  string   `json:"default_driver"`
-	Restored string   `json:"restored_driver,omitempty"`
-	Rows     []Row    `json:"rows"`
-	Notes    []string `json:"notes,omitempty"`
-	Seconds  float64  `json:"seconds"`
-}
-
-// Row returns the row of engine id at size.
-func (r *Result) Row(id string, size int) (Row, bool) {
-	for _, x := range r.Rows {
-		if x.Engine == id && x.Size == size {
-			return x, true
-		}
-	}
-	return Row{}, false
 }
 
 // The test network: two namespaces on one veth pair, an ESP tunnel
@@ -174,7 +126,7 @@ const (
 // XFRM, an unknown cipher); an engine that fails gets rows with Err.
 // Needs root, and the modules in ipsec.Modules, veth, crypto_user,
 // af_alg and algif_skcipher.
-func Measure(ctx context.Context, cfg Config) (*Result, error) {
+func Measure(ctx context.Context, cfg Config) (*esp.Result, error) {
 	start := time.Now()
 	if cfg.Cipher == "" {
 		cfg.Cipher = DefaultCipher
@@ -203,7 +155,7 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("espspeed: packet size %d: 8 to 1472 bytes (one datagram, no fragments)", s)
 		}
 	}
-	res := &Result{Cipher: cfg.Cipher, Auth: cfg.Auth, Kernel: ciph.Kernel}
+	res := &esp.Result{Cipher: cfg.Cipher, Auth: cfg.Auth, Kernel: ciph.Kernel}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Budget+cfg.Budget/2)
 	defer cancel()
 
@@ -245,9 +197,9 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	tag := uint32(0)
 	for i, e := range engines {
-		rows := make([]Row, len(cfg.Sizes))
+		rows := make([]esp.Row, len(cfg.Sizes))
 		for j, s := range cfg.Sizes {
-			rows[j] = Row{Engine: e.ID, Driver: e.Driver, Hardware: e.Hardware, Size: s}
+			rows[j] = esp.Row{Engine: e.ID, Driver: e.Driver, Hardware: e.Hardware, Size: s}
 		}
 		res.Rows = append(res.Rows, n.engine(ctx, e, rows, tunnel(i, cfg.Cipher, cfg.Auth, ciph.KeySize, auth.KeySize), ciph.Kernel, cat.KernelType, built, &tag, window)...)
 		stepsLeft -= len(rows)
@@ -258,8 +210,8 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 
 // engine measures one engine: rows (one per size, filled in) after
 // making it the kernel's choice and installing tun.
-func (n *network) engine(ctx context.Context, e Engine, rows []Row, tun ipsec.Tunnel, name, typ string, built map[string]int, tag *uint32, window func(int) time.Duration) []Row {
-	fail := func(err error) []Row {
+func (n *network) engine(ctx context.Context, e Engine, rows []esp.Row, tun ipsec.Tunnel, name, typ string, built map[string]int, tag *uint32, window func(int) time.Duration) []esp.Row {
+	fail := func(err error) []esp.Row {
 		for j := range rows {
 			rows[j].Err = err.Error()
 		}
@@ -311,7 +263,7 @@ func withSoftware(engines []Engine, name, typ string, algs []kcrypto.Alg) ([]Eng
 		out = append(out, e)
 	}
 	if soft == nil {
-		soft = &Engine{ID: Software}
+		soft = &Engine{ID: esp.Software}
 	}
 	if soft.Driver == "" {
 		drv, err := softwareDriver(name, algs, out)
@@ -644,7 +596,7 @@ func (n *network) warmUp(ctx context.Context, limit time.Duration) error {
 // step measures one row: datagrams of row.Size tagged with tag, sent for
 // window; then it waits (at most an eighth of the window) for the
 // engine's queue to drain so that the next step starts clean.
-func (n *network) step(ctx context.Context, row *Row, tag uint32, window time.Duration) {
+func (n *network) step(ctx context.Context, row *esp.Row, tag uint32, window time.Duration) {
 	n.tag.Store(tag)
 	n.bytes.Store(0)
 	n.pkts.Store(0)
@@ -758,7 +710,7 @@ func (t cpuTimes) busySince(t0 cpuTimes) float64 {
 // built with, and flushes every implementation of the name so that what
 // was built on the run's choices (the SAs' AEADs) is rebuilt on the
 // kernel's own choice. It returns notes for what did not go back.
-func restore(res *Result, before []kcrypto.Alg, built map[string]int, typ string) []string {
+func restore(res *esp.Result, before []kcrypto.Alg, built map[string]int, typ string) []string {
 	var notes []string
 	now, err := kcrypto.List("")
 	if err != nil {

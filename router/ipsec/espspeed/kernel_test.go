@@ -12,8 +12,10 @@ import (
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
+	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/testengine"
+	"github.com/ocfw/ocfw/ocf/esp"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 	"github.com/ocfw/ocfw/router/ipsec"
 )
@@ -38,11 +40,11 @@ func TestKernelInTheLoop(t *testing.T) {
 		t.Skip("builds the test module and boots the kernel in QEMU; skipped with -short")
 	}
 	if err := qemu.Installed("i386"); err != nil {
-		qemu.SkipOrFail(t, "ESP measurement not booted: %v", err)
+		labtest.SkipOrFail(t, "ESP measurement not booted: %v", err)
 	}
 	mod, err := testengine.Build(context.Background(), testengine.Options{Log: t.Logf})
 	if errors.Is(err, testengine.ErrNoKernel) || errors.Is(err, testengine.ErrNoTools) {
-		qemu.SkipOrFail(t, "test module not built: %v", err)
+		labtest.SkipOrFail(t, "test module not built: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +133,7 @@ func TestGuestMeasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	WriteTable(&b, res)
+	esp.WriteTable(&b, res)
 	t.Logf("Measure took %v (budget %v):\n%s", took.Round(time.Millisecond), budget, b.String())
 	if took > budget+budget/4 {
 		t.Errorf("the run took %v, budget %v", took, budget)
@@ -139,7 +141,7 @@ func TestGuestMeasure(t *testing.T) {
 	if len(res.Rows) != 9 {
 		t.Fatalf("%d rows, want 9 (3 engines x 3 sizes)", len(res.Rows))
 	}
-	wantDriver := map[string]string{Software: "cbc(aes-fixed-time)", virtioEngine.ID: virtioEngine.Driver, testEngine.ID: testEngine.Driver}
+	wantDriver := map[string]string{esp.Software: "cbc(aes-fixed-time)", virtioEngine.ID: virtioEngine.Driver, testEngine.ID: testEngine.Driver}
 	for _, r := range res.Rows {
 		if r.Err != "" || r.Packets <= 0 || r.MBps <= 0 || r.Sent < r.Packets {
 			t.Errorf("%s at %d: %+v", r.Engine, r.Size, r)
@@ -150,11 +152,11 @@ func TestGuestMeasure(t *testing.T) {
 		// A fraction of the whole machine. The software cipher keeps the
 		// CPU busy; the test engine sleeps 2 ms a request, and /proc/stat
 		// counts in ticks, so its 64-byte row may read 0 (seen in CI).
-		if r.CPU < 0 || r.CPU > 1 || (r.Engine == Software && r.CPU == 0) {
+		if r.CPU < 0 || r.CPU > 1 || (r.Engine == esp.Software && r.CPU == 0) {
 			t.Errorf("%s at %d: CPU %v", r.Engine, r.Size, r.CPU)
 		}
 	}
-	soft, _ := res.Row(Software, 1400)
+	soft, _ := res.Row(esp.Software, 1400)
 	slow, _ := res.Row(testEngine.ID, 1400)
 	if slow.MBps >= soft.MBps*0.8 {
 		t.Errorf("at 1400 bytes the test engine with a 2 ms delay does %.3f MB/s, software %.3f: want it clearly slower", slow.MBps, soft.MBps)
@@ -174,7 +176,7 @@ func TestGuestMeasure(t *testing.T) {
 		t.Errorf("after the run cbc(aes) resolves to %+v, %v", r, err)
 	}
 	// The policy input: ESP decides the kernel's engine at MTU size.
-	choice, err := Choose(res, kcrypto.MTU, 0)
+	choice, err := esp.Choose(res, kcrypto.MTU, 0)
 	if err != nil || choice.Engine == testEngine.ID {
 		t.Errorf("ocfw's choice at MTU size: %+v, %v; the slow test engine must not be it", choice, err)
 	}
@@ -211,12 +213,12 @@ func TestGuestStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	WriteTable(&b, res)
+	esp.WriteTable(&b, res)
 	t.Logf("Measure with a stalling engine took %v (budget %v):\n%s", took.Round(time.Millisecond), budget, b.String())
 	if took > budget+budget/2+time.Second {
 		t.Errorf("the run took %v, budget %v", took, budget)
 	}
-	soft, _ := res.Row(Software, 1400)
+	soft, _ := res.Row(esp.Software, 1400)
 	slow, ok := res.Row(testEngine.ID, 1400)
 	if soft.Err != "" || soft.Packets == 0 {
 		t.Errorf("software: %+v", soft)

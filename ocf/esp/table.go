@@ -1,4 +1,4 @@
-package espspeed
+package esp
 
 import (
 	"fmt"

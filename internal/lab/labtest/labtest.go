@@ -1,9 +1,9 @@
-package qemu
-
-// This file is for tests only: the rule every test that needs QEMU, the
-// cached kernel package or another host tool follows when the piece is
-// missing. It is not a _test.go file so that other packages' tests can
-// use it; nothing else should.
+// Package labtest is for tests only: the rule every test that needs QEMU,
+// the cached kernel package or another host tool follows when the piece
+// is missing. It is a package of its own, not a part of the lab's, so
+// that no production binary links package testing (internal/layers
+// checks that only tests and test-helper packages import it).
+package labtest
 
 import (
 	"fmt"
@@ -28,12 +28,4 @@ func SkipOrFail(t testing.TB, format string, args ...any) {
 		t.Fatalf("%s (%s=1: required)", msg, EnvRequire)
 	}
 	t.Skip(msg)
-}
-
-// Installed returns nil when the emulator for the guest architecture
-// arch ("" means i386) is installed, else an error wrapping
-// ErrNotInstalled that names the Debian package to install.
-func Installed(arch string) error {
-	_, err := Config{Arch: arch}.BinaryPath()
-	return err
 }

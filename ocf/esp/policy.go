@@ -1,4 +1,4 @@
-package espspeed
+package esp
 
 import (
 	"fmt"
@@ -61,20 +61,10 @@ func contains(xs []int, x int) bool {
 // the verdicts failed are excluded. With Measurements(res, size) as
 // Speeds it is what kcrypto.Promote needs to rank on ESP:
 //
-//	kcrypto.Promote(kcrypto.Input{Engines: e, Policy: espspeed.KernelPolicy(res, v, kcrypto.MTU, 0),
-//		Speeds: espspeed.Measurements(res, kcrypto.MTU), Ciphers: []string{res.Cipher}})
+//	kcrypto.Promote(kcrypto.Input{Engines: e, Policy: esp.KernelPolicy(res, v, kcrypto.MTU, 0),
+//		Speeds: esp.Measurements(res, kcrypto.MTU), Ciphers: []string{res.Cipher}})
 func KernelPolicy(res *Result, verdicts []ocf.Verdict, size int, margin float64) ocf.Policy {
-	if margin <= 0 {
-		margin = ocf.DefaultMargin
-	}
-	ms := Measurements(res, size)
-	ref := ""
-	for _, m := range ms {
-		if !m.Hardware {
-			ref = m.Engine
-		}
-	}
-	return ocf.DerivePolicy(verdicts, ms, ref, margin)
+	return ocf.DeriveOnSoftware(verdicts, Measurements(res, size), ocf.Margin(margin))
 }
 
 // Choose is the row ocfw's policy makes the kernel's choice at size: the
@@ -82,9 +72,7 @@ func KernelPolicy(res *Result, verdicts []ocf.Verdict, size int, margin float64)
 // ocf.DefaultMargin) there, else software; rows with errors never win.
 // It errs when software was not measured at size.
 func Choose(res *Result, size int, margin float64) (Row, error) {
-	if margin <= 0 {
-		margin = ocf.DefaultMargin
-	}
+	margin = ocf.Margin(margin)
 	var soft *Row
 	for i := range res.Rows {
 		r := &res.Rows[i]
@@ -94,11 +82,11 @@ func Choose(res *Result, size int, margin float64) (Row, error) {
 		}
 	}
 	if soft == nil {
-		return Row{}, fmt.Errorf("espspeed: no software measurement at %d bytes to compare with", size)
+		return Row{}, fmt.Errorf("esp: no software measurement at %d bytes to compare with", size)
 	}
 	best := *soft
 	for _, r := range res.Rows {
-		if r.Size == size && r.Hardware && r.Err == "" && r.MBps >= soft.MBps*(1+margin) && r.MBps > best.MBps {
+		if r.Size == size && r.Hardware && r.Err == "" && ocf.Beats(r.MBps, soft.MBps, margin) && r.MBps > best.MBps {
 			best = r
 		}
 	}
