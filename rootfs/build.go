@@ -149,7 +149,9 @@ func StorageModules(p *plan.Plan) []string {
 // two at once only compete for the same CPUs.
 var buildMu sync.Mutex
 
-// Build makes the initramfs for plan with the kernel's modules.
+// Build makes the initramfs for plan with the kernel's modules: the
+// files the boot sequence reads, the modules and microcode, the Go
+// userland (from the cache when it can), packed as the plan says.
 func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	start := time.Now()
 	if pl == nil || opts.Kernel == nil {
@@ -163,15 +165,9 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	epoch := opts.SourceDateEpoch
-	if epoch == 0 {
-		if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
-			v, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || v < 0 {
-				return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970", s)
-			}
-			epoch = v
-		}
+	epoch, err := sourceDateEpoch(opts.SourceDateEpoch)
+	if err != nil {
+		return nil, err
 	}
 	if err := opts.Boot.CheckDurations(); err != nil {
 		return nil, err
@@ -180,62 +176,23 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	work := opts.WorkDir
-	if work == "" {
-		if work, err = os.MkdirTemp("", "ocfw-rootfs-"); err != nil {
-			return nil, err
-		}
-	} else if err := os.MkdirAll(work, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(work, ".build-")
+	work, tmp, err := workDirs(opts.WorkDir)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 
-	// Files the boot sequence reads.
-	planJSON, err := pl.JSON()
+	extra, inputs, err := contractRecords(pl, opts)
 	if err != nil {
 		return nil, err
 	}
-	bootJSON, err := json.MarshalIndent(opts.Boot, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	bootJSON = append(bootJSON, '\n')
-	var siteJSON []byte
-	extra := []cpio.Record{
-		cpio.StaticFile("etc/ocfw/plan.json", string(planJSON), 0o644),
-		cpio.StaticFile("etc/ocfw/boot.json", string(bootJSON), 0o644),
-	}
-	if opts.Site != nil {
-		sj, err := opts.Site.JSON()
-		if err != nil {
-			return nil, err
-		}
-		extra = append(extra, cpio.StaticFile(strings.TrimPrefix(site.File, "/"), string(sj), 0o644))
-		siteJSON = sj
-	}
-	fwSums := map[string]string{}
-	for _, fw := range opts.FirmwareFiles {
-		data, err := os.ReadFile(fw)
-		if err != nil {
-			return nil, &FirmwareFileError{Err: err}
-		}
-		if len(data) == 0 || len(data) > 4<<20 {
-			return nil, &FirmwareFileError{File: fw, Err: fmt.Errorf("%d bytes: want a microcode file of 1 byte to 4 MiB", len(data))}
-		}
-		name := filepath.Base(fw)
-		if _, dup := fwSums[name]; dup {
-			return nil, &FirmwareFileError{File: fw, Err: fmt.Errorf("a file named %s is given twice", name)}
-		}
-		fwSums[name] = sum(data)
-		extra = append(extra, cpio.StaticFile("lib/firmware/"+name, string(data), 0o644))
-	}
+	inputs["kernel"] = k.SHA256
 	mods, modRecs, storage, extraSums, err := moduleRecords(pl, k, opts.ExtraModules)
 	if err != nil {
 		return nil, err
+	}
+	for name, h := range extraSums {
+		inputs["module/"+name] = h
 	}
 	extra = append(extra, modRecs...)
 	extra = append(extra, cpio.StaticFile(strings.TrimPrefix(plan.StorageModulesFile, "/"), strings.Join(storage, "\n")+"\n", 0o644))
@@ -260,6 +217,102 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	packed, size, err := pack(ctx, pl, raw, split, tmp, opts.NoCache, logf)
+	if err != nil {
+		return nil, err
+	}
+	if b := pl.Image.InitramfsBudgetKB; b > 0 && size > int64(b)*1024 {
+		return nil, &BudgetError{Board: pl.Board, Budget: int64(b) * 1024, Size: size, Raw: rawInfo.Size(), Compression: pl.Image.Compression, Parts: parts}
+	}
+	out := filepath.Join(work, filepath.Base(packed))
+	if err := os.Rename(packed, out); err != nil {
+		return nil, err
+	}
+	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: size, Modules: mods, Kernel: k, Inputs: inputs,
+		Parts: parts, Took: time.Since(start), UserlandKey: ukey, UserlandCached: cached}, nil
+}
+
+// sourceDateEpoch is the build's timestamp: the option, else
+// $SOURCE_DATE_EPOCH, else 0.
+func sourceDateEpoch(epoch int64) (int64, error) {
+	if epoch != 0 {
+		return epoch, nil
+	}
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970", s)
+	}
+	return v, nil
+}
+
+// workDirs makes the output directory (a new temporary one when dir is
+// "") and a scratch directory inside it that the caller removes.
+func workDirs(dir string) (work, tmp string, err error) {
+	work = dir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "ocfw-rootfs-"); err != nil {
+			return "", "", err
+		}
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", "", err
+	}
+	tmp, err = os.MkdirTemp(work, ".build-")
+	return work, tmp, err
+}
+
+// contractRecords are the files the boot sequence reads (plan, boot
+// options, site config) and the microcode files, with the sha256 of each
+// for the manifest's inputs.
+func contractRecords(pl *plan.Plan, opts Options) ([]cpio.Record, map[string]string, error) {
+	planJSON, err := pl.JSON()
+	if err != nil {
+		return nil, nil, err
+	}
+	bootJSON, err := json.MarshalIndent(opts.Boot, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	bootJSON = append(bootJSON, '\n')
+	recs := []cpio.Record{
+		cpio.StaticFile("etc/ocfw/plan.json", string(planJSON), 0o644),
+		cpio.StaticFile("etc/ocfw/boot.json", string(bootJSON), 0o644),
+	}
+	inputs := map[string]string{"plan.json": sum(planJSON), "boot.json": sum(bootJSON)}
+	if opts.Site != nil {
+		sj, err := opts.Site.JSON()
+		if err != nil {
+			return nil, nil, err
+		}
+		recs = append(recs, cpio.StaticFile(strings.TrimPrefix(site.File, "/"), string(sj), 0o644))
+		inputs["site.json"] = sum(sj)
+	}
+	seen := map[string]bool{}
+	for _, fw := range opts.FirmwareFiles {
+		data, err := os.ReadFile(fw)
+		if err != nil {
+			return nil, nil, &FirmwareFileError{Err: err}
+		}
+		if len(data) == 0 || len(data) > 4<<20 {
+			return nil, nil, &FirmwareFileError{File: fw, Err: fmt.Errorf("%d bytes: want a microcode file of 1 byte to 4 MiB", len(data))}
+		}
+		name := filepath.Base(fw)
+		if seen[name] {
+			return nil, nil, &FirmwareFileError{File: fw, Err: fmt.Errorf("a file named %s is given twice", name)}
+		}
+		seen[name] = true
+		inputs["firmware/"+name] = sum(data)
+		recs = append(recs, cpio.StaticFile("lib/firmware/"+name, string(data), 0o644))
+	}
+	return recs, inputs, nil
+}
+
+// pack compresses the raw initramfs as the plan says, in tmp, and
+// returns the packed file and its size.
+func pack(ctx context.Context, pl *plan.Plan, raw string, split int64, tmp string, noCache bool, logf func(string, ...any)) (string, int64, error) {
 	name := "initramfs.cpio"
 	switch pl.Image.Compression {
 	case "xz":
@@ -268,44 +321,23 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		name += ".gz"
 	case "", "none":
 	default:
-		return nil, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", pl.Board, pl.Image.Compression)
+		return "", 0, fmt.Errorf("plan %s: unknown initramfs compression %q (want xz, gzip or none)", pl.Board, pl.Image.Compression)
 	}
 	packed := filepath.Join(tmp, name)
+	var err error
 	if pl.Image.Compression == "xz" {
-		err = compressInitramfsXZ(ctx, raw, split, packed, tmp, opts.NoCache, logf)
+		err = compressInitramfsXZ(ctx, raw, split, packed, tmp, noCache, logf)
 	} else {
 		err = compress(ctx, raw, packed, pl.Image.Compression)
 	}
 	if err != nil {
-		return nil, err
+		return "", 0, err
 	}
 	pi, err := os.Stat(packed)
 	if err != nil {
-		return nil, err
+		return "", 0, err
 	}
-	if b := pl.Image.InitramfsBudgetKB; b > 0 && pi.Size() > int64(b)*1024 {
-		return nil, &BudgetError{Board: pl.Board, Budget: int64(b) * 1024, Size: pi.Size(), Raw: rawInfo.Size(), Compression: pl.Image.Compression, Parts: parts}
-	}
-	out := filepath.Join(work, name)
-	if err := os.Rename(packed, out); err != nil {
-		return nil, err
-	}
-	inputs := map[string]string{
-		"kernel":    k.SHA256,
-		"plan.json": sum(planJSON),
-		"boot.json": sum(bootJSON),
-	}
-	if siteJSON != nil {
-		inputs["site.json"] = sum(siteJSON)
-	}
-	for name, h := range fwSums {
-		inputs["firmware/"+name] = h
-	}
-	for name, h := range extraSums {
-		inputs["module/"+name] = h
-	}
-	return &Result{Initramfs: out, RawSize: rawInfo.Size(), Size: pi.Size(), Modules: mods, Kernel: k, Inputs: inputs,
-		Parts: parts, Took: time.Since(start), UserlandKey: ukey, UserlandCached: cached}, nil
+	return packed, pi.Size(), nil
 }
 
 func sum(b []byte) string {
