@@ -63,6 +63,20 @@ type LAN struct {
 	// DNSForwarder answers LAN clients from the WAN's resolvers (on by
 	// default; false turns it off).
 	DNSForwarder *bool `yaml:"dns_forwarder" json:"dns_forwarder,omitempty"`
+	// Domain is the LAN's local domain: DHCP hands it out and the DNS
+	// forwarder answers its clients' names in it ("" means "lan").
+	Domain string `yaml:"domain" json:"domain,omitempty"`
+}
+
+// DefaultDomain is the LAN's local domain when the site names none.
+const DefaultDomain = "lan"
+
+// LocalDomain is the LAN's domain, the default when none is set.
+func (l LAN) LocalDomain() string {
+	if l.Domain == "" {
+		return DefaultDomain
+	}
+	return l.Domain
 }
 
 // DHCP is the LAN's DHCP server; off when Range is empty.
@@ -279,7 +293,13 @@ func (c *checker) lan(l LAN, wanNet netip.Prefix) {
 		c.bad("lan.address", "%s overlaps the WAN network %s", lan.Masked(), wanNet.Masked())
 	}
 	checkMTU(c.bad, "lan.mtu", l.MTU)
+	if l.Domain != "" && (len(l.Domain) > 253 || !domainRE.MatchString(l.Domain)) {
+		c.bad("lan.domain", "%q: want a domain of dot-separated labels (lower-case letters, digits, dashes), e.g. home.arpa", l.Domain)
+	}
 }
+
+// domainRE is a DNS domain of RFC 1123 labels, at most 253 long.
+var domainRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
 // inLAN checks that a is a LAN host's address: inside the LAN, not the
 // router's own.

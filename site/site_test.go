@@ -45,6 +45,7 @@ func TestReadSite(t *testing.T) {
 		{"WAN port twice", strings.Replace(goodSite, `["lan1"]`, `["wan"]`, 1), "lan.ports[0]: port wan is already the WAN port"},
 		{"static WAN without gateway", strings.Replace(goodSite, `"address": "dhcp"`, `"address": "198.51.100.2/24"`, 1), "wan.gateway: a static WAN address needs the gateway"},
 		{"LAN overlapping WAN", strings.Replace(strings.Replace(goodSite, `"address": "dhcp"`, `"address": "192.168.1.2/16", "gateway": "192.168.0.1"`, 1), "x", "x", 1), "overlaps the WAN network"},
+		{"bad local domain", strings.Replace(goodSite, `"ports": ["lan1"]`, `"ports": ["lan1"], "domain": "Home..lan"`, 1), `lan.domain: "Home..lan": want a domain`},
 		{"huge", strings.Repeat(" ", plan.MaxFileSize+1), "larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
