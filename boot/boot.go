@@ -80,6 +80,10 @@ type Outcome struct {
 	// Router is the running router (nil without a site config or when
 	// it could not start); it keeps running after Run returns.
 	Router *router.Router
+	// Log batches the card's log writes (nil without a data partition);
+	// Run flushes it when the boot is done, the daemon closes it when
+	// the board goes down.
+	Log *store.LogWriter
 }
 
 func (c *Config) path(p string) string {
@@ -110,6 +114,10 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	b.espThroughput()
 	b.finishReport()
 	summary(&cfg, b.out.Report)
+	if b.out.Log != nil {
+		// The boot's lines are on the card before it says it is done.
+		b.out.Log.Flush()
+	}
 	cfg.printf("ocfw: boot sequence took %v", time.Since(start).Round(100*time.Millisecond))
 	cfg.printf("%s", plan.MarkDone)
 	return b.out
@@ -206,6 +214,7 @@ func (b *sequence) openData() {
 				return err
 			}
 			b.out.Boot = n
+			b.out.Log = store.NewLogWriter(b.st, store.LogWriterOptions{})
 			cfg.printf("ocfw: boot %d; the data partition is written in place, never mounted", n)
 			return nil
 		}))
@@ -280,7 +289,7 @@ func (b *sequence) startNetwork() {
 	}
 	b.problem(step(b.ctx, "bringing the network up", b.cfg.StepTimeout+b.cfg.LinkWait, func() error {
 		var err error
-		b.out.Router, b.site, b.netNotes, err = startRouter(b.ctx, b.cfg, b.pl, b.st)
+		b.out.Router, b.site, b.netNotes, err = startRouter(b.ctx, b.cfg, b.pl, b.st, b.out.Log)
 		return err
 	}))
 }

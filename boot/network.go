@@ -53,15 +53,16 @@ func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (sc *site.Site, notes
 }
 
 // startRouter loads the site and starts the router. The router logs to
-// the console and, when there is a data partition, to its log. The site
-// is returned whether or not the router starts (the ESP run measures its
-// tunnels' algorithms).
-func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store) (*router.Router, *site.Site, []string, error) {
+// the console and, when there is a data partition, to its log through
+// lw, which batches the card's writes. The site is returned whether or
+// not the router starts (the ESP run measures its tunnels' algorithms).
+func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store, lw *store.LogWriter) (*router.Router, *site.Site, []string, error) {
 	sc, notes := loadSite(cfg, pl, st)
 	for _, n := range notes {
+		n = store.Printable(n)
 		cfg.printf("ocfw: %s", n)
-		if st != nil {
-			st.Log(n)
+		if lw != nil {
+			lw.AddNow(n)
 		}
 	}
 	if sc == nil || cfg.NoNetwork {
@@ -70,21 +71,8 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	// WaitForCrypto: the tunnels come up once Run calls CryptoSettled,
 	// after the engines' self-test, so that their SAs bind to engines it
 	// proved.
-	rc := router.Config{Site: sc, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true,
-		Log: func(format string, args ...any) {
-			line := fmt.Sprintf(format, args...)
-			cfg.printf("ocfw: %s", line)
-			if st != nil {
-				st.Log(line)
-			}
-		},
-		// Repeats (NTP's retries) go to the card's log only: on the
-		// console they broke into the prompt.
-		QuietLog: func(format string, args ...any) {
-			if st != nil {
-				st.Log(fmt.Sprintf(format, args...))
-			}
-		}}
+	rc := router.Config{Site: sc, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true}
+	rc.Log, rc.EventLog, rc.QuietLog = logSinks(cfg, lw)
 	if st != nil {
 		rc.Values = st
 		rc.Files = st // the tunnels' key files, beside site.json
@@ -97,4 +85,29 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 		go r.ServeStatus(ctxStatus, cfg.path(router.StatusSocket))
 	}
 	return r, sc, notes, err
+}
+
+// logSinks are the router's three log callbacks: rare events go to the
+// console and promptly to the card; client-caused events (already
+// rate-limited by the router) to the console and the card's next batch;
+// repeats (NTP's retries) to the card's next batch only — on the console
+// they broke into the prompt. Every line is made printable here too: the
+// sink is the last place a control character can be stopped.
+func logSinks(cfg *Config, lw *store.LogWriter) (log, event, quiet func(format string, args ...any)) {
+	sink := func(console, urgent bool) func(format string, args ...any) {
+		return func(format string, args ...any) {
+			line := store.Printable(fmt.Sprintf(format, args...))
+			if console {
+				cfg.printf("ocfw: %s", line)
+			}
+			switch {
+			case lw == nil:
+			case urgent:
+				lw.AddNow(line)
+			default:
+				lw.Add(line)
+			}
+		}
+	}
+	return sink(true, true), sink(true, false), sink(false, false)
 }

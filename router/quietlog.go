@@ -1,6 +1,10 @@
 package router
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ocfw/ocfw/store"
+)
 
 // quietf records a repeated line among the events (`ocf net`) and in the
 // card's log (Config.QuietLog), but not on the console; without a
@@ -10,7 +14,7 @@ func (r *Router) quietf(format string, args ...any) {
 		r.logf(format, args...)
 		return
 	}
-	line := fmt.Sprintf(format, args...)
+	line := store.Printable(fmt.Sprintf(format, args...))
 	r.addEvent(line)
 	r.cfg.QuietLog("%s", line)
 }

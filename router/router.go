@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/store"
 )
 
 // Values keeps named documents across reboots (the board's power-safe
@@ -47,6 +48,10 @@ type Config struct {
 	Values Values
 	// Log gets one line per event (the console and the store's log).
 	Log func(format string, args ...any)
+	// EventLog, when set, gets the events of Log that clients cause
+	// (per packet, per connection), already rate-limited and
+	// summarised, which the board's log may batch; nil means Log.
+	EventLog func(format string, args ...any)
 	// QuietLog, when set, gets repeated failures (NTP's retries) instead
 	// of Log: the store's log only, not the console, where they broke
 	// into the prompt.
@@ -89,6 +94,9 @@ type Router struct {
 	svc     services
 	svcCtx  context.Context
 
+	eventsOnce sync.Once
+	limiter    *eventLimiter // of eventf, made at its first use
+
 	cryptoOnce    sync.Once
 	cryptoSettled chan struct{} // closed by CryptoSettled
 }
@@ -104,8 +112,11 @@ type wanState struct {
 
 const maxEvents = 64
 
+// logf logs a line for a rare event: the console, the card (promptly)
+// and the recent events. Control characters are escaped first: host
+// names and errors come from the network (store.Printable).
 func (r *Router) logf(format string, args ...any) {
-	line := fmt.Sprintf(format, args...)
+	line := store.Printable(fmt.Sprintf(format, args...))
 	r.addEvent(line)
 	if r.cfg.Log != nil {
 		r.cfg.Log("%s", line)
@@ -116,7 +127,7 @@ func (r *Router) logf(format string, args ...any) {
 func (r *Router) addEvent(line string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, time.Now().UTC().Format(time.RFC3339)+" "+line)
+	r.events = append(r.events, time.Now().UTC().Format(time.RFC3339)+" "+store.Printable(line))
 	if len(r.events) > maxEvents {
 		r.events = r.events[len(r.events)-maxEvents:]
 	}
@@ -265,6 +276,7 @@ func (r *Router) setWAN(p netip.Prefix, gw netip.Addr, dns []netip.Addr, source 
 func (r *Router) Close() {
 	r.cancel()
 	r.wg.Wait()
+	r.flushEvents()
 }
 
 // Status is what `ocf net` shows.

@@ -87,7 +87,7 @@ func (r *Router) startServices(ctx context.Context) []error {
 				return err
 			}
 			r.logf("ssh: host key %s", sshd.Fingerprint(hk.PublicKey()))
-			srv, err := sshd.New(sshd.Config{HostKey: hk, AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.logf})
+			srv, err := sshd.New(sshd.Config{HostKey: hk, AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.serviceLog()})
 			if err != nil {
 				r.svc.set("ssh", "off: "+err.Error())
 				return err
@@ -104,7 +104,7 @@ func (r *Router) startServices(ctx context.Context) []error {
 
 	// The LAN's DNS forwarder.
 	if lan.IsValid() && s.LAN.ForwarderOn() {
-		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: r.upstreams(), Logf: r.rateLimited("dns", time.Minute)})
+		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: r.upstreams(), Logf: r.serviceLog()})
 		r.svc.mu.Lock()
 		r.svc.dns = fwd
 		r.svc.mu.Unlock()
@@ -249,22 +249,6 @@ func (r *Router) goService(name string, ctx context.Context, fn func(ctx context
 	}()
 }
 
-// rateLimited logs at most one line per interval (a dead upstream must
-// not fill the log ring).
-func (r *Router) rateLimited(name string, every time.Duration) func(format string, args ...any) {
-	var mu sync.Mutex
-	var last time.Time
-	return func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Since(last) < every {
-			return
-		}
-		last = time.Now()
-		r.logf(format, args...)
-	}
-}
-
 // keyStore keeps the SSH host key in the board's store, or in RAM when
 // there is no data partition (a new key every boot, which the log says).
 func (r *Router) keyStore() sshd.KeyStore {
@@ -374,7 +358,7 @@ func (r *Router) startDHCP(ctx context.Context) []error {
 	if err != nil {
 		return append(errs, err)
 	}
-	cfg.Log = r.logf
+	cfg.Log = r.serviceLog()
 	if r.cfg.Values != nil {
 		cfg.Store = valueLeases{r.cfg.Values}
 	} else {

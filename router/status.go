@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ocfw/ocfw/store"
 )
 
 // StatusSocket is where the router answers `ocf net`.
@@ -63,9 +65,11 @@ func ReadStatus(path string) (*Status, error) {
 	return &st, nil
 }
 
-// WriteText prints the status for people.
+// WriteText prints the status for people. What came from the network
+// (lease host names, events, errors) is escaped (store.Printable): it
+// must not drive the terminal `ocf net` runs in, nor forge a line.
 func (st *Status) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "%s, up %s\n", st.Hostname, st.Uptime)
+	fmt.Fprintf(w, "%s, up %s\n", store.Printable(st.Hostname), st.Uptime)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "interface\tstate\tmac\tmtu\taddresses\trx/tx bytes")
 	for _, l := range st.Links {
@@ -84,7 +88,7 @@ func (st *Status) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "LAN %s\n", st.LAN)
 	}
 	for _, k := range sortedKeys(st.Services) {
-		fmt.Fprintf(w, "service %s: %s\n", k, st.Services[k])
+		fmt.Fprintf(w, "service %s: %s\n", k, store.Printable(st.Services[k]))
 	}
 	for _, t := range st.Tunnels {
 		t.writeText(w)
@@ -97,7 +101,7 @@ func (st *Status) WriteText(w io.Writer) error {
 			m.ProcessRSS, m.ProcessPeak, m.Shared, m.Available, m.Total)
 	}
 	for _, l := range st.Leases {
-		fmt.Fprintf(w, "lease %s\n", l)
+		fmt.Fprintf(w, "lease %s\n", store.Printable(l))
 	}
 	for _, k := range sortedKeys(st.Counters) {
 		fmt.Fprintf(w, "counter %s: %d\n", k, st.Counters[k])
@@ -105,7 +109,7 @@ func (st *Status) WriteText(w io.Writer) error {
 	if len(st.Events) > 0 {
 		fmt.Fprintln(w, "recent events:")
 		for _, e := range st.Events {
-			fmt.Fprintf(w, "  %s\n", e)
+			fmt.Fprintf(w, "  %s\n", store.Printable(e))
 		}
 	}
 	return nil

@@ -228,6 +228,11 @@ func newDaemonCmd() *cobra.Command {
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 			<-sig
 			o.Router.Close()
+			if o.Log != nil {
+				// What the card's log holds in RAM goes to the card
+				// before the board goes down.
+				o.Log.Close()
+			}
 			return nil
 		},
 	}
