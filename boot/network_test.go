@@ -75,3 +75,53 @@ func TestLoadSite(t *testing.T) {
 		})
 	}
 }
+
+// The boot's log sink escapes what the router hands it before the
+// console and the card see it (the last line of defence: the router
+// escapes too), and the card gets every line, quiet ones included.
+func TestLogSinksEscape(t *testing.T) {
+	img := dataPartition(t)
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	st, err := store.Open(f, fi.Size(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := store.NewLogWriter(st, store.LogWriterOptions{})
+	var console strings.Builder
+	cfg := &Config{Console: &console}
+	log, event, quiet := logSinks(cfg, lw)
+	const evil = "evil\x1b]0;PWNED\a\x1b[2J...\r\nocfw: ssh: root logged in from 6.6.6.6"
+	log("lease %s to %s (%s)", "192.168.1.100", "3c:00:00:00:00:01", evil)
+	event("dhcp: no address for %s (%s)", "3c:00:00:00:00:02", evil)
+	quiet("ntp: %s", evil)
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var card []string
+	for _, l := range loadStore(t, img).Log {
+		card = append(card, l.Text)
+	}
+	for where, text := range map[string]string{"console": console.String(), "card": strings.Join(card, "\n") + "\n"} {
+		if strings.ContainsAny(text, "\x1b\r\a") {
+			t.Errorf("%s: a control character survived: %q", where, text)
+		}
+		lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+		for _, l := range lines {
+			if strings.HasPrefix(l, "ocfw: ssh:") || strings.HasPrefix(l, "ssh:") {
+				t.Errorf("%s: forged line %q", where, l)
+			}
+		}
+		want := 3
+		if where == "console" {
+			want = 2 // quiet lines are the card's only
+		}
+		if len(lines) != want {
+			t.Errorf("%s: %d lines, want %d: %q", where, len(lines), want, lines)
+		}
+	}
+}
