@@ -192,6 +192,12 @@ func thousands(n int) string {
 // happened: one call site, such as its format) from a source (who
 // caused it: a MAC or an address), rate-limited. Rare events use logf.
 func (r *Router) eventf(kind, source, format string, args ...any) {
+	r.eventLimiter().event(kind, source, store.Printable(fmt.Sprintf(format, args...)))
+}
+
+// eventLimiter is the router's, made at its first use: its lines go to
+// the recent events and Config.EventLog (or Log).
+func (r *Router) eventLimiter() *eventLimiter {
 	r.eventsOnce.Do(func() {
 		r.limiter = newEventLimiter(time.Now, func(line string) {
 			r.addEvent(line)
@@ -202,15 +208,11 @@ func (r *Router) eventf(kind, source, format string, args ...any) {
 			}
 		})
 	})
-	r.limiter.event(kind, source, store.Printable(fmt.Sprintf(format, args...)))
+	return r.limiter
 }
 
 // flushEvents says what the limiter holds back now (the router stops).
-func (r *Router) flushEvents() {
-	if r.limiter != nil {
-		r.limiter.flush()
-	}
-}
+func (r *Router) flushEvents() { r.eventLimiter().flush() }
 
 // serviceLog is the log callback for a service whose lines are caused
 // by its clients (the DHCP server, SSH, DNS): each line is an event whose
