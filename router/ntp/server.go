@@ -14,10 +14,9 @@ import (
 // router as the LAN's NTP server (option 42).
 //
 // Until then it answers "not synchronised" (leap indicator 3, stratum 16,
-// reference "INIT", as ntpd does) rather than nothing: chrony, ntpd,
-// systemd-timesyncd and busybox ntpd all refuse such an answer at once
-// and try their other servers, where silence would cost them timeouts
-// and still leave them asking. Stratum 16 and not 0 because some clients
+// reference "INIT", as ntpd does) rather than nothing: clients (chrony,
+// tested) refuse such an answer at once and try their other servers,
+// where silence would cost them timeouts and still leave them asking. Stratum 16 and not 0 because some clients
 // take stratum 0 for a kiss-o'-death and back off for a long time.
 type Server struct {
 	cfg ServerConfig
