@@ -264,6 +264,14 @@ func (c *Client) renew(ctx context.Context, nc exchanger, l *WANLease) {
 			err = nclient4.ErrNoResponse // cut short at the next step
 		}
 		d := retryWait(c.now(), next)
+		if d == 0 {
+			// At T2 (rebinding next) or expiry (the loop drops the lease
+			// and says so).
+			if !rebinding {
+				c.cfg.Log("dhcp client: %s: no answer to renew %s (%v); rebinding with any server", c.cfg.Interface, l.Address, err)
+			}
+			continue
+		}
 		c.cfg.Log("dhcp client: %s: no answer to renew %s (%v); again in %s", c.cfg.Interface, l.Address, err, d.Round(time.Second))
 		if !c.sleep(ctx, d) {
 			return
