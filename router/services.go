@@ -38,6 +38,7 @@ type services struct {
 	dhcp    *dhcp.Server
 	tunnels *tunnelSet // nil without tunnels
 	ntpOnce sync.Once
+	ntpLAN  *ntp.Server       // the LAN's SNTP server; nil without a LAN
 	state   map[string]string // service -> "running", "off: why"...
 }
 
@@ -114,6 +115,7 @@ func (r *Router) startServices(ctx context.Context) []error {
 	} else {
 		r.svc.set("dns", "off")
 	}
+	r.startNTPServer(ctx, lan)
 	r.startTunnels(ctx)
 	r.svcCtx = ctx
 	r.mu.Lock()
@@ -152,9 +154,36 @@ func (r *Router) wanChanged() {
 			}, Quietf: func(format string, args ...any) {
 				r.quietf(format, args...)
 				r.svc.set("ntp", fmt.Sprintf(format, args...))
-			}, Set: setClock, Resolver: r.wanResolver()})
+			}, Set: setClock, Synced: r.ntpSynced, Resolver: r.wanResolver()})
 		})
 	})
+}
+
+// startNTPServer serves the router's clock to the LAN (the DHCP server
+// names the router as its NTP server); it answers "not synchronised"
+// until the clock is set from upstream (ntpSynced).
+func (r *Router) startNTPServer(ctx context.Context, lan netip.Prefix) {
+	if !lan.IsValid() {
+		return
+	}
+	ts := ntp.NewServer(ntp.ServerConfig{Allowed: []netip.Prefix{lan.Masked()}})
+	r.svc.mu.Lock()
+	r.svc.ntpLAN = ts
+	r.svc.mu.Unlock()
+	addr := netip.AddrPortFrom(lan.Addr(), 123).String()
+	r.svc.set("ntp-server", "on "+addr+", answering once the clock is set")
+	r.goService("ntp-server", ctx, func(ctx context.Context) error { return ts.ListenAndServe(ctx, addr) })
+}
+
+// ntpSynced passes a setting of the clock to the LAN's server.
+func (r *Router) ntpSynced(res ntp.Result) {
+	r.svc.mu.Lock()
+	ts := r.svc.ntpLAN
+	r.svc.mu.Unlock()
+	if ts != nil {
+		ts.Synced(res)
+		r.svc.set("ntp-server", fmt.Sprintf("serving stratum %d on the LAN", min(res.Stratum+1, 15)))
+	}
 }
 
 func setClock(t time.Time) error {

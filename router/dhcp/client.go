@@ -2,6 +2,7 @@ package dhcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -206,6 +207,11 @@ func (c *Client) discover(ctx context.Context, nc exchanger) (*WANLease, error) 
 // any server from T2, after each unanswered attempt waiting half the time
 // left to the next step (at least a minute, RFC 2131 4.4.5). It returns
 // with a renewed lease set, or with none after a NAK or at expiry.
+//
+// No exchange runs past the next step: an unanswered one (2+4+8 s) that
+// started just before expiry would otherwise keep the expired address in
+// use until it gave up. The pause after it is measured from when it
+// ended, not from when it began.
 func (c *Client) renew(ctx context.Context, nc exchanger, l *WANLease) {
 	for ctx.Err() == nil {
 		now := c.now()
@@ -215,6 +221,10 @@ func (c *Client) renew(ctx context.Context, nc exchanger, l *WANLease) {
 			return
 		}
 		rebinding := !now.Before(l.Acquired.Add(l.T2))
+		next := l.Acquired.Add(l.T2)
+		if rebinding {
+			next = l.Expires()
+		}
 		req, err := dhcpv4.NewRenewFromAck(l.ack, c.modifiers()...)
 		if err != nil {
 			c.cfg.Log("dhcp client: building a renewal: %v", err)
@@ -228,7 +238,9 @@ func (c *Client) renew(ctx context.Context, nc exchanger, l *WANLease) {
 		// To the broadcast address in both states: the exchange goes out
 		// of a raw socket without the leased address as its source, and a
 		// rebinding client must reach any server.
-		resp, err := nc.SendAndRead(ctx, nclient4.DefaultServers, req, match)
+		xctx, cancel := context.WithTimeout(ctx, next.Sub(now))
+		resp, err := nc.SendAndRead(xctx, nclient4.DefaultServers, req, match)
+		cancel()
 		switch {
 		case err == nil && resp.MessageType() == dhcpv4.MessageTypeAck:
 			next, perr := parseLease(resp, c.now())
@@ -248,11 +260,18 @@ func (c *Client) renew(ctx context.Context, nc exchanger, l *WANLease) {
 		if ctx.Err() != nil {
 			return
 		}
-		next := l.Acquired.Add(l.T2)
-		if rebinding {
-			next = l.Expires()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = nclient4.ErrNoResponse // cut short at the next step
 		}
-		d := retryWait(now, next)
+		d := retryWait(c.now(), next)
+		if d == 0 {
+			// At T2 (rebinding next) or expiry (the loop drops the lease
+			// and says so).
+			if !rebinding {
+				c.cfg.Log("dhcp client: %s: no answer to renew %s (%v); rebinding with any server", c.cfg.Interface, l.Address, err)
+			}
+			continue
+		}
 		c.cfg.Log("dhcp client: %s: no answer to renew %s (%v); again in %s", c.cfg.Interface, l.Address, err, d.Round(time.Second))
 		if !c.sleep(ctx, d) {
 			return

@@ -50,6 +50,10 @@ type fakeWAN struct {
 	renew    []*dhcpv4.DHCPv4
 	events   []string
 	cancel   context.CancelFunc
+	// unanswered is how long an exchange without an answer takes on the
+	// fake clock (nclient4 gives up after 2+4+8 s), unless its context's
+	// deadline comes first.
+	unanswered time.Duration
 }
 
 func (f *fakeWAN) at() string { return "+" + f.clock.Sub(f.start).String() }
@@ -77,6 +81,16 @@ func (f *fakeWAN) SendAndRead(ctx context.Context, _ *net.UDPAddr, p *dhcpv4.DHC
 	f.renew = f.renew[1:]
 	f.events = append(f.events, fmt.Sprintf("renew %s ciaddr %s", f.at(), p.ClientIPAddr))
 	if r == nil || !match(r) {
+		d := f.unanswered
+		if dl, ok := ctx.Deadline(); ok {
+			// The deadline is on the real clock, set a moment ago from a
+			// duration of the fake one.
+			if left := time.Until(dl).Round(time.Millisecond); left < d {
+				f.clock = f.clock.Add(left)
+				return nil, context.DeadlineExceeded
+			}
+		}
+		f.clock = f.clock.Add(d)
 		return nil, nclient4.ErrNoResponse
 	}
 	return r, nil
@@ -150,6 +164,37 @@ func TestClientRenewRebindExpire(t *testing.T) {
 	}
 	if len(updates) != 2 || !strings.HasSuffix(updates[1], "+1h0m0s: 198.51.100.7/24 router 198.51.100.1 DNS [9.9.9.9] from 198.51.100.1 for 1h -> no lease") {
 		t.Errorf("updates %q, want the lease, then its loss at expiry", updates)
+	}
+}
+
+// TestClientDropsAtExpiry: unanswered renewals that each take 14 s
+// (nclient4's 2+4+8 s) must neither push the next attempt back by their
+// length nor keep the address past expiry. Found with dnsmasq as the
+// WAN's server: the address was dropped 14-15 s after expiry.
+func TestClientDropsAtExpiry(t *testing.T) {
+	f := &fakeWAN{discover: []*dhcpv4.DHCPv4{ack("198.51.100.1", "198.51.100.7", time.Hour, "9.9.9.9"), nil}, unanswered: 14 * time.Second}
+	for i := 0; i < 20; i++ {
+		f.renew = append(f.renew, nil)
+	}
+	updates, _ := runFake(t, f)
+	want := []string{
+		"discover +0s",
+		"renew +30m0s ciaddr 198.51.100.7",  // T1; no answer by +30m14s
+		"renew +41m22s ciaddr 198.51.100.7", // half of the 22m16s then left to T2
+		"renew +47m3s ciaddr 198.51.100.7",
+		"renew +49m53.5s ciaddr 198.51.100.7",
+		"renew +51m18.75s ciaddr 198.51.100.7", // 57.25 s left after it: the wait ends at T2
+		"renew +52m30s ciaddr 198.51.100.7",    // T2: rebinding
+		"renew +56m22s ciaddr 198.51.100.7",
+		"renew +58m18s ciaddr 198.51.100.7",
+		"renew +59m32s ciaddr 198.51.100.7", // cut short at expiry, 28 s in
+		"discover +1h0m0s",                  // expired, on time
+	}
+	if got := strings.Join(f.events, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	if len(updates) != 2 || !strings.HasPrefix(updates[1], "+1h0m0s: ") || !strings.HasSuffix(updates[1], "-> no lease") {
+		t.Errorf("updates %q, want the lease, then its loss at expiry (+1h0m0s)", updates)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -38,6 +39,9 @@ type Config struct {
 	Retry time.Duration
 	// Now is the clock read (tests); nil means time.Now.
 	Now func() time.Time
+	// Synced, when set, is told of every setting (the LAN's SNTP
+	// server starts answering from the first).
+	Synced func(Result)
 	// Resolver looks up server names. The board has no /etc/resolv.conf
 	// (Go's default resolver would ask [::1]:53, where nothing listens),
 	// so the router passes one that asks the WAN's resolvers; nil means
@@ -50,6 +54,13 @@ type Result struct {
 	Server string
 	Time   time.Time     // the server's time, at the moment of the answer
 	Offset time.Duration // how far the local clock was off
+	// What the LAN's server (Server) passes on: the upstream's address
+	// (its reference ID), stratum, and its distance from its own
+	// reference plus this exchange's round trip.
+	Addr           netip.Addr
+	Stratum        uint8
+	RootDelay      time.Duration
+	RootDispersion time.Duration
 }
 
 // Run sets the clock from the first server that answers well, then again
@@ -120,6 +131,9 @@ func SyncOnce(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, fmt.Errorf("setting the clock: %w", err)
 			}
 		}
+		if cfg.Synced != nil {
+			cfg.Synced(*res)
+		}
 		return res, nil
 	}
 	if len(errs) == 0 {
@@ -176,6 +190,9 @@ func query(ctx context.Context, server string, timeout time.Duration, now func()
 			return nil, err
 		}
 		res.Server = server
+		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+			res.Addr = ap.Addr().Unmap()
+		}
 		return res, nil
 	}
 }
@@ -194,19 +211,62 @@ func parse(b, origin []byte, t1, t4 time.Time) (*Result, error) {
 	switch {
 	case mode != 4:
 		return nil, fmt.Errorf("mode %d, want 4 (server)", mode)
-	case stratum == 0:
-		return nil, fmt.Errorf("kiss-o'-death %q: the server refuses us", string(b[12:16]))
+	case stratum == 0 && isKissCode(b[12:16]):
+		return nil, fmt.Errorf("kiss-o'-death %q: %s", string(b[12:16]), kissMeaning(string(b[12:16])))
+	case stratum == 0, li == 3:
+		// chronyd without a reference answers so (leap indicator 3,
+		// stratum 0, reference ID zero): no kiss, just no time to give.
+		return nil, fmt.Errorf("the server is not synchronised (leap indicator %d, stratum %d, %s)", li, stratum, refName(b[12:16]))
 	case stratum > 15:
-		return nil, fmt.Errorf("stratum %d: the server is not synchronised", stratum)
-	case li == 3:
-		return nil, errors.New("leap indicator 3: the server's clock is not synchronised")
+		return nil, fmt.Errorf("the server is not synchronised (stratum %d)", stratum)
 	}
 	t2, t3 := getTime(b[32:40]), getTime(b[40:48])
 	if binary.BigEndian.Uint64(b[40:48]) == 0 {
 		return nil, errors.New("no transmit time")
 	}
 	offset := (t2.Sub(t1) + t3.Sub(t4)) / 2
-	return &Result{Time: t4.Add(offset), Offset: offset}, nil
+	delay := max(t4.Sub(t1)-t3.Sub(t2), 0)
+	return &Result{Time: t4.Add(offset), Offset: offset, Stratum: stratum,
+		RootDelay:      getShort(b[4:8]) + delay,
+		RootDispersion: getShort(b[8:12]) + delay/2}, nil
+}
+
+// isKissCode: a kiss-o'-death carries four ASCII letters (RFC 5905
+// 7.4), not the zeros of an unsynchronised server.
+func isKissCode(b []byte) bool {
+	for _, c := range b {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && c != ' ' && c != 0 {
+			return false
+		}
+	}
+	return b[0] >= 'A' && b[0] <= 'Z'
+}
+
+func kissMeaning(code string) string {
+	switch code {
+	case "RATE":
+		return "the server asks us to slow down"
+	case "DENY", "RSTR":
+		return "the server refuses us"
+	}
+	return "the server will not serve us"
+}
+
+// refName shows a reference ID.
+func refName(b []byte) string {
+	if binary.BigEndian.Uint32(b) == 0 {
+		return "no reference"
+	}
+	return fmt.Sprintf("reference %q", string(b))
+}
+
+// getShort reads NTP's 16.16 fixed-point seconds.
+func getShort(b []byte) time.Duration {
+	return time.Duration(uint64(binary.BigEndian.Uint32(b)) * uint64(time.Second) >> 16)
+}
+
+func putShort(b []byte, d time.Duration) {
+	binary.BigEndian.PutUint32(b, uint32(min(uint64(max(d, 0))<<16/uint64(time.Second), 0xffffffff)))
 }
 
 func putTime(b []byte, t time.Time) {

@@ -155,3 +155,24 @@ func TestRetriesGoQuiet(t *testing.T) {
 		t.Errorf("%d failed rounds to Logf and %d to Quietf; want 1 and the rest", loud, quiet)
 	}
 }
+
+// TestRefusalWording: an unsynchronised server (chronyd's leap indicator
+// 3, stratum 0, zero reference) is said to be so; real kiss codes stay
+// kiss-o'-death.
+func TestRefusalWording(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(b []byte)
+		want string
+	}{
+		{func(b []byte) { b[0] |= 3 << 6; b[1] = 0 }, "the server is not synchronised (leap indicator 3, stratum 0, no reference)"},
+		{func(b []byte) { b[1] = 16; copy(b[12:16], "INIT") }, "the server is not synchronised (stratum 16)"},
+		{func(b []byte) { b[1] = 0; copy(b[12:16], "RATE") }, `kiss-o'-death "RATE": the server asks us to slow down`},
+		{func(b []byte) { b[1] = 0; copy(b[12:16], "DENY") }, `kiss-o'-death "DENY": the server refuses us`},
+	} {
+		addr := server(t, time.Now(), tc.edit)
+		_, err := Query(context.Background(), addr, time.Second, nil)
+		if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}
