@@ -57,6 +57,14 @@ func (c *Catalog) ParseSiteDoc(file string, data []byte) (*SiteDoc, error) {
 		}
 		return nil, ErrorList{syntaxError(file, err)}
 	}
+	// The board reads one site config; a second document would be
+	// silently dropped (the YAML reader stops after the first).
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, ErrorList{{File: file, Line: extra.Line, Col: extra.Column, Msg: "a second YAML document (---): a site config is one document; put each site in a file of its own"}}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, ErrorList{syntaxError(file, err)}
+	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, ErrorList{{File: file, Line: doc.Line, Col: doc.Column, Msg: "want a mapping of fields (kind: site, board: ..., hostname: ...)"}}
 	}
