@@ -25,7 +25,13 @@ var loginKeyTypes = []string{
 	ssh.KeyAlgoED25519, ssh.KeyAlgoSKED25519,
 	ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521, ssh.KeyAlgoSKECDSA256,
 	ssh.KeyAlgoRSA,
+	ssh.KeyAlgoMLDSA44, ssh.KeyAlgoMLDSA65, ssh.KeyAlgoMLDSA87,
 }
+
+// keyTypeDSA is ssh-dss, which the server cannot verify.
+const keyTypeDSA = "ssh-dss"
+
+var errDSA = errors.New("a DSA (ssh-dss) key cannot log in: the router's SSH server does not accept DSA; make an ed25519 key (ssh-keygen -t ed25519) and give its .pub line")
 
 // ParseAuthorizedKey reads one ssh.authorized_keys line: one plain public
 // key of a type the server can verify (RSA of MinRSABits or more), no
@@ -38,6 +44,9 @@ func ParseAuthorizedKey(line string) (ssh.PublicKey, string, error) {
 	line = strings.TrimSpace(line)
 	if strings.ContainsAny(line, "\r\n") {
 		return nil, "", errors.New("one key per line")
+	}
+	if f := strings.Fields(line); len(f) > 0 && (f[0] == keyTypeDSA || len(f) > 1 && f[1] == keyTypeDSA) {
+		return nil, "", errDSA // the parser no longer reads DSA: say why
 	}
 	key, comment, options, rest, err := ssh.ParseAuthorizedKey([]byte(line))
 	switch {
@@ -61,8 +70,8 @@ func ParseAuthorizedKey(line string) (ssh.PublicKey, string, error) {
 func checkKeyType(key ssh.PublicKey) error {
 	t := key.Type()
 	switch {
-	case t == ssh.KeyAlgoDSA:
-		return errors.New("a DSA (ssh-dss) key cannot log in: the router's SSH server does not accept DSA; make an ed25519 key (ssh-keygen -t ed25519) and give its .pub line")
+	case t == keyTypeDSA:
+		return errDSA
 	case !contains(loginKeyTypes, t):
 		return fmt.Errorf("%s keys cannot log in: want one of %s", t, strings.Join(loginKeyTypes, ", "))
 	case t == ssh.KeyAlgoRSA:
