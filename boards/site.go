@@ -57,6 +57,22 @@ func (c *Catalog) ParseSiteDoc(file string, data []byte) (*SiteDoc, error) {
 		}
 		return nil, ErrorList{syntaxError(file, err)}
 	}
+	// The board reads one site config; a second document would be
+	// silently dropped (the YAML reader stops after the first). An empty
+	// one (a trailing --- or only comments) drops nothing.
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, ErrorList{syntaxError(file, err)}
+		}
+		if !emptyDoc(&extra) {
+			return nil, ErrorList{{File: file, Line: extra.Line, Col: extra.Column, Msg: "a second YAML document (---): a site config is one document; put each site in a file of its own"}}
+		}
+	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, ErrorList{{File: file, Line: doc.Line, Col: doc.Column, Msg: "want a mapping of fields (kind: site, board: ..., hostname: ...)"}}
 	}
@@ -82,6 +98,16 @@ func (c *Catalog) ParseSiteDoc(file string, data []byte) (*SiteDoc, error) {
 		d.errs = append(d.errs, located(file, d.pos, e.Path, e.Msg))
 	}
 	return &SiteDoc{File: file, Site: s, Board: board, pos: d.pos}, d.errs.err()
+}
+
+// emptyDoc says whether a YAML document holds nothing: no content, or a
+// lone null.
+func emptyDoc(d *yaml.Node) bool {
+	if len(d.Content) == 0 {
+		return true
+	}
+	c := d.Content[0]
+	return len(d.Content) == 1 && c.Kind == yaml.ScalarNode && c.Tag == "!!null" && (c.Value == "" || c.Value == "~" || c.Value == "null")
 }
 
 // located places a message at a field path's position, or its nearest

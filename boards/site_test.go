@@ -82,6 +82,20 @@ func TestSiteBoardMustExist(t *testing.T) {
 	}
 }
 
+// A second document after --- was dropped by the reader without a word:
+// it is refused at its line.
+func TestSiteSecondDocument(t *testing.T) {
+	cat := embeddedT(t)
+	one := "kind: site\nboard: alix2d13\nhostname: gw\nwan: {port: wan, address: dhcp}\n"
+	if _, _, err := cat.ParseSite("s.yaml", []byte(one+"---\n# only a comment\n")); err != nil {
+		t.Errorf("a trailing comment-only document: %v", err)
+	}
+	_, _, err := cat.ParseSite("s.yaml", []byte(one+"---\n"+strings.Replace(one, "gw", "other", 1)))
+	if err == nil || !strings.Contains(err.Error(), "s.yaml:5:1: a second YAML document (---)") {
+		t.Errorf("second document: %v", err)
+	}
+}
+
 // The typed values (WAN and LAN address, lease) read from YAML as
 // strings and are still placed at FILE:LINE:COLUMN when bad.
 func TestSiteTypedValuesPlaced(t *testing.T) {

@@ -19,13 +19,17 @@ import (
 // partition (ocfw/site.json) when there is one and it is valid, else the
 // one built into the image. A broken card copy is reported and the
 // built-in one used: the router never comes up without a network because
-// of a typo. notes say what was used and why.
+// of a typo, nor with a config it applies only in part. notes say what
+// was used and why.
 func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (sc *site.Site, notes []string) {
 	if st != nil {
 		data, err := st.ReadFile(site.CardFile, plan.MaxFileSize)
 		switch {
 		case err == nil:
-			s, errs := site.Read("data partition "+store.Dir+"/"+site.CardFile, data, pl.Ports)
+			// router.ReadSite refuses what the router would apply only in
+			// part (no firewall, no DHCP server, no SSH): such a copy is
+			// refused whole, like a typo, and the built-in one runs.
+			s, errs := router.ReadSite("data partition "+store.Dir+"/"+site.CardFile, data, pl.Ports)
 			if len(errs) == 0 {
 				return s, []string{"site config: the copy on the data partition (" + store.Dir + "/" + site.CardFile + ")"}
 			}
@@ -45,7 +49,7 @@ func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (sc *site.Site, notes
 	if err != nil {
 		return nil, append(notes, "site config: "+err.Error())
 	}
-	s, errs := site.Read(site.File, data, pl.Ports)
+	s, errs := router.ReadSite(site.File, data, pl.Ports)
 	if len(errs) > 0 {
 		return nil, append(notes, fmt.Sprintf("the built-in site config is invalid (%v): the firmware does not route", errs[0]))
 	}

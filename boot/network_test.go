@@ -35,6 +35,18 @@ func TestLoadSite(t *testing.T) {
 		{"valid card copy wins", builtinSite, strings.Replace(builtinSite, `"builtin"`, `"fromcard"`, 1), "fromcard", "the copy on the data partition"},
 		{"broken card copy: built-in used", builtinSite, strings.Replace(builtinSite, `"lan1"`, `"lan9"`, 1), "builtin",
 			`site config on the data partition is invalid, the built-in one is used: data partition /ocfw/site.json: lan.ports[0]: "lan9" is not a port of this board`},
+		// Configs the router used to apply only in part (no firewall, so
+		// no forwarding; no SSH): refused whole, the built-in one runs.
+		{"card copy forwarding a port twice: built-in used", builtinSite, strings.Replace(builtinSite, `"lan": {`,
+			`"firewall": {"port_forwards": [{"proto": "tcp", "port": 80, "to": "192.168.1.10"}, {"proto": "tcp", "port": 80, "to": "192.168.1.11"}]},
+ "lan": {`, 1), "builtin",
+			"site config on the data partition is invalid, the built-in one is used: data partition /ocfw/site.json: firewall.port_forwards[1].port: tcp 80 is forwarded by firewall.port_forwards[0] already"},
+		{"card copy with a garbage key line: built-in used", builtinSite, strings.Replace(builtinSite, `"lan": {`,
+			`"ssh": {"authorized_keys": ["ssh-ed25519 hunter2"]},
+ "lan": {`, 1), "builtin", "ssh.authorized_keys[0]: not a public key"},
+		{"card copy with a range up to the broadcast: built-in used", builtinSite, strings.Replace(builtinSite, `"address": "192.168.1.1/24"`,
+			`"address": "192.168.1.1/24", "dhcp": {"range": ["192.168.1.100", "192.168.1.255"]}`, 1), "builtin",
+			"lan.dhcp.range[1]: 192.168.1.255 is the broadcast address of the LAN"},
 		{"card copy with a JSON typo", builtinSite, strings.Replace(builtinSite, `"hostname":`, `"hostname"`, 1), "builtin", "JSON syntax"},
 		{"neither", "", "", "", "no site config in this image: the firmware does not route"},
 	} {

@@ -134,14 +134,7 @@ func (r *Router) addEvent(line string) {
 }
 
 // iface maps a site port name to its kernel interface.
-func (r *Router) iface(port string) string {
-	for _, p := range r.cfg.Ports {
-		if p.Name == port {
-			return p.Interface
-		}
-	}
-	return ""
-}
+func (r *Router) iface(port string) string { return portIface(r.cfg.Ports, port) }
 
 // Start brings the network up and starts the services; it returns once
 // the links, addresses, forwarding and firewall are in place (a DHCP WAN

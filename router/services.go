@@ -324,11 +324,7 @@ func contains(s []string, v string) bool {
 
 // applyFirewall programs NAT and the firewall (router/firewall).
 func (r *Router) applyFirewall() error {
-	var lan netip.Prefix
-	if r.lanIf != "" {
-		lan, _ = r.cfg.Site.LAN.Address.Prefix()
-	}
-	rs, err := firewall.Build(r.cfg.Site, r.wanIf, r.lanIf, lan)
+	rs, err := firewall.Build(r.cfg.Site, r.wanIf, r.lanIf, firewallLAN(r.cfg.Site, r.lanIf))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ package site
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -257,10 +258,17 @@ func (c *checker) wan(w WAN) netip.Prefix {
 			break
 		}
 		wanNet = p
+		if !IsHostAddr(p, p.Addr()) {
+			c.bad("wan.address", "%s is the network's %s address of %s: want the address the ISP gave this box", p.Addr(), netOrBroadcast(p, p.Addr()), p.Masked())
+		}
 		if w.Gateway == "" {
 			c.bad("wan.gateway", "a static WAN address needs the gateway (the default route), e.g. 198.51.100.1")
 		} else if g, err := netip.ParseAddr(w.Gateway); err != nil || !p.Masked().Contains(g) {
 			c.bad("wan.gateway", "%q: want an address inside %s", w.Gateway, p.Masked())
+		} else if g == p.Addr() {
+			c.bad("wan.gateway", "%s is this box's own WAN address: want the ISP's router's address inside %s", g, p.Masked())
+		} else if !IsHostAddr(p, g) {
+			c.bad("wan.gateway", "%s is the %s address of %s: want the ISP's router's address", g, netOrBroadcast(p, g), p.Masked())
 		}
 	}
 	for i, d := range w.DNS {
@@ -308,10 +316,14 @@ func (c *checker) inLAN(path, a string) (netip.Addr, bool) {
 	switch {
 	case err != nil || !ip.Is4():
 		c.bad(path, "%q: want an IPv4 address", a)
+	case !c.hasLAN:
+		c.bad(path, "%s: the site has no lan for it to be in", ip)
 	case c.lanOK && !c.lanAddr.Masked().Contains(ip):
 		c.bad(path, "%s is outside the LAN %s", ip, c.lanAddr.Masked())
 	case c.lanOK && ip == c.lanAddr.Addr():
 		c.bad(path, "%s is the router's own address", ip)
+	case c.lanOK && !IsHostAddr(c.lanAddr, ip):
+		c.bad(path, "%s is the %s address of the LAN %s: want a host's address", ip, netOrBroadcast(c.lanAddr, ip), c.lanAddr.Masked())
 	default:
 		return ip, true
 	}
@@ -333,21 +345,31 @@ func (c *checker) dhcp(d DHCP) {
 	if _, err := d.ParseLease(); err != nil {
 		c.bad("lan.dhcp.lease", "%v", err)
 	}
-	macs := map[string]bool{}
+	macs := map[string]int{}
+	ips := map[netip.Addr]int{}
 	for i, st := range d.Static {
 		p := fmt.Sprintf("lan.dhcp.static[%d]", i)
 		mac, ok := normalMAC(st.MAC)
 		if !ok {
 			c.bad(p+".mac", "%q: want a MAC address like 52:54:00:12:34:56", st.MAC)
-		} else if macs[mac] {
-			c.bad(p+".mac", "%s has a static lease already", mac)
+		} else if j, dup := macs[mac]; dup {
+			c.bad(p+".mac", "%s has a static lease already (lan.dhcp.static[%d])", mac, j)
+		} else if why := notHostMAC(mac); why != "" {
+			c.bad(p+".mac", "%s is %s, no one host's: want the client's own MAC address, e.g. 52:54:00:12:34:56", mac, why)
+		} else {
+			macs[mac] = i
 		}
-		macs[mac] = true
-		c.inLAN(p+".ip", st.IP)
+		if ip, ok := c.inLAN(p+".ip", st.IP); ok {
+			if j, dup := ips[ip]; dup {
+				c.bad(p+".ip", "%s is lan.dhcp.static[%d]'s address already: each static lease needs its own", ip, j)
+			} else {
+				ips[ip] = i
+			}
+		}
 	}
 	for i, a := range d.DNS {
-		if _, err := netip.ParseAddr(a); err != nil {
-			c.bad(fmt.Sprintf("lan.dhcp.dns[%d]", i), "%q: want an IP address", a)
+		if ip, err := netip.ParseAddr(a); err != nil || !ip.Is4() {
+			c.bad(fmt.Sprintf("lan.dhcp.dns[%d]", i), "%q: want an IPv4 address (DHCPv4 hands out no others)", a)
 		}
 	}
 	if d.Router != "" {
@@ -356,8 +378,15 @@ func (c *checker) dhcp(d DHCP) {
 }
 
 func (c *checker) firewall(s *Site) {
+	seen := map[string]int{}
 	for i, f := range s.Firewall.PortForwards {
 		p := fmt.Sprintf("firewall.port_forwards[%d]", i)
+		key := fmt.Sprintf("%s %d", f.Proto, f.Port)
+		if j, dup := seen[key]; dup {
+			c.bad(p+".port", "%s is forwarded by firewall.port_forwards[%d] already: one WAN port goes to one host", key, j)
+		} else {
+			seen[key] = i
+		}
 		if f.Proto != "tcp" && f.Proto != "udp" {
 			c.bad(p+".proto", "%q: want tcp or udp", f.Proto)
 		}
@@ -409,6 +438,32 @@ func normalMAC(s string) (string, bool) {
 		}
 	}
 	return s, true
+}
+
+// notHostMAC says why a MAC address cannot be one client's: the
+// broadcast, a multicast (group bit set) or the zero address; "" when it
+// can.
+func notHostMAC(mac string) string {
+	hw, err := net.ParseMAC(mac)
+	switch {
+	case err != nil:
+		return "not a MAC address"
+	case mac == "ff:ff:ff:ff:ff:ff":
+		return "the broadcast address"
+	case hw[0]&1 == 1:
+		return "a multicast address"
+	case mac == "00:00:00:00:00:00":
+		return "the zero address"
+	}
+	return ""
+}
+
+// netOrBroadcast names which of p's two reserved addresses a is.
+func netOrBroadcast(p netip.Prefix, a netip.Addr) string {
+	if a == p.Masked().Addr() {
+		return "network"
+	}
+	return "broadcast"
 }
 
 func contains(s []string, v string) bool {

@@ -1,8 +1,14 @@
 package site
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 )
 
 const goodKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIDJBYzebnRhK3LHcyyTTcrXdqQmMaRhb8G7tBsE4Ph6 me@laptop"
@@ -21,6 +27,10 @@ func TestAuthorizedKeyParsed(t *testing.T) {
 		{"a password", "hunter2", "not a public key"},
 		{"options", `from="10.0.0.1" ` + goodKey, "options from="},
 		{"two keys on one line", goodKey + "\n" + goodKey, "one key per line"},
+		{"DSA", "ssh-dss AAAAB3NzaC1kc3MAAACBAP8= old@box", "a DSA (ssh-dss) key cannot log in"},
+		{"RSA 1024", rsaLine(t, 1024), "an RSA key of 1024 bits is too weak"},
+		{"RSA 2048", rsaLine(t, 2048), ""},
+		{"ECDSA P-256", ecdsaLine(t), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkAuthorizedKey(tc.line)
@@ -51,4 +61,28 @@ func TestOnlyPlaceholderKey(t *testing.T) {
 			t.Errorf("%q: %v, want %v", tc.keys, got, tc.want)
 		}
 	}
+}
+
+func rsaLine(t *testing.T, bits int) string {
+	k, err := rsa.GenerateKey(rand.Reader, bits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyLine(t, &k.PublicKey)
+}
+
+func ecdsaLine(t *testing.T) string {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyLine(t, &k.PublicKey)
+}
+
+func keyLine(t *testing.T, pub any) string {
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) + " me"
 }

@@ -255,6 +255,7 @@ func (k *TunnelKeys) Check() []Error {
 			}
 		}
 	}
+	checkDistinctKeys(bad, k.SAs)
 	if ends[0][0] != ends[1][1] || ends[0][1] != ends[1][0] {
 		bad("sas[1]", "want the reverse of sas[0] (from %v to %v), got from %v to %v", ends[0][1], ends[0][0], ends[1][0], ends[1][1])
 	}
@@ -281,6 +282,31 @@ func checkKey(bad func(string, string, ...any), path, key string, size int) {
 		bad(path, "not hex: %v", err)
 	case size >= 0 && len(b) != size:
 		bad(path, "%d bytes: want %d for this algorithm", len(b), size)
+	case len(b) > 0 && bytes.Count(b, []byte{0}) == len(b):
+		// A placeholder or a broken generator, not a key.
+		bad(path, "all zero: not a key; make new keys with ocfw tunnel keys")
+	}
+}
+
+// checkDistinctKeys refuses a key file in which two of the four keys are
+// the same: the two directions' keys must differ (else one direction's
+// traffic can be replayed or read as the other's), and a cipher key must
+// not double as a MAC key.
+func checkDistinctKeys(bad func(string, string, ...any), sas []TunnelSA) {
+	seen := map[string]string{}
+	for i, sa := range sas {
+		for _, f := range []struct{ name, hex string }{{"enc_key", sa.EncKey}, {"auth_key", sa.AuthKey}} {
+			b, err := hex.DecodeString(f.hex)
+			if err != nil || len(b) == 0 {
+				continue // checkKey reports it
+			}
+			path := fmt.Sprintf("sas[%d].%s", i, f.name)
+			if other, dup := seen[string(b)]; dup {
+				bad(path, "the same key as %s: each direction's cipher and MAC need keys of their own; make new keys with ocfw tunnel keys", other)
+				continue
+			}
+			seen[string(b)] = path
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package site
 
 import (
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,13 @@ func TestLANAddress(t *testing.T) {
 		{"192.168.1.1/24", "192.168.1.0/24"},
 		{"10.0.0.1/30", "10.0.0.0/30"},
 		{"10.0.0.1/31", ""}, // no room for a host beside the router
+		{"10.0.0.2/30", "10.0.0.0/30"},
+		{"10.0.0.3/30", ""},      // the broadcast
+		{"192.168.1.0/24", ""},   // the network
+		{"192.168.1.255/24", ""}, // the broadcast
+		{"10.1.2.3/8", "10.0.0.0/8"},
+		{"10.1.2.3/7", ""},
+		{"192.168.1.1/0", ""}, // the whole internet
 		{"192.168.1.1", ""},
 		{"fd00::1/64", ""},
 		{"", ""},
@@ -49,6 +57,34 @@ func TestLANAddress(t *testing.T) {
 		if got := tc.in.Network(); (tc.network == "" && (err == nil || got.IsValid())) || (tc.network != "" && got.String() != tc.network) {
 			t.Errorf("%q: network %v, error %v; want %q", tc.in, got, err, tc.network)
 		}
+	}
+}
+
+func TestIsHostAddr(t *testing.T) {
+	for _, tc := range []struct {
+		p, a string
+		want bool
+	}{
+		{"192.168.1.1/24", "192.168.1.10", true},
+		{"192.168.1.1/24", "192.168.1.0", false},
+		{"192.168.1.1/24", "192.168.1.255", false},
+		{"192.168.1.1/24", "192.168.2.1", false},
+		{"10.0.0.1/30", "10.0.0.3", false},
+		{"10.0.0.1/30", "10.0.0.2", true},
+		{"172.16.0.1/12", "172.31.255.255", false},
+		{"172.16.0.1/12", "172.31.255.254", true},
+		{"198.51.100.0/31", "198.51.100.0", true}, // point to point: no broadcast
+		{"198.51.100.2/32", "198.51.100.2", true},
+		{"192.168.1.1/24", "::1", false},
+	} {
+		p := netip.MustParsePrefix(tc.p)
+		a := netip.MustParseAddr(tc.a)
+		if got := IsHostAddr(p, a); got != tc.want {
+			t.Errorf("IsHostAddr(%s, %s) = %v, want %v", p, a, got, tc.want)
+		}
+	}
+	if b := Broadcast(netip.MustParsePrefix("10.1.2.3/8")); b.String() != "10.255.255.255" {
+		t.Errorf("broadcast of 10.0.0.0/8: %v", b)
 	}
 }
 

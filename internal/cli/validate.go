@@ -19,8 +19,9 @@ func newValidateCmd(g *globalFlags) *cobra.Command {
 types, unknown engines, impossible slot or boot combinations; for a site config
 (kind: site) its ports, addresses, DHCP range, port forwards and keys against its
 board, and each tunnel's key file, read beside the site config, against the
-tunnel; the two ends of a tunnel given together are checked against each other)
-and reports every problem as FILE:LINE:COLUMN with what would be valid, all in
+tunnel; the two ends of a tunnel given together are checked against each other;
+the same checks the firmware makes before it uses a site config, so a config
+that passes here is one the router applies whole) and reports every problem as FILE:LINE:COLUMN with what would be valid, all in
 one run. Names must be unique among the profiles given; a site config may
 name a board given alongside. Exit status 1 when anything is wrong.`,
 		Args: needArgs(1, -1, "one or more profile or site config files", "ocfw validate myboard.yaml site.yaml"),

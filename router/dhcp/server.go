@@ -32,22 +32,22 @@ type ServerConfig struct {
 // ServerConfigFromSite is the LAN DHCP server the site asks for on iface.
 // The router, DNS server and the address reserved from the range default
 // to the router's LAN address.
-func ServerConfigFromSite(site *site.Site, iface string) (ServerConfig, error) {
-	d := site.LAN.DHCP
+func ServerConfigFromSite(sc *site.Site, iface string) (ServerConfig, error) {
+	d := sc.LAN.DHCP
 	if len(d.Range) == 0 {
 		return ServerConfig{}, errors.New("dhcp: the site has no LAN DHCP range: the server is off")
 	}
 	if len(d.Range) != 2 {
 		return ServerConfig{}, fmt.Errorf("dhcp: range %v: want [first, last]", d.Range)
 	}
-	addr, err := site.LAN.Address.Prefix()
+	addr, err := sc.LAN.Address.Prefix()
 	if err != nil {
 		return ServerConfig{}, fmt.Errorf("dhcp: LAN address %w", err)
 	}
 	parse := func(what, s string) (netip.Addr, error) {
 		a, err := netip.ParseAddr(s)
-		if err != nil || !a.Is4() || !addr.Masked().Contains(a) {
-			return netip.Addr{}, fmt.Errorf("dhcp: %s %q: want an IPv4 address in %s", what, s, addr.Masked())
+		if err != nil || !site.IsHostAddr(addr, a) {
+			return netip.Addr{}, fmt.Errorf("dhcp: %s %q: want a host's IPv4 address in %s (not its network or broadcast address)", what, s, addr.Masked())
 		}
 		return a, nil
 	}

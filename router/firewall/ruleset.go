@@ -246,7 +246,7 @@ func (s *spec) portForwards() error {
 			return fmt.Errorf("firewall: port forward %d: to_port %d out of range", i, toPort)
 		}
 		to, err := netip.ParseAddr(f.To)
-		if err != nil || !to.Is4() || !s.lanNet.Contains(to) || to == s.lanAddr.Addr() {
+		if err != nil || !site.IsHostAddr(s.lanAddr, to) || to == s.lanAddr.Addr() {
 			return fmt.Errorf("firewall: port forward %d: %q: want an address of a host in the LAN %s", i, f.To, s.lanNet)
 		}
 		key := f.Proto + "_" + strconv.Itoa(f.Port)

@@ -1,11 +1,12 @@
 package sshd
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/ocfw/ocfw/site"
 )
 
 // AuthorizedKey is one key allowed to log in.
@@ -28,12 +29,14 @@ func (e *LineError) Error() string {
 func (e *LineError) Unwrap() error { return e.Err }
 
 // ParseAuthorizedKeys reads the site config's authorized_keys lines, one
-// key each. Blank lines and # comments are skipped. A line with options
-// (from=, command=, restrict...) is refused rather than read without
-// them: this server honours none, so the key would get more than its line
-// says. Certificates are refused for the same reason (no CA is trusted).
-// Every bad line is returned, so the caller can report all of them; the
-// good ones still work.
+// key each, with site.ParseAuthorizedKey: the host's validate judges each
+// line by the same code, so a line it passed is never refused here. Blank
+// lines and # comments are skipped. Options (from=, command=,
+// restrict...) are refused rather than ignored: this server honours none,
+// so the key would get more than its line says; certificates too (no CA
+// is trusted); and keys this server cannot verify (DSA, short RSA). Every
+// bad line is returned, so the caller can report all of them; the good
+// ones still work.
 func ParseAuthorizedKeys(lines []string) ([]AuthorizedKey, []error) {
 	var keys []AuthorizedKey
 	var bad []error
@@ -42,23 +45,12 @@ func ParseAuthorizedKeys(lines []string) ([]AuthorizedKey, []error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if strings.ContainsAny(line, "\r\n") {
-			bad = append(bad, &LineError{i, errors.New("one key per line")})
+		key, comment, err := site.ParseAuthorizedKey(line)
+		if err != nil {
+			bad = append(bad, &LineError{i, err})
 			continue
 		}
-		key, comment, options, _, err := ssh.ParseAuthorizedKey([]byte(line))
-		switch {
-		case err != nil:
-			bad = append(bad, &LineError{i, fmt.Errorf("not a public key line (want e.g. ssh-ed25519 AAAA... comment): %v", err)})
-		case len(options) > 0:
-			bad = append(bad, &LineError{i, fmt.Errorf("options %s are not supported: the key would log in without them", strings.Join(options, ","))})
-		default:
-			if _, ok := key.(*ssh.Certificate); ok {
-				bad = append(bad, &LineError{i, errors.New("certificates are not supported: give the plain public key")})
-				continue
-			}
-			keys = append(keys, AuthorizedKey{Key: key, Comment: comment})
-		}
+		keys = append(keys, AuthorizedKey{Key: key, Comment: comment})
 	}
 	return keys, bad
 }
