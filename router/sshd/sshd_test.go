@@ -91,6 +91,7 @@ type testServer struct {
 	hostKey ssh.PublicKey
 	user    ssh.Signer // the authorized key
 	log     *logBuf
+	srv     *Server
 }
 
 // start runs a server on 127.0.0.1 with one authorized key and /bin/sh
@@ -115,6 +116,7 @@ func start(t *testing.T, tune func(*Config)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ts.srv = srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -486,21 +488,33 @@ func TestConnectionLimit(t *testing.T) {
 	ts := start(t, func(c *Config) { c.MaxConns = 2 })
 	a := ts.login(t)
 	ts.login(t)
-	if c, err := ts.dial(ssh.PublicKeys(ts.user)); err == nil {
-		c.Close()
-		t.Fatal("a third connection got in with MaxConns 2")
+	// A third logs in, and is told why it gets no session.
+	third := func() error {
+		c, err := ts.dial(ssh.PublicKeys(ts.user))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		s, err := c.NewSession()
+		if err != nil {
+			return err
+		}
+		s.Close()
+		return nil
 	}
-	if !strings.Contains(ts.log.String(), "already 2 connections") {
-		t.Errorf("refusal not logged:\n%s", ts.log)
+	if err := third(); err == nil || !strings.Contains(err.Error(), "allows 2 logged-in connections") {
+		t.Fatalf("a third connection with MaxConns 2: %v; want its session refused with the reason", err)
+	}
+	if log := ts.log.waitFor("already 2 logged in"); !strings.Contains(log, "already 2 logged in") {
+		t.Errorf("refusal not logged:\n%s", log)
 	}
 	// Once one leaves, its slot is free again (the server notices the
 	// close on its own time: retry until then).
 	a.Close()
 	guard := time.After(10 * time.Second) // hang guard
 	for {
-		c, err := ts.dial(ssh.PublicKeys(ts.user))
+		err := third()
 		if err == nil {
-			c.Close()
 			return
 		}
 		select {
