@@ -73,7 +73,7 @@ type Config struct {
 	// Shell runs sessions: Shell for a shell, Shell -c CMD for exec.
 	Shell string
 	// Env is the sessions' environment; nil means DefaultEnv.
-	Env          []string
+	Env []string
 	// MaxConns bounds logged-in connections; the Startups fields bound
 	// those still logging in (see DefaultMaxStartups and below).
 	MaxConns          int
