@@ -13,7 +13,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -319,5 +321,113 @@ func TestIdleConnectionsDoNotLockOutTheAdmin(t *testing.T) {
 	}
 	if n := strings.Count(log, "\n") + 1; n > 10 {
 		t.Errorf("%d log lines for 100 bare connects, want a summary:\n%s", n, log)
+	}
+}
+
+// startRSA runs a server with both host keys from LoadHostKeys.
+func startRSA(t *testing.T, tune func(*Config), keys ...ssh.Signer) (*testServer, []ssh.Signer) {
+	t.Helper()
+	hks, err := LoadHostKeys(&memKeys{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hks) != 2 || hks[1].PublicKey().Type() != ssh.KeyAlgoRSA {
+		t.Fatalf("LoadHostKeys gave %d keys, want ed25519 and RSA", len(hks))
+	}
+	ts := startWithKeys(t, func(c *Config) {
+		c.HostKey, c.OtherHostKeys = hks[0], hks[1:]
+		if tune != nil {
+			tune(c)
+		}
+	}, keys...)
+	ts.hostKey = hks[0].PublicKey()
+	return ts, hks
+}
+
+// TestSSHAudit: ssh-audit flags nothing the server offers, and no SHA-1,
+// CBC or NIST-curve algorithm is offered at all.
+func TestSSHAudit(t *testing.T) {
+	audit := tool(t, "ssh-audit")
+	ts, _ := startRSA(t, nil, newSigner(t))
+	_, port, _ := net.SplitHostPort(ts.addr)
+
+	// The JSON (ssh-audit 2.5.0's has the lists but not the verdicts).
+	out, err := exec.Command(audit, "-j", "-t", "20", "-p", port, "127.0.0.1").Output()
+	var rep struct {
+		Kex []struct{ Algorithm string }
+		Key []struct {
+			Algorithm string
+			Keysize   int
+		}
+		Enc, Mac []string
+	}
+	if jerr := json.Unmarshal(out, &rep); jerr != nil || len(rep.Kex) == 0 {
+		t.Fatalf("ssh-audit -j: %v, %v: %s", err, jerr, out)
+	}
+	var offered []string
+	for _, k := range rep.Kex {
+		offered = append(offered, k.Algorithm)
+	}
+	hostKeys := map[string]int{}
+	for _, k := range rep.Key {
+		offered = append(offered, k.Algorithm)
+		hostKeys[k.Algorithm] = k.Keysize
+	}
+	offered = append(append(offered, rep.Enc...), rep.Mac...)
+	for _, a := range offered {
+		if strings.Contains(a, "sha1") || strings.Contains(a, "cbc") || strings.Contains(a, "nistp") ||
+			a == "ssh-rsa" {
+			t.Errorf("offered: %s", a)
+		}
+	}
+	if _, ok := hostKeys["ssh-ed25519"]; !ok || hostKeys["rsa-sha2-512"] < 3072 || hostKeys["rsa-sha2-256"] < 3072 {
+		t.Errorf("host key algorithms %v, want ssh-ed25519 and rsa-sha2-256/512 of 3072 bits", hostKeys)
+	}
+
+	// The verdicts, from the text report: no [fail], and [warn] only
+	// for the two algorithms newer than this ssh-audit ("unknown").
+	out, err = exec.Command(audit, "-n", "-t", "20", "-p", port, "127.0.0.1").Output()
+	var ee *exec.ExitError
+	if err != nil && (!errors.As(err, &ee) || ee.ExitCode() > 2) {
+		t.Fatalf("ssh-audit: %v (3 is a failure verdict):\n%s", err, out)
+	}
+	newer := map[string]bool{KeyExchanges[0]: true, "kex-strict-s-v00@openssh.com": true}
+	alg := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && strings.HasPrefix(f[0], "(") && f[0] != "(gen)" && f[0] != "(fin)" {
+			alg = f[1]
+		}
+		if strings.Contains(line, "[fail]") || strings.Contains(line, "[warn]") && !(newer[alg] && strings.Contains(line, "unknown algorithm")) {
+			t.Errorf("ssh-audit flags %s: %s", alg, strings.TrimSpace(line))
+		}
+	}
+	if t.Failed() {
+		t.Logf("ssh-audit's report:\n%s", out)
+	}
+}
+
+// TestOpenSSHWithTheRSAHostKey: a client that takes only RSA host keys
+// logs in with rsa-sha2-512, and one that wants SHA-1 signatures
+// (ssh-rsa) finds no host key.
+func TestOpenSSHWithTheRSAHostKey(t *testing.T) {
+	tool(t, "ssh")
+	path, signer := keyFile(t, ed25519Key(t))
+	ts, hks := startRSA(t, nil, signer)
+	o := newOpenSSH(t, ts, path)
+	o.extra = []string{"HostKeyAlgorithms=rsa-sha2-512"}
+	if out, errOut, code := o.ssh(t, "echo rsa"); code != 0 || out != "rsa\n" {
+		t.Fatalf("ssh with HostKeyAlgorithms=rsa-sha2-512: exit %d, %q, %q", code, out, errOut)
+	}
+	known, err := os.ReadFile(o.known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hks[1].PublicKey()))); !strings.Contains(string(known), want) {
+		t.Errorf("known_hosts %q lacks the server's RSA key", known)
+	}
+	o.extra = []string{"HostKeyAlgorithms=ssh-rsa"}
+	if _, errOut, code := o.ssh(t, "true"); code == 0 || !strings.Contains(errOut, "no matching host key type") {
+		t.Errorf("ssh with HostKeyAlgorithms=ssh-rsa (SHA-1): exit %d, %q; want no matching host key type", code, errOut)
 	}
 }

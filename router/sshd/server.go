@@ -62,10 +62,40 @@ var DefaultEnv = []string{
 	"LOGNAME=root",
 }
 
+// The algorithms offered: those current OpenSSH (9.x, 10.x) offers by
+// default that x/crypto/ssh implements, minus every one with SHA-1, CBC
+// or the NIST curves (which ssh-audit fails), and the MACs only in
+// encrypt-then-MAC form. Any OpenSSH since 7.4 (2016) and PuTTY since
+// 0.68 (chacha20-poly1305, curve25519, ed25519) find a match in each. x/crypto/ssh adds the strict-kex marker
+// (kex-strict-s-v00@openssh.com, against Terrapin) and
+// curve25519-sha256@libssh.org by itself.
+var (
+	KeyExchanges = []string{
+		ssh.KeyExchangeMLKEM768X25519, // post-quantum hybrid; OpenSSH 10 prefers it
+		ssh.KeyExchangeCurve25519,
+		ssh.KeyExchangeDH16SHA512,
+		ssh.KeyExchangeDH14SHA256,
+	}
+	Ciphers = []string{
+		ssh.CipherChaCha20Poly1305,
+		ssh.CipherAES128CTR, ssh.CipherAES192CTR, ssh.CipherAES256CTR,
+		ssh.CipherAES128GCM, ssh.CipherAES256GCM,
+	}
+	MACs = []string{ssh.HMACSHA256ETM, ssh.HMACSHA512ETM}
+	// RSAHostKeyAlgorithms are the signatures an RSA host key makes:
+	// SHA-2 only, never ssh-rsa (SHA-1).
+	RSAHostKeyAlgorithms = []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
+)
+
 // Config is what the router decides; zero fields take the defaults.
 type Config struct {
-	// HostKey is from LoadHostKey.
+	// HostKey is from LoadHostKey (LoadHostKeys' first): the key whose
+	// fingerprint is shown.
 	HostKey ssh.Signer
+	// OtherHostKeys are offered beside HostKey, for clients that
+	// cannot use it (LoadHostKeys' RSA key). RSA keys sign with
+	// RSAHostKeyAlgorithms only.
+	OtherHostKeys []ssh.Signer
 	// AuthorizedKeys are the only way in (see ParseAuthorizedKeys). Any
 	// user name is accepted with them; every session runs as the
 	// router's own user (root).
@@ -170,7 +200,11 @@ func New(cfg Config) (*Server, error) {
 	// client "publickey" and nothing else, so a password or
 	// keyboard-interactive attempt fails before any secret is sent.
 	s.ssh = &ssh.ServerConfig{
-		MaxAuthTries: cfg.MaxAuthTries,
+		Config: ssh.Config{KeyExchanges: KeyExchanges, Ciphers: Ciphers, MACs: MACs},
+		// Client keys: all but ssh-rsa (SHA-1 signatures), as
+		// OpenSSH since 8.8.
+		PublicKeyAuthAlgorithms: ssh.SupportedAlgorithms().PublicKeyAuths,
+		MaxAuthTries:            cfg.MaxAuthTries,
 		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 			who, ok := s.keys[string(key.Marshal())]
 			if !ok {
@@ -181,7 +215,19 @@ func New(cfg Config) (*Server, error) {
 		AuthLogCallback: s.authLog,
 		ServerVersion:   "SSH-2.0-ocfw",
 	}
-	s.ssh.AddHostKey(cfg.HostKey)
+	for _, k := range append([]ssh.Signer{cfg.HostKey}, cfg.OtherHostKeys...) {
+		if k.PublicKey().Type() == ssh.KeyAlgoRSA {
+			as, ok := k.(ssh.AlgorithmSigner)
+			if !ok {
+				return nil, errors.New("sshd: an RSA host key that cannot choose its signature algorithm")
+			}
+			var err error
+			if k, err = ssh.NewSignerWithAlgorithms(as, RSAHostKeyAlgorithms); err != nil {
+				return nil, fmt.Errorf("sshd: %w", err)
+			}
+		}
+		s.ssh.AddHostKey(k)
+	}
 	return s, nil
 }
 

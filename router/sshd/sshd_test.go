@@ -633,3 +633,53 @@ func TestParseAuthorizedKeys(t *testing.T) {
 		t.Error("New accepted a config without keys")
 	}
 }
+
+// TestSecondHostKeyKeepsTheFirst: a box whose store holds only the
+// ed25519 key (as written before the RSA key existed) keeps that key,
+// gains an RSA key saved beside it, and keeps both from then on; the
+// document still reads as the ed25519 key to a reader that knows only
+// one key (the older firmware).
+func TestSecondHostKeyKeepsTheFirst(t *testing.T) {
+	store := &memKeys{}
+	old, err := LoadHostKey(store, nil) // the store as an older firmware left it
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldDoc := append([]byte(nil), store.key...)
+	var log logBuf
+	ks, err := LoadHostKeys(store, log.logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ks) != 2 || Fingerprint(ks[0].PublicKey()) != Fingerprint(old.PublicKey()) || ks[1].PublicKey().Type() != ssh.KeyAlgoRSA {
+		t.Fatalf("got %d keys, first %s; want the stored ed25519 key %s and an RSA key", len(ks), Fingerprint(ks[0].PublicKey()), Fingerprint(old.PublicKey()))
+	}
+	if store.saves != 2 || !bytes.HasPrefix(store.key, oldDoc) {
+		t.Errorf("%d saves; the new document does not begin with the old one", store.saves)
+	}
+	if !strings.Contains(log.String(), Fingerprint(ks[1].PublicKey())) {
+		t.Errorf("the new RSA key is not logged: %s", log.String())
+	}
+	if k, err := ssh.ParsePrivateKey(store.key); err != nil || Fingerprint(k.PublicKey()) != Fingerprint(old.PublicKey()) {
+		t.Errorf("a one-key reader of the new document: %v, want the ed25519 key", err)
+	}
+	// Restart: both kept, nothing saved.
+	again, err := LoadHostKeys(store, nil)
+	if err != nil || len(again) != 2 || store.saves != 2 ||
+		Fingerprint(again[0].PublicKey()) != Fingerprint(ks[0].PublicKey()) ||
+		Fingerprint(again[1].PublicKey()) != Fingerprint(ks[1].PublicKey()) {
+		t.Errorf("restart: %v, %d keys, %d saves; want the same two keys and no save", err, len(again), store.saves)
+	}
+	// A damaged RSA part is replaced; the ed25519 key stays.
+	store.key = append(append([]byte(nil), oldDoc...), "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n"...)
+	log = logBuf{}
+	fixed, err := LoadHostKeys(store, log.logf)
+	if err != nil || len(fixed) != 2 || Fingerprint(fixed[0].PublicKey()) != Fingerprint(old.PublicKey()) || !strings.Contains(log.String(), "unreadable") {
+		t.Errorf("damaged RSA key: %v, log %q; want the ed25519 key kept, the RSA key replaced loudly", err, log.String())
+	}
+	// Its size in the store (the board's 64 KiB state record holds it,
+	// base64 in JSON).
+	if n := len(store.key) * 4 / 3; n > 4096 {
+		t.Errorf("both keys take %d bytes in the store, want under 4 KiB", n)
+	}
+}
