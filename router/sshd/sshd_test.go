@@ -457,8 +457,17 @@ func TestSubsystemsAndForwardingAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.RequestSubsystem("sftp"); err == nil {
-		t.Error("sftp subsystem accepted")
+	stderr, err := s.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Taken, to end at once with the hint (and exit status 1, which
+	// TestOpenSSHSubsystemHint sees).
+	if err := s.RequestSubsystem("sftp"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(stderr); err != nil || string(b) != SubsystemHint {
+		t.Errorf("sftp subsystem: stderr %q, %v; want the hint", b, err)
 	}
 	if !strings.Contains(ts.log.String(), `refused subsystem "sftp"`) {
 		t.Errorf("refusal not logged:\n%s", ts.log)
