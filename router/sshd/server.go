@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -308,9 +309,9 @@ func (s *Server) handle(ctx context.Context, raw net.Conn, st *startup) {
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
 	now := time.Now()
-	var talked bool // sent its identification line
+	var talked atomic.Bool // sent its identification line
 	c := newIdleConn(raw, s.cfg.IdleTimeout, now.Add(s.cfg.IdentGrace), now.Add(s.cfg.LoginGrace), func() {
-		talked = true
+		talked.Store(true)
 		s.gate.identSeen(st)
 	})
 	addr := raw.RemoteAddr().String()
@@ -320,7 +321,7 @@ func (s *Server) handle(ctx context.Context, raw net.Conn, st *startup) {
 		switch {
 		case s.gate.evicted(st):
 			// counted by the gate
-		case !talked:
+		case !talked.Load():
 			s.gate.ended(st, whySilent)
 		case failed == "":
 			// Scanners, audits, clients that gave up: counted, as

@@ -692,3 +692,63 @@ func TestSecondHostKeyKeepsTheFirst(t *testing.T) {
 		t.Errorf("both keys take %d bytes in the store, want under 4 KiB", n)
 	}
 }
+
+// TestStartupTable: clients that talk SSH but never log in fill at most
+// MaxStartups places, are not pushed out by bare connects, and leave the
+// logged-in places alone.
+func TestStartupTable(t *testing.T) {
+	ts := start(t, func(c *Config) {
+		c.MaxStartups, c.StartupsDropFrom, c.PerSourceStartups = 4, 2, 100
+		c.IdentGrace, c.LoginGrace = time.Minute, time.Minute
+	})
+	admin := ts.login(t) // logged in first: not counted in the table
+	open := func(talk bool) (net.Conn, bool) {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if talk {
+			io.WriteString(c, "SSH-2.0-stuck\r\n")
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second)) // hang guard
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		if talk && err == nil {
+			// The server's KEXINIT comes once it has read our line:
+			// from then on it counts as talking.
+			_, err = br.ReadByte()
+		}
+		return c, err == nil && strings.HasPrefix(line, "SSH-2.0-")
+	}
+	var talking []net.Conn
+	for range 30 {
+		if c, ok := open(true); ok {
+			talking = append(talking, c)
+		}
+	}
+	// Random drop may refuse some before the table is full; 30 tries
+	// at 30 % or more leave it full all the same, but only the bound
+	// is asserted.
+	ts.srv.gate.mu.Lock()
+	n := len(ts.srv.gate.starting)
+	ts.srv.gate.mu.Unlock()
+	if n > 4 || len(talking) < 2 {
+		t.Fatalf("%d unauthenticated held (%d taken in), want 2 to 4", n, len(talking))
+	}
+	for range 10 {
+		open(false)
+	}
+	// Each talking one still waits for its key exchange: a read times
+	// out rather than ending.
+	for i, c := range talking[len(talking)-min(len(talking), n):] {
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		var ne net.Error
+		if _, err := io.ReadAll(c); !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("talking connection %d ended (%v) after bare connects", i, err)
+		}
+	}
+	if out, _, err := run(t, admin, "echo ok"); err != nil || out != "ok\n" {
+		t.Errorf("the logged-in admin: %q, %v", out, err)
+	}
+}
