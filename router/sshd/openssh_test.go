@@ -465,3 +465,32 @@ func TestOpenSSHSubsystemHint(t *testing.T) {
 		t.Errorf("refusal not logged:\n%s", log)
 	}
 }
+
+// TestOpenSSHPtyShellAndBusy: ssh -tt gets a shell on a pty; and a login
+// beyond MaxConns is told why it gets no session.
+func TestOpenSSHPtyShellAndBusy(t *testing.T) {
+	tool(t, "ssh")
+	path, signer := keyFile(t, ed25519Key(t))
+	ts := startWithKeys(t, func(c *Config) { c.MaxConns = 1 }, signer)
+	o := newOpenSSH(t, ts, path)
+	out, errOut, code := o.run(t, "ssh", "tty; exit 5\n", "-tt", "root@127.0.0.1")
+	if code != 5 || !strings.Contains(out, "/dev/pts/") {
+		t.Errorf("ssh -tt: exit %d, stdout %q, stderr %q; want 5 and a pts", code, out, errOut)
+	}
+	held, err := ts.dial(ssh.PublicKeys(signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	// The server counts the held login once its side is done: retry
+	// until it does.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // hang guard
+		_, errOut, code = o.ssh(t, "true")
+		if strings.Contains(errOut, "allows 1 logged-in connections") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != 255 || !strings.Contains(errOut, "allows 1 logged-in connections, all are in use") {
+		t.Errorf("a second login with MaxConns 1: exit %d, stderr %q; want 255 and the reason", code, errOut)
+	}
+}
