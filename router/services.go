@@ -89,6 +89,9 @@ func (r *Router) startServices(ctx context.Context) []error {
 			}
 			hk := hks[0]
 			r.logf("ssh: host key %s", sshd.Fingerprint(hk.PublicKey()))
+			for _, k := range hks[1:] {
+				r.logf("ssh: %s host key %s (for clients without ed25519)", k.PublicKey().Type(), sshd.Fingerprint(k.PublicKey()))
+			}
 			srv, err := sshd.New(sshd.Config{HostKey: hk, OtherHostKeys: hks[1:], AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.logf})
 			if err != nil {
 				r.svc.set("ssh", "off: "+err.Error())
