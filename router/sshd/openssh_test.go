@@ -477,19 +477,24 @@ func TestOpenSSHPtyShellAndBusy(t *testing.T) {
 	if code != 5 || !strings.Contains(out, "/dev/pts/") {
 		t.Errorf("ssh -tt: exit %d, stdout %q, stderr %q; want 5 and a pts", code, out, errOut)
 	}
-	held, err := ts.dial(ssh.PublicKeys(signer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	// The server counts the held login once its side is done: retry
-	// until it does.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // hang guard
-		_, errOut, code = o.ssh(t, "true")
-		if strings.Contains(errOut, "allows 1 logged-in connections") || time.Now().After(deadline) {
-			break
+	// Take the one place with a Go client, once the server has let the
+	// pty session's go (it notices on its own time): a session that
+	// opens proves the place is taken.
+	var held *ssh.Client
+	for deadline := time.Now().Add(10 * time.Second); held == nil; time.Sleep(20 * time.Millisecond) { // hang guard
+		c, err := ts.dial(ssh.PublicKeys(signer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := c.NewSession(); err == nil {
+			s.Close()
+			held = c
+		} else if c.Close(); time.Now().After(deadline) {
+			t.Fatalf("no place for a login after the pty session: %v", err)
 		}
 	}
+	defer held.Close()
+	_, errOut, code = o.ssh(t, "true")
 	if code != 255 || !strings.Contains(errOut, "allows 1 logged-in connections, all are in use") {
 		t.Errorf("a second login with MaxConns 1: exit %d, stderr %q; want 255 and the reason", code, errOut)
 	}

@@ -33,6 +33,7 @@ type session struct {
 	ptmx    *os.File
 	cmd     *exec.Cmd
 	started bool
+	replied chan struct{} // closed once the start request is answered
 
 	mu     sync.Mutex
 	exited bool // the process has ended: its group may no longer be ours to signal
@@ -64,7 +65,7 @@ var signals = map[string]syscall.Signal{
 }
 
 func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, addr string) {
-	ss := &session{srv: s, ch: ch}
+	ss := &session{srv: s, ch: ch, replied: make(chan struct{})}
 	for req := range reqs {
 		ok := false
 		switch req.Type {
@@ -94,7 +95,14 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, addr string) 
 				ch.Close()
 				continue
 			}
-			ok = true
+			// The reply goes before the exit status and the close: a
+			// command that ends at once must not close the channel
+			// first (the client would see end of file, no status).
+			if req.WantReply {
+				req.Reply(true, nil)
+			}
+			close(ss.replied)
+			continue
 		case "signal":
 			var sig struct{ Name string }
 			if ssh.Unmarshal(req.Payload, &sig) == nil && ss.cmd != nil {
@@ -253,6 +261,7 @@ func (ss *session) start(isExec bool, command string) error {
 		if ss.size == nil {
 			in.Close() // the pty master is in outs
 		}
+		<-ss.replied
 		ss.ch.CloseWrite()
 		ss.ch.SendRequest(exitRequest(cmd.ProcessState))
 		ss.ch.Close()

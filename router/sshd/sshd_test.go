@@ -497,6 +497,10 @@ func TestConnectionLimit(t *testing.T) {
 	ts := start(t, func(c *Config) { c.MaxConns = 2 })
 	a := ts.login(t)
 	ts.login(t)
+	// The server counts a login once its side of the handshake is done,
+	// which may be after the client's: wait for both.
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(ts.log.String(), " logged in from ") < 2 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) { // hang guard
+	}
 	// A third logs in, and is told why it gets no session.
 	third := func() error {
 		c, err := ts.dial(ssh.PublicKeys(ts.user))
