@@ -49,14 +49,17 @@ type startup struct {
 	gone   bool // left the table (logged in, ended or evicted)
 }
 
+// maxSummarySources bounds the distinct sources a summary counts.
+const maxSummarySources = 256
+
 // Refusal reasons, as summarised.
 const (
-	whyPerSource = "too many unauthenticated from one source"
-	whyFull      = "unauthenticated table full"
-	whyDrop      = "early random drop"
-	whyEvicted   = "closed, had sent nothing, to make room"
-	whySilent    = "closed, sent nothing in time"
-	whyNoAuth    = "ended without trying to log in"
+	whyPerSource = "over the per-source limit"
+	whyFull      = "refused, table full"
+	whyDrop      = "refused, random early drop"
+	whyEvicted   = "silent, closed to make room"
+	whySilent    = "silent, timed out"
+	whyNoAuth    = "no login attempt"
 )
 
 func newGate(max, perSource, dropFrom, maxLoggedIn int, logf func(string, ...any)) *gate {
@@ -190,7 +193,11 @@ func (g *gate) logout() {
 // line a minute, not one per connect.
 func (g *gate) countLocked(why string, src netip.Prefix) {
 	g.counts[why]++
-	g.sources[src] = struct{}{}
+	// Distinct sources are remembered up to a bound: a flood from
+	// many addresses must not grow the map without end.
+	if len(g.sources) < maxSummarySources {
+		g.sources[src] = struct{}{}
+	}
 	if g.timer == nil {
 		g.timer = time.AfterFunc(g.every, g.summarise)
 	}
@@ -205,10 +212,17 @@ func (g *gate) summarise() {
 	sort.Strings(parts)
 	var srcs []string
 	for p := range g.sources {
-		srcs = append(srcs, p.String())
+		if p.IsSingleIP() {
+			srcs = append(srcs, p.Addr().String())
+		} else {
+			srcs = append(srcs, p.String())
+		}
 	}
 	sort.Strings(srcs)
-	nsrc := len(srcs)
+	nsrc := fmt.Sprint(len(srcs))
+	if len(srcs) >= maxSummarySources {
+		nsrc += " or more"
+	}
 	if len(srcs) > 3 {
 		srcs = append(srcs[:3], "...")
 	}
@@ -217,7 +231,7 @@ func (g *gate) summarise() {
 	g.timer = nil
 	g.mu.Unlock()
 	if len(parts) > 0 {
-		g.logf("ssh: in the last %v, connections not logged in: %s; from %d source(s): %s",
+		g.logf("ssh: in the last %v, connections that did not log in: %s; %s source(s): %s",
 			g.every, strings.Join(parts, ", "), nsrc, strings.Join(srcs, " "))
 	}
 }

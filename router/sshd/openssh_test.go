@@ -315,8 +315,8 @@ func TestIdleConnectionsDoNotLockOutTheAdmin(t *testing.T) {
 		t.Errorf("only %d unauthenticated connections held after the login, want the table kept at %d", still, DefaultStartupsDropFrom)
 	}
 	// One summary, not a line per connect.
-	log := ts.log.waitFor("connections not logged in")
-	if !strings.Contains(log, "too many unauthenticated from one source") || !strings.Contains(log, "had sent nothing") {
+	log := ts.log.waitFor("connections that did not log in")
+	if !strings.Contains(log, "46 over the per-source limit") || !strings.Contains(log, "silent, closed to make room") {
 		t.Errorf("log lacks the summary of refusals:\n%s", log)
 	}
 	if n := strings.Count(log, "\n") + 1; n > 10 {
