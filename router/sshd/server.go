@@ -67,9 +67,9 @@ var DefaultEnv = []string{
 // default that x/crypto/ssh implements, minus every one with SHA-1, CBC
 // or the NIST curves (which ssh-audit fails), and the MACs only in
 // encrypt-then-MAC form. Any OpenSSH since 7.4 (2016) and PuTTY since
-// 0.68 (chacha20-poly1305, curve25519, ed25519) find a match in each. x/crypto/ssh adds the strict-kex marker
-// (kex-strict-s-v00@openssh.com, against Terrapin) and
-// curve25519-sha256@libssh.org by itself.
+// 0.68 (chacha20-poly1305, curve25519, ed25519) find a match in each.
+// x/crypto/ssh adds the strict-kex marker (kex-strict-s-v00@openssh.com,
+// against Terrapin) and curve25519-sha256@libssh.org by itself.
 var (
 	KeyExchanges = []string{
 		ssh.KeyExchangeMLKEM768X25519, // post-quantum hybrid; OpenSSH 10 prefers it
