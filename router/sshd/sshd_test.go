@@ -756,3 +756,53 @@ func TestStartupTable(t *testing.T) {
 		t.Errorf("the logged-in admin: %q, %v", out, err)
 	}
 }
+
+// TestIdentGrace: a connection that sends nothing is closed after the
+// short ident grace; one that has sent its identification line gets the
+// login grace.
+func TestIdentGrace(t *testing.T) {
+	ts := start(t, func(c *Config) {
+		c.IdentGrace, c.LoginGrace = 200*time.Millisecond, time.Minute
+	})
+	bare, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	talking, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talking.Close()
+	io.WriteString(talking, "SSH-2.0-slow\r\n")
+	begin := time.Now()
+	bare.SetReadDeadline(time.Now().Add(10 * time.Second)) // hang guard
+	if _, err := io.ReadAll(bare); err != nil {
+		t.Errorf("a silent connection: %v, want closed by the server", err)
+	}
+	// Three ident graces on, the talking one still waits for its key
+	// exchange.
+	talking.SetReadDeadline(begin.Add(600 * time.Millisecond))
+	var ne net.Error
+	if _, err := io.ReadAll(talking); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("a connection that sent its identification: %v after %v, want still open", err, time.Since(begin).Round(time.Millisecond))
+	}
+}
+
+func TestSourceOf(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7:22":                 "192.0.2.7/32",
+		"[::ffff:192.0.2.7]:22":        "192.0.2.7/32",
+		"[2001:db8:1:2:aaaa::1]:22":    "2001:db8:1:2::/64",
+		"[2001:db8:1:2:bbbb::9]:40000": "2001:db8:1:2::/64",
+		"[fe80::1%eth0]:22":            "fe80::/64",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sourceOf(a).String(); got != want {
+			t.Errorf("sourceOf(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
