@@ -82,13 +82,18 @@ func (r *Router) startServices(ctx context.Context) []error {
 		r.goService("ssh", ctx, func(ctx context.Context) error {
 			// Making a host key may wait for the kernel's random pool:
 			// here, not on the boot path.
-			hk, err := sshd.LoadHostKey(r.keyStore(), r.logf)
+			// (and, once per box, an RSA key, seconds on a slow board).
+			hks, err := sshd.LoadHostKeys(r.keyStore(), r.logf)
 			if err != nil {
 				r.svc.set("ssh", "off: "+err.Error())
 				return err
 			}
+			hk := hks[0]
 			r.logf("ssh: host key %s", sshd.Fingerprint(hk.PublicKey()))
-			srv, err := sshd.New(sshd.Config{HostKey: hk, AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.serviceLog()})
+			for _, k := range hks[1:] {
+				r.logf("ssh: %s host key %s (for clients without ed25519)", k.PublicKey().Type(), sshd.Fingerprint(k.PublicKey()))
+			}
+			srv, err := sshd.New(sshd.Config{HostKey: hk, OtherHostKeys: hks[1:], AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.serviceLog()})
 			if err != nil {
 				r.svc.set("ssh", "off: "+err.Error())
 				return err

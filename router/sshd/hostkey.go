@@ -2,6 +2,8 @@ package sshd
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/pem"
 	"fmt"
 
@@ -84,3 +86,94 @@ func newHostKey() (ssh.Signer, []byte, error) {
 // ("SHA256:" and unpadded base64), for the console and the status page,
 // so a user can check what their client shows at the first login.
 func Fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }
+
+// RSAHostKeyBits is the size of the second host key: 3072 bits, as
+// ssh-keygen makes, which ssh-audit accepts (2048 it warns about).
+const RSAHostKeyBits = 3072
+
+// LoadHostKeys returns LoadHostKey's ed25519 key and, second, an RSA key
+// for clients without ed25519, making and saving it when there is none.
+// (The NIST-curve ECDSA keys would be quicker to make, but are what
+// ssh-audit fails.)
+//
+// Both keys are kept in the one stored document, the ed25519 key's PEM
+// block first and the RSA key's after it: a store written before the
+// RSA key existed is read as it was (its ed25519 key is kept, the RSA
+// key is added), and an older firmware reading the new document sees
+// its ed25519 key, as it parses the first block only. Each key is made
+// once and saved at once; a power cut between the two saves of a first
+// start leaves the ed25519 key kept and the RSA key made again.
+//
+// An RSA key that cannot be made or saved does not stop the server: it
+// serves with ed25519 alone (or an unsaved RSA key), and logf says so.
+// Making a 3072-bit key takes seconds to a minute on a slow board, once.
+func LoadHostKeys(ks KeyStore, logf func(format string, args ...any)) ([]ssh.Signer, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	ed, err := LoadHostKey(firstKey{ks}, logf)
+	if err != nil {
+		return nil, err
+	}
+	stored, _, err := ks.Load()
+	if err != nil {
+		return nil, fmt.Errorf("reading the SSH host keys: %w", err)
+	}
+	first, rest := splitFirst(stored)
+	if block, _ := pem.Decode(rest); block != nil {
+		if s, err := ssh.ParsePrivateKey(pem.EncodeToMemory(block)); err == nil && s.PublicKey().Type() == ssh.KeyAlgoRSA {
+			return []ssh.Signer{ed, s}, nil
+		}
+		logf("ssh: WARNING: the stored RSA host key is unreadable: replacing it")
+	}
+	priv, err := rsa.GenerateKey(rand.Reader, RSAHostKeyBits)
+	if err != nil {
+		logf("ssh: WARNING: could not make an RSA host key (%v): ed25519 only", err)
+		return []ssh.Signer{ed}, nil
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "ocfw host key")
+	if err != nil {
+		return nil, err
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	if err := ks.Save(append(first, pem.EncodeToMemory(block)...)); err != nil {
+		logf("ssh: made an RSA host key %s, but WARNING: could not save it (%v): it will change at the next start", Fingerprint(s.PublicKey()), err)
+	} else {
+		logf("ssh: made an RSA host key %s", Fingerprint(s.PublicKey()))
+	}
+	return []ssh.Signer{ed, s}, nil
+}
+
+// splitFirst splits a stored document after its first PEM block. A
+// document that is not PEM at all is all first: LoadHostKey sees it
+// whole, as before the RSA key.
+func splitFirst(b []byte) (first, rest []byte) {
+	block, after := pem.Decode(b)
+	if block == nil {
+		return b, nil
+	}
+	n := len(b) - len(after)
+	return b[:n:n], after
+}
+
+// firstKey shows LoadHostKey the first key of the stored document only,
+// and keeps the rest when it saves.
+type firstKey struct{ ks KeyStore }
+
+func (f firstKey) Load() ([]byte, bool, error) {
+	b, ok, err := f.ks.Load()
+	first, _ := splitFirst(b)
+	return first, ok, err
+}
+
+func (f firstKey) Save(key []byte) error {
+	b, _, err := f.ks.Load()
+	if err != nil {
+		b = nil
+	}
+	_, rest := splitFirst(b)
+	return f.ks.Save(append(append([]byte(nil), key...), rest...))
+}

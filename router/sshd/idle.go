@@ -1,14 +1,16 @@
 package sshd
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"sync/atomic"
 	"time"
 )
 
-// idleConn gives a connection its two time limits. Until loggedIn, reads
-// and writes share one deadline (the login grace). After it, a read may
+// idleConn gives a connection its time limits. Until the client's
+// identification line (its first line) has come, reads and writes share
+// the short ident deadline; then, until loggedIn, the login grace. After it, a read may
 // wait IdleTimeout, renewed while the server has been writing: a command
 // that prints for an hour to a client that types nothing is not idle.
 // x/crypto/ssh reads in one goroutine, so a read that times out ends the
@@ -18,13 +20,19 @@ type idleConn struct {
 	idle      time.Duration
 	grace     atomic.Int64 // deadline in Unix nanoseconds; 0 once logged in
 	lastWrite atomic.Int64
+	// onIdent runs once, in Read, when the first newline arrives; nil
+	// after.
+	onIdent func()
 }
 
-func newIdleConn(c net.Conn, idle time.Duration, grace time.Time) *idleConn {
-	ic := &idleConn{Conn: c, idle: idle}
+func newIdleConn(c net.Conn, idle time.Duration, ident, grace time.Time, onIdent func()) *idleConn {
+	ic := &idleConn{Conn: c, idle: idle, onIdent: onIdent}
 	ic.grace.Store(grace.UnixNano())
 	ic.lastWrite.Store(time.Now().UnixNano())
-	c.SetDeadline(grace)
+	if grace.Before(ident) {
+		ident = grace
+	}
+	c.SetDeadline(ident)
 	return ic
 }
 
@@ -43,6 +51,14 @@ func (c *idleConn) Read(p []byte) (int, error) {
 			c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 		}
 		n, err := c.Conn.Read(p)
+		if c.onIdent != nil && bytes.IndexByte(p[:n], '\n') >= 0 {
+			// x/crypto/ssh is the only reader: no race on onIdent.
+			if g := c.grace.Load(); g != 0 {
+				c.Conn.SetDeadline(time.Unix(0, g))
+			}
+			c.onIdent()
+			c.onIdent = nil
+		}
 		var ne net.Error
 		if n == 0 && errors.As(err, &ne) && ne.Timeout() && c.grace.Load() == 0 &&
 			time.Since(time.Unix(0, c.lastWrite.Load())) < c.idle {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,9 +20,21 @@ const (
 	// DefaultShell is the board's shell (u-root's gosh), run as
 	// `gosh -c CMD` for exec and plain `gosh` for a shell.
 	DefaultShell = "/bbin/gosh"
-	// DefaultMaxConns bounds connections, logged in or not: each costs
-	// buffers and goroutines, and the NSLU2 has 32 MB.
+	// DefaultMaxConns bounds logged-in connections: each costs buffers
+	// and goroutines, and the NSLU2 has 32 MB. Connections still
+	// logging in have their own bounds, below, and never take these
+	// places.
 	DefaultMaxConns = 4
+	// DefaultMaxStartups bounds connections that have not logged in
+	// (OpenSSH's MaxStartups "full"). When all are taken, the oldest
+	// that has sent nothing is closed for a new one.
+	DefaultMaxStartups = 16
+	// DefaultStartupsDropFrom is where early random drop starts
+	// (MaxStartups "start"; the rate rises from 30 % to 100 % at full).
+	DefaultStartupsDropFrom = 8
+	// DefaultPerSourceStartups bounds the connections not logged in
+	// from one IPv4 address or IPv6 /64 (PerSourceMaxStartups).
+	DefaultPerSourceStartups = 4
 	// DefaultMaxSessions bounds the sessions (so processes) of one
 	// connection.
 	DefaultMaxSessions = 4
@@ -32,7 +45,10 @@ const (
 	DefaultMaxAuthTries = 3
 	// DefaultLoginGrace is how long a connection may take to log in;
 	// it frees a slot held by a client that never does.
-	DefaultLoginGrace = 30 * time.Second
+	DefaultLoginGrace = 20 * time.Second
+	// DefaultIdentGrace is how long a new connection may take to send
+	// its identification line, which every SSH client sends at once.
+	DefaultIdentGrace = 5 * time.Second
 	// DefaultIdleTimeout closes a connection after this long with no
 	// traffic either way (output of a running command counts).
 	DefaultIdleTimeout = 15 * time.Minute
@@ -47,10 +63,40 @@ var DefaultEnv = []string{
 	"LOGNAME=root",
 }
 
+// The algorithms offered: those current OpenSSH (9.x, 10.x) offers by
+// default that x/crypto/ssh implements, minus every one with SHA-1, CBC
+// or the NIST curves (which ssh-audit fails), and the MACs only in
+// encrypt-then-MAC form. Any OpenSSH since 7.4 (2016) and PuTTY since
+// 0.68 (chacha20-poly1305, curve25519, ed25519) find a match in each.
+// x/crypto/ssh adds the strict-kex marker (kex-strict-s-v00@openssh.com,
+// against Terrapin) and curve25519-sha256@libssh.org by itself.
+var (
+	KeyExchanges = []string{
+		ssh.KeyExchangeMLKEM768X25519, // post-quantum hybrid; OpenSSH 10 prefers it
+		ssh.KeyExchangeCurve25519,
+		ssh.KeyExchangeDH16SHA512,
+		ssh.KeyExchangeDH14SHA256,
+	}
+	Ciphers = []string{
+		ssh.CipherChaCha20Poly1305,
+		ssh.CipherAES128CTR, ssh.CipherAES192CTR, ssh.CipherAES256CTR,
+		ssh.CipherAES128GCM, ssh.CipherAES256GCM,
+	}
+	MACs = []string{ssh.HMACSHA256ETM, ssh.HMACSHA512ETM}
+	// RSAHostKeyAlgorithms are the signatures an RSA host key makes:
+	// SHA-2 only, never ssh-rsa (SHA-1).
+	RSAHostKeyAlgorithms = []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
+)
+
 // Config is what the router decides; zero fields take the defaults.
 type Config struct {
-	// HostKey is from LoadHostKey.
+	// HostKey is from LoadHostKey (LoadHostKeys' first): the key whose
+	// fingerprint is shown.
 	HostKey ssh.Signer
+	// OtherHostKeys are offered beside HostKey, for clients that
+	// cannot use it (LoadHostKeys' RSA key). RSA keys sign with
+	// RSAHostKeyAlgorithms only.
+	OtherHostKeys []ssh.Signer
 	// AuthorizedKeys are the only way in (see ParseAuthorizedKeys). Any
 	// user name is accepted with them; every session runs as the
 	// router's own user (root).
@@ -58,22 +104,28 @@ type Config struct {
 	// Shell runs sessions: Shell for a shell, Shell -c CMD for exec.
 	Shell string
 	// Env is the sessions' environment; nil means DefaultEnv.
-	Env          []string
-	MaxConns     int
-	MaxSessions  int
-	MaxAuthTries int
-	LoginGrace   time.Duration
-	IdleTimeout  time.Duration
+	Env []string
+	// MaxConns bounds logged-in connections; the Startups fields bound
+	// those still logging in (see DefaultMaxStartups and below).
+	MaxConns          int
+	MaxStartups       int
+	StartupsDropFrom  int
+	PerSourceStartups int
+	MaxSessions       int
+	MaxAuthTries      int
+	IdentGrace        time.Duration
+	LoginGrace        time.Duration
+	IdleTimeout       time.Duration
 	// Logf gets logins, failed logins, refusals and session errors.
 	Logf func(format string, args ...any)
 }
 
 // Server is an SSH server; one Server may serve several listeners, which
-// share its connection limit.
+// share its connection limits.
 type Server struct {
 	cfg    Config
 	ssh    *ssh.ServerConfig
-	slots  chan struct{}
+	gate   *gate
 	keys   map[string]string // marshalled key -> "SHA256:... (comment)"
 	logf   func(string, ...any)
 	tries  sync.Mutex
@@ -103,6 +155,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	if cfg.MaxStartups <= 0 {
+		cfg.MaxStartups = DefaultMaxStartups
+	}
+	if cfg.StartupsDropFrom <= 0 {
+		cfg.StartupsDropFrom = DefaultStartupsDropFrom
+	}
+	cfg.StartupsDropFrom = min(cfg.StartupsDropFrom, cfg.MaxStartups)
+	if cfg.PerSourceStartups <= 0 {
+		cfg.PerSourceStartups = DefaultPerSourceStartups
+	}
+	if cfg.IdentGrace <= 0 {
+		cfg.IdentGrace = DefaultIdentGrace
+	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
@@ -117,7 +182,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:    cfg,
-		slots:  make(chan struct{}, cfg.MaxConns),
 		keys:   map[string]string{},
 		logf:   cfg.Logf,
 		failed: map[string]*attempts{},
@@ -125,6 +189,7 @@ func New(cfg Config) (*Server, error) {
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
+	s.gate = newGate(cfg.MaxStartups, cfg.PerSourceStartups, cfg.StartupsDropFrom, cfg.MaxConns, s.logf)
 	for _, k := range cfg.AuthorizedKeys {
 		who := Fingerprint(k.Key)
 		if k.Comment != "" {
@@ -136,7 +201,11 @@ func New(cfg Config) (*Server, error) {
 	// client "publickey" and nothing else, so a password or
 	// keyboard-interactive attempt fails before any secret is sent.
 	s.ssh = &ssh.ServerConfig{
-		MaxAuthTries: cfg.MaxAuthTries,
+		Config: ssh.Config{KeyExchanges: KeyExchanges, Ciphers: Ciphers, MACs: MACs},
+		// Client keys: all but ssh-rsa (SHA-1 signatures), as
+		// OpenSSH since 8.8.
+		PublicKeyAuthAlgorithms: ssh.SupportedAlgorithms().PublicKeyAuths,
+		MaxAuthTries:            cfg.MaxAuthTries,
 		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 			who, ok := s.keys[string(key.Marshal())]
 			if !ok {
@@ -147,7 +216,19 @@ func New(cfg Config) (*Server, error) {
 		AuthLogCallback: s.authLog,
 		ServerVersion:   "SSH-2.0-ocfw",
 	}
-	s.ssh.AddHostKey(cfg.HostKey)
+	for _, k := range append([]ssh.Signer{cfg.HostKey}, cfg.OtherHostKeys...) {
+		if k.PublicKey().Type() == ssh.KeyAlgoRSA {
+			as, ok := k.(ssh.AlgorithmSigner)
+			if !ok {
+				return nil, errors.New("sshd: an RSA host key that cannot choose its signature algorithm")
+			}
+			var err error
+			if k, err = ssh.NewSignerWithAlgorithms(as, RSAHostKeyAlgorithms); err != nil {
+				return nil, fmt.Errorf("sshd: %w", err)
+			}
+		}
+		s.ssh.AddHostKey(k)
+	}
 	return s, nil
 }
 
@@ -190,6 +271,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addrs []string) error {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	defer s.gate.stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var pause time.Duration
@@ -210,36 +292,56 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("sshd: %w", err)
 		}
 		pause = 0
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			s.logf("ssh: refused %s: already %d connections", c.RemoteAddr(), s.cfg.MaxConns)
-			c.Close()
-			continue
+		st := s.gate.admit(c)
+		if st == nil {
+			continue // closed and counted for the summary
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-s.slots }()
-			s.handle(ctx, c)
+			s.handle(ctx, c, st)
 		}()
 	}
 }
 
-func (s *Server) handle(ctx context.Context, raw net.Conn) {
+func (s *Server) handle(ctx context.Context, raw net.Conn, st *startup) {
 	defer raw.Close()
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
-	c := newIdleConn(raw, s.cfg.IdleTimeout, time.Now().Add(s.cfg.LoginGrace))
+	now := time.Now()
+	var talked atomic.Bool // sent its identification line
+	c := newIdleConn(raw, s.cfg.IdleTimeout, now.Add(s.cfg.IdentGrace), now.Add(s.cfg.LoginGrace), func() {
+		talked.Store(true)
+		s.gate.identSeen(st)
+	})
 	addr := raw.RemoteAddr().String()
 	conn, chans, reqs, err := ssh.NewServerConn(c, s.ssh)
 	failed := s.takeAttempts(addr)
 	if err != nil {
-		s.logf("ssh: no login from %s%s: %v", addr, failed, err)
+		switch {
+		case s.gate.evicted(st):
+			// counted by the gate
+		case !talked.Load():
+			s.gate.ended(st, whySilent)
+		case failed == "":
+			// Scanners, audits, clients that gave up: counted, as
+			// they may come in floods. Real login attempts get a
+			// line each.
+			s.gate.ended(st, whyNoAuth)
+		default:
+			s.gate.ended(st, "")
+			s.logf("ssh: no login from %s%s: %v", addr, failed, err)
+		}
 		return
 	}
 	defer conn.Close()
 	c.loggedIn()
+	if !s.gate.login(st) {
+		s.logf("ssh: %s from %s: refused, already %d logged in", conn.User(), addr, s.cfg.MaxConns)
+		s.busy(conn, chans, reqs)
+		return
+	}
+	defer s.gate.logout()
 	s.logf("ssh: %s logged in from %s with key %s", conn.User(), addr, conn.Permissions.Extensions["key"])
 	start := time.Now()
 	// Global requests are all refused: "tcpip-forward" (remote
@@ -273,6 +375,19 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	}
 	wg.Wait()
 	s.logf("ssh: %s from %s logged out after %v", conn.User(), addr, time.Since(start).Round(time.Second))
+}
+
+// busy tells a client that logged in while MaxConns others are: its
+// channels are refused with the reason, which OpenSSH prints before it
+// leaves; the connection is closed after the login grace if the client
+// stays.
+func (s *Server) busy(conn *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+	go ssh.DiscardRequests(reqs)
+	t := time.AfterFunc(s.cfg.LoginGrace, func() { conn.Close() })
+	defer t.Stop()
+	for nc := range chans {
+		nc.Reject(ssh.ResourceShortage, fmt.Sprintf("this router allows %d logged-in connections, all are in use", s.cfg.MaxConns))
+	}
 }
 
 // authLog remembers a connection's failed attempts, to log them in one

@@ -18,6 +18,10 @@ import (
 // this only bounds a background child that keeps the output open.
 const drainGrace = time.Second
 
+// SubsystemHint is what a client asking for a subsystem (sftp; scp,
+// which uses sftp since OpenSSH 9) sees on its stderr.
+const SubsystemHint = "ocfw: this router offers no subsystems (no sftp, so no scp either); copy files with: ssh router 'cat > FILE' < FILE\r\n"
+
 // session is one "session" channel: at most one process, started by the
 // first shell or exec request.
 type session struct {
@@ -29,6 +33,7 @@ type session struct {
 	ptmx    *os.File
 	cmd     *exec.Cmd
 	started bool
+	replied chan struct{} // closed once the start request is answered
 
 	mu     sync.Mutex
 	exited bool // the process has ended: its group may no longer be ours to signal
@@ -60,7 +65,7 @@ var signals = map[string]syscall.Signal{
 }
 
 func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, addr string) {
-	ss := &session{srv: s, ch: ch}
+	ss := &session{srv: s, ch: ch, replied: make(chan struct{})}
 	for req := range reqs {
 		ok := false
 		switch req.Type {
@@ -90,21 +95,41 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, addr string) 
 				ch.Close()
 				continue
 			}
-			ok = true
+			// The reply goes before the exit status and the close: a
+			// command that ends at once must not close the channel
+			// first (the client would see end of file, no status).
+			if req.WantReply {
+				req.Reply(true, nil)
+			}
+			close(ss.replied)
+			continue
 		case "signal":
 			var sig struct{ Name string }
-			if ssh.Unmarshal(req.Payload, &sig) == nil && ss.started {
+			if ssh.Unmarshal(req.Payload, &sig) == nil && ss.cmd != nil {
 				if n, known := signals[sig.Name]; known {
 					ok = ss.cmd.Process.Signal(n) == nil
 				}
 			}
 		case "subsystem":
-			// sftp and any other: refused, with a word on the
-			// stderr for a human who tries.
+			if ss.started {
+				break
+			}
+			// sftp and any other: a client told "subsystem request
+			// failed" shows nothing more, so the request is taken
+			// and the session ends at once with the hint on its
+			// stderr, which OpenSSH's ssh, sftp and scp print.
 			var sub struct{ Name string }
 			ssh.Unmarshal(req.Payload, &sub)
 			s.logf("ssh: %s: refused subsystem %q", addr, sub.Name)
-			io.WriteString(ch.Stderr(), "this router offers no subsystems (no sftp); copy files with: ssh router 'cat > FILE' < FILE\r\n")
+			ss.started = true // and ss.cmd stays nil
+			if req.WantReply {
+				req.Reply(true, nil)
+			}
+			io.WriteString(ch.Stderr(), SubsystemHint)
+			ch.CloseWrite()
+			ch.SendRequest("exit-status", false, ssh.Marshal(exitStatus{Status: 1}))
+			ch.Close()
+			continue
 		}
 		// env, x11-req, auth-agent-req@openssh.com and the rest: refused.
 		if req.WantReply {
@@ -236,6 +261,7 @@ func (ss *session) start(isExec bool, command string) error {
 		if ss.size == nil {
 			in.Close() // the pty master is in outs
 		}
+		<-ss.replied
 		ss.ch.CloseWrite()
 		ss.ch.SendRequest(exitRequest(cmd.ProcessState))
 		ss.ch.Close()
@@ -268,7 +294,7 @@ func (ss *session) waitExit() {
 func (ss *session) hangup() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.started && !ss.exited {
+	if ss.cmd != nil && !ss.exited {
 		syscall.Kill(-ss.cmd.Process.Pid, syscall.SIGHUP)
 		if ss.ptmx != nil {
 			// Closing the master is the terminal's own hang-up:

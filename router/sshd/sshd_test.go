@@ -91,6 +91,7 @@ type testServer struct {
 	hostKey ssh.PublicKey
 	user    ssh.Signer // the authorized key
 	log     *logBuf
+	srv     *Server
 }
 
 // start runs a server on 127.0.0.1 with one authorized key and /bin/sh
@@ -115,6 +116,7 @@ func start(t *testing.T, tune func(*Config)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ts.srv = srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -455,8 +457,17 @@ func TestSubsystemsAndForwardingAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.RequestSubsystem("sftp"); err == nil {
-		t.Error("sftp subsystem accepted")
+	stderr, err := s.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Taken, to end at once with the hint (and exit status 1, which
+	// TestOpenSSHSubsystemHint sees).
+	if err := s.RequestSubsystem("sftp"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(stderr); err != nil || string(b) != SubsystemHint {
+		t.Errorf("sftp subsystem: stderr %q, %v; want the hint", b, err)
 	}
 	if !strings.Contains(ts.log.String(), `refused subsystem "sftp"`) {
 		t.Errorf("refusal not logged:\n%s", ts.log)
@@ -486,21 +497,37 @@ func TestConnectionLimit(t *testing.T) {
 	ts := start(t, func(c *Config) { c.MaxConns = 2 })
 	a := ts.login(t)
 	ts.login(t)
-	if c, err := ts.dial(ssh.PublicKeys(ts.user)); err == nil {
-		c.Close()
-		t.Fatal("a third connection got in with MaxConns 2")
+	// The server counts a login once its side of the handshake is done,
+	// which may be after the client's: wait for both.
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(ts.log.String(), " logged in from ") < 2 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) { // hang guard
 	}
-	if !strings.Contains(ts.log.String(), "already 2 connections") {
-		t.Errorf("refusal not logged:\n%s", ts.log)
+	// A third logs in, and is told why it gets no session.
+	third := func() error {
+		c, err := ts.dial(ssh.PublicKeys(ts.user))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		s, err := c.NewSession()
+		if err != nil {
+			return err
+		}
+		s.Close()
+		return nil
+	}
+	if err := third(); err == nil || !strings.Contains(err.Error(), "allows 2 logged-in connections") {
+		t.Fatalf("a third connection with MaxConns 2: %v; want its session refused with the reason", err)
+	}
+	if log := ts.log.waitFor("already 2 logged in"); !strings.Contains(log, "already 2 logged in") {
+		t.Errorf("refusal not logged:\n%s", log)
 	}
 	// Once one leaves, its slot is free again (the server notices the
 	// close on its own time: retry until then).
 	a.Close()
 	guard := time.After(10 * time.Second) // hang guard
 	for {
-		c, err := ts.dial(ssh.PublicKeys(ts.user))
+		err := third()
 		if err == nil {
-			c.Close()
 			return
 		}
 		select {
@@ -617,5 +644,165 @@ func TestParseAuthorizedKeys(t *testing.T) {
 	}
 	if _, err := New(Config{HostKey: good}); err == nil {
 		t.Error("New accepted a config without keys")
+	}
+}
+
+// TestSecondHostKeyKeepsTheFirst: a box whose store holds only the
+// ed25519 key (as written before the RSA key existed) keeps that key,
+// gains an RSA key saved beside it, and keeps both from then on; the
+// document still reads as the ed25519 key to a reader that knows only
+// one key (the older firmware).
+func TestSecondHostKeyKeepsTheFirst(t *testing.T) {
+	store := &memKeys{}
+	old, err := LoadHostKey(store, nil) // the store as an older firmware left it
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldDoc := append([]byte(nil), store.key...)
+	var log logBuf
+	ks, err := LoadHostKeys(store, log.logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ks) != 2 || Fingerprint(ks[0].PublicKey()) != Fingerprint(old.PublicKey()) || ks[1].PublicKey().Type() != ssh.KeyAlgoRSA {
+		t.Fatalf("got %d keys, first %s; want the stored ed25519 key %s and an RSA key", len(ks), Fingerprint(ks[0].PublicKey()), Fingerprint(old.PublicKey()))
+	}
+	if store.saves != 2 || !bytes.HasPrefix(store.key, oldDoc) {
+		t.Errorf("%d saves; the new document does not begin with the old one", store.saves)
+	}
+	if !strings.Contains(log.String(), Fingerprint(ks[1].PublicKey())) {
+		t.Errorf("the new RSA key is not logged: %s", log.String())
+	}
+	if k, err := ssh.ParsePrivateKey(store.key); err != nil || Fingerprint(k.PublicKey()) != Fingerprint(old.PublicKey()) {
+		t.Errorf("a one-key reader of the new document: %v, want the ed25519 key", err)
+	}
+	// Restart: both kept, nothing saved.
+	again, err := LoadHostKeys(store, nil)
+	if err != nil || len(again) != 2 || store.saves != 2 ||
+		Fingerprint(again[0].PublicKey()) != Fingerprint(ks[0].PublicKey()) ||
+		Fingerprint(again[1].PublicKey()) != Fingerprint(ks[1].PublicKey()) {
+		t.Errorf("restart: %v, %d keys, %d saves; want the same two keys and no save", err, len(again), store.saves)
+	}
+	// A damaged RSA part is replaced; the ed25519 key stays.
+	store.key = append(append([]byte(nil), oldDoc...), "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n"...)
+	log = logBuf{}
+	fixed, err := LoadHostKeys(store, log.logf)
+	if err != nil || len(fixed) != 2 || Fingerprint(fixed[0].PublicKey()) != Fingerprint(old.PublicKey()) || !strings.Contains(log.String(), "unreadable") {
+		t.Errorf("damaged RSA key: %v, log %q; want the ed25519 key kept, the RSA key replaced loudly", err, log.String())
+	}
+	// Its size in the store (the board's 64 KiB state record holds it,
+	// base64 in JSON).
+	if n := len(store.key) * 4 / 3; n > 4096 {
+		t.Errorf("both keys take %d bytes in the store, want under 4 KiB", n)
+	}
+}
+
+// TestStartupTable: clients that talk SSH but never log in fill at most
+// MaxStartups places, are not pushed out by bare connects, and leave the
+// logged-in places alone.
+func TestStartupTable(t *testing.T) {
+	ts := start(t, func(c *Config) {
+		c.MaxStartups, c.StartupsDropFrom, c.PerSourceStartups = 4, 2, 100
+		c.IdentGrace, c.LoginGrace = time.Minute, time.Minute
+	})
+	admin := ts.login(t) // logged in first: not counted in the table
+	open := func(talk bool) (net.Conn, bool) {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if talk {
+			io.WriteString(c, "SSH-2.0-stuck\r\n")
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second)) // hang guard
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		if talk && err == nil {
+			// The server's KEXINIT comes once it has read our line:
+			// from then on it counts as talking.
+			_, err = br.ReadByte()
+		}
+		return c, err == nil && strings.HasPrefix(line, "SSH-2.0-")
+	}
+	var talking []net.Conn
+	for range 30 {
+		if c, ok := open(true); ok {
+			talking = append(talking, c)
+		}
+	}
+	// Random drop may refuse some before the table is full; 30 tries
+	// at 30 % or more leave it full all the same, but only the bound
+	// is asserted.
+	ts.srv.gate.mu.Lock()
+	n := len(ts.srv.gate.starting)
+	ts.srv.gate.mu.Unlock()
+	if n > 4 || len(talking) < 2 {
+		t.Fatalf("%d unauthenticated held (%d taken in), want 2 to 4", n, len(talking))
+	}
+	for range 10 {
+		open(false)
+	}
+	// Each talking one still waits for its key exchange: a read times
+	// out rather than ending.
+	for i, c := range talking[len(talking)-min(len(talking), n):] {
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		var ne net.Error
+		if _, err := io.ReadAll(c); !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("talking connection %d ended (%v) after bare connects", i, err)
+		}
+	}
+	if out, _, err := run(t, admin, "echo ok"); err != nil || out != "ok\n" {
+		t.Errorf("the logged-in admin: %q, %v", out, err)
+	}
+}
+
+// TestIdentGrace: a connection that sends nothing is closed after the
+// short ident grace; one that has sent its identification line gets the
+// login grace.
+func TestIdentGrace(t *testing.T) {
+	ts := start(t, func(c *Config) {
+		c.IdentGrace, c.LoginGrace = 200*time.Millisecond, time.Minute
+	})
+	bare, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	talking, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talking.Close()
+	io.WriteString(talking, "SSH-2.0-slow\r\n")
+	begin := time.Now()
+	bare.SetReadDeadline(time.Now().Add(10 * time.Second)) // hang guard
+	if _, err := io.ReadAll(bare); err != nil {
+		t.Errorf("a silent connection: %v, want closed by the server", err)
+	}
+	// Three ident graces on, the talking one still waits for its key
+	// exchange.
+	talking.SetReadDeadline(begin.Add(600 * time.Millisecond))
+	var ne net.Error
+	if _, err := io.ReadAll(talking); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("a connection that sent its identification: %v after %v, want still open", err, time.Since(begin).Round(time.Millisecond))
+	}
+}
+
+func TestSourceOf(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7:22":                 "192.0.2.7/32",
+		"[::ffff:192.0.2.7]:22":        "192.0.2.7/32",
+		"[2001:db8:1:2:aaaa::1]:22":    "2001:db8:1:2::/64",
+		"[2001:db8:1:2:bbbb::9]:40000": "2001:db8:1:2::/64",
+		"[fe80::1%eth0]:22":            "fe80::/64",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sourceOf(a).String(); got != want {
+			t.Errorf("sourceOf(%s) = %s, want %s", addr, got, want)
+		}
 	}
 }

@@ -60,6 +60,9 @@ func cmdSSH(ctx context.Context, a *agent, args []string) (string, error) {
 	cfg := &ssh.ClientConfig{
 		User: user,
 		Auth: []ssh.AuthMethod{auth},
+		// The router's ed25519 key, the one its log and ocf net show
+		// (x/crypto/ssh would prefer its RSA key).
+		HostKeyAlgorithms: []string{ssh.KeyAlgoED25519},
 		HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
 			hostKey = ssh.FingerprintSHA256(k)
 			return nil
