@@ -169,6 +169,12 @@ func TestRouterEndToEnd(t *testing.T) {
 	if hm == nil {
 		t.Fatalf("no host key in the ssh reply %q", out)
 	}
+	// Strict reverse-path filtering, set by the router before it
+	// forwards (firewall.ReversePathSysctls).
+	rp := do("ssh lan 192.168.1.1:22 root /key cat /proc/sys/net/ipv4/conf/all/rp_filter")
+	if _, body, _ := strings.Cut(rp, "\n"); !strings.HasPrefix(rp, "exit 0") || strings.TrimSpace(body) != "1" {
+		t.Errorf("rp_filter: %q, want 1 (strict)", rp)
+	}
 	if err := fails("ssh lan 192.168.1.1:22 root password=hunter2 hostname"); worldvm.ErrorKind(err) != "auth" {
 		t.Errorf("password login: %v, want an auth failure", err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/router/firewall"
 )
 
 // LANBridge is the bridge's interface name when a site puts several
@@ -202,13 +204,23 @@ func (l *links) state(name string) (LinkState, error) {
 	return st, nil
 }
 
-// enableForwarding turns on IPv4 routing between the interfaces.
-func enableForwarding(root string) error {
+// enableForwarding turns on reverse-path filtering on ifaces
+// (firewall.ReversePathSysctls: the kernel drops packets from sources
+// that belong to another interface) and then IPv4 routing between them.
+// A failed rp_filter setting is reported but does not keep forwarding
+// off: the firewall's antispoof and LAN-address rules hold without it.
+func enableForwarding(root string, ifaces ...string) error {
+	var errs []error
+	for _, s := range firewall.ReversePathSysctls(ifaces...) {
+		if err := os.WriteFile(root+"/proc/sys/"+s.Path, []byte(s.Value+"\n"), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("reverse-path filter: %w", err))
+		}
+	}
 	err := os.WriteFile(root+"/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("no %s/proc/sys/net/ipv4/ip_forward: is proc mounted?", root)
+		err = fmt.Errorf("no %s/proc/sys/net/ipv4/ip_forward: is proc mounted?", root)
 	}
-	return err
+	return errors.Join(append(errs, err)...)
 }
 
 // clearAddr removes every IPv4 address of name (a lost DHCP lease).

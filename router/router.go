@@ -217,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		// Routing without the firewall would open the LAN to the WAN.
 		r.logf("network: forwarding stays off: there is no firewall")
 	} else {
-		fail(enableForwarding(cfg.Root))
+		fail(enableForwarding(cfg.Root, r.wanIf, r.lanIf))
 	}
 	fail(l.up(r.wanIf, s.WAN.MTU))
 	if !s.WAN.Address.IsDHCP() {

@@ -207,6 +207,26 @@ func TestGuestRouter(t *testing.T) {
 	})
 
 	tunnelChecks(t, wan, router, lan)
+	spoofChecks(t, wan, router, lan, false)
+	rpFilterChecks(t, router)
+	spoofChecks(t, wan, router, lan, true)
+	t.Run("honest traffic with rp_filter", func(t *testing.T) {
+		if src, err := lan.dialTCP(wanHost+":9000", 10*time.Second); err != nil || src.String() != routerWAN {
+			t.Errorf("lan -> wan: seen as %s, %v; want %s", src, err, routerWAN)
+		}
+		if _, err := lan.dialTCP(routerLAN+":22", 10*time.Second); err != nil {
+			t.Errorf("lan -> router SSH: %v", err)
+		}
+		if src, err := wan.dialTCP(routerWAN+":8080", 10*time.Second); err != nil || src.String() != wanHost {
+			t.Errorf("port forward: seen as %s, %v; want %s", src, err, wanHost)
+		}
+		if got, err := wan.ping(routerWAN, 3); err != nil || got == 0 {
+			t.Errorf("wan -> router ping: %d of 3 answered, %v", got, err)
+		}
+		if got, err := lan.ping(routerLAN, 3); err != nil || got != 3 {
+			t.Errorf("lan -> router ping: %d of 3 answered, %v", got, err)
+		}
+	})
 
 	site.Firewall.WANServices = []string{"ssh"}
 	apply()
@@ -232,7 +252,7 @@ func TestGuestRouter(t *testing.T) {
 		for _, c := range cs {
 			names = append(names, c.Name)
 		}
-		if got, want := strings.Join(names, " "), "dnat_tcp_8080 forward_drop input_drop"; got != want {
+		if got, want := strings.Join(names, " "), "dnat_tcp_8080 forward_drop input_drop spoof_drop"; got != want {
 			t.Errorf("counters %q, want %q", got, want)
 		}
 		t.Logf("after the last Apply: %+v", cs)

@@ -180,9 +180,16 @@ func (r Rule) exprs() ([]expr.Any, error) {
 		meta(expr.MetaKeyOIFNAME)
 		cmp(expr.CmpOpEq, ifname(r.OIf))
 	}
+	if r.IPv4 && r.IPv6 {
+		return nil, errors.New("both meta nfproto ipv4 and ipv6")
+	}
 	if r.IPv4 {
 		meta(expr.MetaKeyNFPROTO)
 		cmp(expr.CmpOpEq, []byte{unix.NFPROTO_IPV4})
+	}
+	if r.IPv6 {
+		meta(expr.MetaKeyNFPROTO)
+		cmp(expr.CmpOpEq, []byte{unix.NFPROTO_IPV6})
 	}
 	for _, a := range []struct {
 		what   string
@@ -207,11 +214,19 @@ func (r Rule) exprs() ([]expr.Any, error) {
 		)
 		cmp(expr.CmpOpEq, addr[:])
 	}
-	if r.IPsec {
+	if r.IPsec && r.NoIPsec {
+		return nil, errors.New("both meta ipsec exists and missing")
+	}
+	if r.IPsec || r.NoIPsec {
 		// The secpath key loads one byte, 1 when the packet was
-		// decrypted by an SA, as nft's "meta ipsec exists" does.
+		// decrypted by an SA, as nft's "meta ipsec exists" does;
+		// "missing" compares it with 0.
 		meta(metaKeySecPath)
-		cmp(expr.CmpOpEq, []byte{1})
+		b := byte(0)
+		if r.IPsec {
+			b = 1
+		}
+		cmp(expr.CmpOpEq, []byte{b})
 	}
 	if r.Proto != "" {
 		p, ok := l4protos[r.Proto]

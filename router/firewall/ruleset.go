@@ -37,7 +37,28 @@ const TableName = "ocfw"
 const (
 	CounterInputDrop   = "input_drop"
 	CounterForwardDrop = "forward_drop"
+	// CounterSpoofDrop counts packets that came in on the WAN from a
+	// source address that cannot be there (the antispoof chain).
+	CounterSpoofDrop = "spoof_drop"
 )
+
+// impossibleOnWAN are source networks no packet arriving on the WAN can
+// honestly carry, whatever network the WAN is on: "this network"
+// (0/8), loopback, IPv4 link-local, multicast, and the reserved 240/4,
+// which holds the limited broadcast 255.255.255.255. RFC 1918 networks
+// are not in it: the WAN is often a modem's 192.168.x or 10.x network.
+// One that overlaps a static WAN's own network is left out, so that the
+// WAN's neighbours are never dropped.
+var impossibleOnWAN = []struct {
+	net  netip.Prefix
+	what string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "\"this network\" (0/8)"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved, and the broadcast 255.255.255.255"},
+}
 
 // ICMP echo requests from the WAN are answered at most this often (per
 // second, after a burst of PingBurst): answering pings keeps the line
@@ -62,7 +83,7 @@ type Chain struct {
 	Name     string
 	Type     string // "filter" or "nat"
 	Hook     string // "prerouting", "input", "forward" or "postrouting"
-	Priority int    // -100 dstnat, 0 filter, 100 srcnat
+	Priority int    // -300 raw, -100 dstnat, 0 filter, 100 srcnat
 	Policy   string // "accept" or "drop"
 	Rules    []Rule
 }
@@ -73,13 +94,17 @@ type Chain struct {
 type Rule struct {
 	IIf, OIf string       // interface names; "" matches any
 	IPv4     bool         // meta nfproto ipv4: needed before IPv4 header matches and NAT to an IPv4 address
+	IPv6     bool         // meta nfproto ipv6
 	SAddr    netip.Prefix // IPv4 source network (needs IPv4)
 	DAddr    netip.Prefix // IPv4 destination network (needs IPv4)
 	// IPsec matches packets the kernel decrypted (meta ipsec exists):
 	// inbound ESP in tunnel mode comes back in on the WAN with the inner
 	// addresses, and this is what tells it from the same addresses sent
 	// in the clear.
-	IPsec    bool
+	IPsec bool
+	// NoIPsec matches packets that did not come out of an SA (meta
+	// ipsec missing): a tunnel's addresses in the clear.
+	NoIPsec  bool
 	Proto    string   // "tcp", "udp", "icmp" (needs IPv4) or "esp"
 	SPort    uint16   // transport source port (tcp or udp)
 	DPort    uint16   // transport destination port (tcp or udp)
@@ -115,22 +140,31 @@ type Counter struct {
 // own checks rather than trust that the site was validated: a ruleset
 // that cannot be built is better than one that opens something.
 //
-// Policy. input: loopback and everything from the LAN (DHCP, DNS, SSH for
-// management) are accepted, so are replies to the router's own
-// connections, DHCP replies for the WAN's client, pings up to PingRate and
-// SSH from the WAN when site.Firewall.WANServices has "ssh"; the rest is
-// counted in input_drop and dropped. forward: replies, LAN to WAN from
-// LAN addresses and the port forwards' connections are accepted; the rest
-// is counted in forward_drop and dropped. prerouting: one DNAT rule per
-// port forward on the WAN. postrouting: masquerade out of the WAN, so the
-// LAN leaves with the WAN address, static or from DHCP.
+// Policy. antispoof (prerouting, before conntrack): packets on the WAN
+// from the LAN's addresses, the router's static WAN address, a tunnel's
+// remote network in the clear, or an impossible source (impossibleOnWAN)
+// are counted in spoof_drop and dropped; they never create connection
+// state. input: loopback and everything from the LAN's addresses on the
+// LAN interface (DHCP, DNS, SSH for management) are accepted, so are
+// DHCP requests from clients without an address, replies on the WAN to
+// the router's own connections, DHCP replies for the WAN's client, pings
+// up to PingRate and SSH from the WAN when site.Firewall.WANServices has
+// "ssh"; the rest is counted in input_drop and dropped. forward: replies
+// from the WAN to the LAN, LAN to WAN from LAN addresses and the port
+// forwards' connections are accepted; the rest is counted in
+// forward_drop and dropped. Every accept names the interfaces, so that
+// connection state alone never lets a packet in on the wrong side.
+// prerouting: one DNAT rule per port forward on the WAN. postrouting:
+// masquerade out of the WAN, so the LAN leaves with the WAN address,
+// static or from DHCP.
 //
 // Each tunnel adds: ESP on the WAN from its peer's address only (input);
-// decrypted packets from its remote subnet to its local subnet (forward);
-// and no masquerade for packets to its remote subnet (postrouting), which
-// must enter the tunnel with their LAN source addresses for its policy to
-// match. LAN to remote subnet needs no rule of its own: routing sends it
-// out of the WAN, where the LAN's rule accepts it and XFRM encrypts it.
+// its remote subnet in the clear dropped (antispoof); decrypted packets
+// from its remote subnet to its local subnet (forward); and no masquerade
+// for packets to its remote subnet (postrouting), which must enter the
+// tunnel with their LAN source addresses for its policy to match. LAN to
+// remote subnet needs no rule of its own: routing sends it out of the
+// WAN, where the LAN's rule accepts it and XFRM encrypts it.
 func Build(cfg *site.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, error) {
 	s := &spec{cfg: cfg, wan: wan, lan: lan, lanAddr: lanAddr}
 	for _, step := range []func() error{s.checkInterfaces, s.tunnelAddrs, s.wanServices, s.portForwards} {
@@ -138,14 +172,14 @@ func Build(cfg *site.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, err
 			return nil, err
 		}
 	}
-	rs := &Ruleset{Table: TableName, Counters: []string{CounterInputDrop, CounterForwardDrop}}
-	input, forward := s.inputChain(), s.forwardChain()
+	rs := &Ruleset{Table: TableName, Counters: []string{CounterInputDrop, CounterForwardDrop, CounterSpoofDrop}}
+	spoof, input, forward := s.antispoofChain(), s.inputChain(), s.forwardChain()
 	if s.noLAN {
-		rs.Chains = []Chain{input, forward}
+		rs.Chains = []Chain{spoof, input, forward}
 		return rs, rs.check()
 	}
 	pre, post := s.natChains(rs)
-	rs.Chains = []Chain{pre, input, forward, post}
+	rs.Chains = []Chain{spoof, pre, input, forward, post}
 	return rs, rs.check()
 }
 
@@ -210,6 +244,11 @@ func (s *spec) tunnelAddrs() error {
 		if !s.lanNet.Contains(a.LocalSubnet.Addr()) || a.LocalSubnet.Bits() < s.lanNet.Bits() || a.RemoteSubnet.Overlaps(s.lanNet) {
 			return fmt.Errorf("firewall: tunnel %s: %s to %s: want a local subnet inside the LAN %s and a remote one outside it", t.Name, a.LocalSubnet, a.RemoteSubnet, s.lanNet)
 		}
+		if a.RemoteSubnet.Contains(a.Peer) {
+			// The remote subnet in the clear is dropped on the WAN:
+			// that would drop the tunnel's own ESP.
+			return fmt.Errorf("firewall: tunnel %s: the remote subnet %s holds the peer %s", t.Name, a.RemoteSubnet, a.Peer)
+		}
 		s.tunnels = append(s.tunnels, a)
 	}
 	return nil
@@ -263,6 +302,43 @@ func (s *spec) portForwards() error {
 	return nil
 }
 
+// antispoofChain drops what comes in on the WAN from a source that
+// cannot be there. It hooks prerouting at raw priority, before conntrack
+// and NAT, so a forged packet neither matches nor creates a connection:
+// the "established" rules below can then trust a connection's addresses.
+// Reverse-path filtering (ReversePathSysctls) drops the same and more
+// in the kernel; these rules are the part that is counted, and they hold
+// whatever the sysctls say.
+func (s *spec) antispoofChain() Chain {
+	ch := Chain{Name: "antispoof", Type: "filter", Hook: "prerouting", Priority: -300, Policy: "accept"}
+	drop := func(src netip.Prefix, noIPsec bool, why string) {
+		ch.Rules = append(ch.Rules, Rule{IIf: s.wan, IPv4: true, SAddr: src, NoIPsec: noIPsec,
+			Counter: CounterSpoofDrop, Verdict: "drop", Comment: why})
+	}
+	if !s.noLAN {
+		drop(s.lanNet, false, "the LAN's addresses (the router's own among them) never come from the WAN")
+	}
+	var wanNet netip.Prefix
+	if p, err := s.cfg.WAN.Address.Prefix(); !s.cfg.WAN.Address.IsDHCP() && err == nil && p.Addr().Is4() {
+		// A DHCP address is not known here; the kernel drops a packet
+		// from one of its own addresses as a martian in any case.
+		wanNet = p.Masked()
+		drop(netip.PrefixFrom(p.Addr(), 32), false, "the router's own WAN address")
+	}
+	for i, a := range s.tunnels {
+		// Decrypted packets carry a secpath; the same addresses
+		// without one were sent in the clear by someone on the WAN side.
+		drop(a.RemoteSubnet, true, fmt.Sprintf("tunnel %s: its remote network only comes out of its SA, never in the clear", s.cfg.Tunnels[i].Name))
+	}
+	for _, b := range impossibleOnWAN {
+		if wanNet.IsValid() && b.net.Overlaps(wanNet) {
+			continue
+		}
+		drop(b.net, false, "impossible source: "+b.what)
+	}
+	return ch
+}
+
 func (s *spec) inputChain() Chain {
 	wan := s.wan
 	input := Chain{Name: "input", Type: "filter", Hook: "input", Priority: 0, Policy: "drop"}
@@ -278,11 +354,19 @@ func (s *spec) inputChain() Chain {
 	input.Rules = append(input.Rules,
 		Rule{IIf: "lo", Verdict: "accept", Comment: "the router's own services talk over loopback"},
 		pingFlood,
-		Rule{CTState: established, Verdict: "accept", Comment: "replies to the router's own connections, and their ICMP errors"},
+		Rule{IIf: wan, CTState: established, Verdict: "accept", Comment: "replies on the WAN to the router's own connections, and their ICMP errors"},
 	)
 	if !s.noLAN {
+		// From the LAN's addresses only: a LAN host posing as another
+		// network's address would get the router's answer sent out of
+		// the WAN, from the router's LAN address (conntrack's reply is
+		// not masqueraded). Replies to the router's own connections
+		// into the LAN come from LAN addresses too.
 		input.Rules = append(input.Rules,
-			Rule{IIf: s.lan, Verdict: "accept", Comment: "the LAN manages the router and uses its DHCP and DNS"})
+			Rule{IIf: s.lan, IPv4: true, SAddr: s.lanNet, Verdict: "accept", Comment: "the LAN manages the router and uses its DHCP and DNS, from the LAN's addresses only"},
+			Rule{IIf: s.lan, IPv4: true, SAddr: netip.MustParsePrefix("0.0.0.0/32"), Proto: "udp", SPort: 68, DPort: 67, Verdict: "accept", Comment: "DHCP from LAN clients that have no address yet"},
+			Rule{IIf: s.lan, IPv6: true, Verdict: "accept", Comment: "IPv6 on the LAN: link-local only, the router neither routes nor forwards it"},
+		)
 	}
 	input.Rules = append(input.Rules,
 		Rule{IIf: wan, Proto: "udp", SPort: 67, DPort: 68, Verdict: "accept", Comment: "DHCP replies to the WAN's client"},
@@ -310,10 +394,15 @@ func (s *spec) forwardChain() Chain {
 			Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "no LAN: nothing is forwarded"})
 		return forward
 	}
+	// Replies from the WAN side only into the LAN: a WAN packet whose
+	// addresses match a connection but that the antispoof chain let
+	// through cannot be turned back out of the WAN. The LAN's side of
+	// every connection, replies included, passes the next rule: it
+	// comes from LAN addresses.
 	forward.Rules = append(forward.Rules,
-		Rule{CTState: established, Verdict: "accept", Comment: "replies and related ICMP errors"},
+		Rule{IIf: wan, OIf: lan, CTState: established, Verdict: "accept", Comment: "replies from the WAN to the LAN's connections, the port forwards' further packets, and related ICMP errors"},
 		Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: s.lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
-		Rule{IIf: wan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
+		Rule{IIf: wan, OIf: lan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
 	)
 	// Decrypted packets arrive on the WAN with the inner addresses.
 	// The address match alone would also pass the same addresses sent
@@ -386,7 +475,7 @@ func (rs *Ruleset) check() error {
 			return fmt.Errorf("firewall: chain %s: unknown policy %q", ch.Name, ch.Policy)
 		}
 		for i, r := range ch.Rules {
-			if r.IPsec && ch.Hook == "postrouting" {
+			if (r.IPsec || r.NoIPsec) && ch.Hook == "postrouting" {
 				// The kernel refuses the secpath key there.
 				return fmt.Errorf("firewall: chain %s rule %d: meta ipsec is only known on prerouting, input and forward", ch.Name, i)
 			}
@@ -429,6 +518,8 @@ func (rs *Ruleset) String() string {
 
 func priorityName(p int) string {
 	switch p {
+	case -300:
+		return "raw"
 	case -100:
 		return "dstnat"
 	case 0:
@@ -460,6 +551,9 @@ func (r Rule) String() string {
 	if r.IPv4 {
 		w = append(w, "meta nfproto ipv4")
 	}
+	if r.IPv6 {
+		w = append(w, "meta nfproto ipv6")
+	}
 	if r.SAddr.IsValid() {
 		w = append(w, "ip saddr", prefixString(r.SAddr))
 	}
@@ -468,6 +562,9 @@ func (r Rule) String() string {
 	}
 	if r.IPsec {
 		w = append(w, "meta ipsec exists")
+	}
+	if r.NoIPsec {
+		w = append(w, "meta ipsec missing")
 	}
 	switch {
 	case r.Proto == "icmp" && r.ICMPType != "":
@@ -507,4 +604,34 @@ func (r Rule) String() string {
 		w = append(w, "comment", strconv.Quote(r.Comment))
 	}
 	return strings.Join(w, " ")
+}
+
+// Sysctl is one kernel setting: its path under /proc/sys and its value.
+type Sysctl struct{ Path, Value string }
+
+// ReversePathSysctls turn on strict reverse-path filtering (RFC 3704) for
+// IPv4, for all interfaces and by name for ifaces (the WAN and LAN): a
+// packet is dropped when the route back to its source does not leave
+// through the interface it came in on. The kernel uses the larger of
+// "all" and the interface's own value, so "all" alone would do; the
+// interfaces' own values say it where one looks, and "default" covers
+// interfaces made later (a LAN bridge).
+//
+// Strict (1), not loose (2), on every interface, the WAN included:
+// loose only asks for some route back, and the WAN's default route is a
+// route back for every address. IPsec needs no exception: the kernel
+// skips the check for packets with a secpath (fib_validate_source,
+// "Ignore rp_filter for packets protected by IPsec"), so the decrypted
+// packets from a tunnel's remote subnet pass; the ESP itself comes from
+// the peer, which the WAN routes to. DHCP is not affected either: the
+// WAN's client reads raw frames, and the LAN's clients ask from 0.0.0.0,
+// which the check leaves alone.
+func ReversePathSysctls(ifaces ...string) []Sysctl {
+	out := []Sysctl{{"net/ipv4/conf/all/rp_filter", "1"}, {"net/ipv4/conf/default/rp_filter", "1"}}
+	for _, i := range ifaces {
+		if i != "" {
+			out = append(out, Sysctl{"net/ipv4/conf/" + i + "/rp_filter", "1"})
+		}
+	}
+	return out
 }

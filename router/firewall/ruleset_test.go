@@ -96,7 +96,7 @@ func TestBuildPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ch := range rs.Chains {
-		if ch.Type == "filter" {
+		if ch.Type == "filter" && ch.Hook != "prerouting" {
 			if ch.Policy != "drop" {
 				t.Errorf("chain %s: policy %s, want drop", ch.Name, ch.Policy)
 			}
@@ -294,6 +294,20 @@ func TestExprs(t *testing.T) {
 	if m, c := ex[10].(*expr.Meta), ex[11].(*expr.Cmp); m.Key != 25 || c.Op != expr.CmpOpEq || !bytes.Equal(c.Data, []byte{1}) {
 		t.Errorf("ipsec match %+v %+v, want meta secpath (25) == 1", m, c)
 	}
+	ex, err = Rule{IIf: "eth0", IPv4: true, SAddr: netip.MustParsePrefix("192.168.2.0/24"), NoIPsec: true, Verdict: "drop"}.exprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, c := ex[7].(*expr.Meta), ex[8].(*expr.Cmp); m.Key != 25 || c.Op != expr.CmpOpEq || !bytes.Equal(c.Data, []byte{0}) {
+		t.Errorf("ipsec missing %+v %+v, want meta secpath (25) == 0", m, c)
+	}
+	ex, err = Rule{IIf: "br0", IPv6: true, Verdict: "accept"}.exprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ex[3].(*expr.Cmp); !bytes.Equal(c.Data, []byte{unix.NFPROTO_IPV6}) {
+		t.Errorf("nfproto ipv6 data %v", c.Data)
+	}
 	ex, err = Rule{IPv4: true, SAddr: netip.MustParsePrefix("203.0.113.2/32"), Proto: "esp", Verdict: "accept"}.exprs()
 	if err != nil {
 		t.Fatal(err)
@@ -317,6 +331,8 @@ func TestExprs(t *testing.T) {
 		{SAddr: netip.MustParsePrefix("10.0.0.0/8"), Verdict: "accept"},
 		{CTState: []string{"confused"}, Verdict: "accept"},
 		{Limit: &Limit{}, Verdict: "accept"},
+		{IPv4: true, IPv6: true, Verdict: "accept"},
+		{IPsec: true, NoIPsec: true, Verdict: "accept"},
 	} {
 		if _, err := bad.exprs(); err == nil {
 			t.Errorf("%q translated, want an error", bad)
@@ -364,5 +380,138 @@ func TestModulesInTheCatalog(t *testing.T) {
 			t.Errorf("%s comes earlier in catalog.RouterModules than in firewall.Modules: load order", m)
 		}
 		at = max(at, i)
+	}
+}
+
+// spoofDropped evaluates the antispoof chain of rs for an IPv4 packet from
+// src coming in on iif, decrypted by an SA or not: whether a rule drops it.
+func spoofDropped(t *testing.T, rs *Ruleset, iif string, src netip.Addr, ipsec bool) bool {
+	t.Helper()
+	for _, ch := range rs.Chains {
+		if ch.Name != "antispoof" {
+			continue
+		}
+		for _, r := range ch.Rules {
+			if (r.IIf == "" || r.IIf == iif) && r.SAddr.Contains(src) && !(r.IPsec && !ipsec) && !(r.NoIPsec && ipsec) && r.Verdict == "drop" {
+				return true
+			}
+		}
+		return false
+	}
+	t.Fatal("no antispoof chain")
+	return false
+}
+
+// The WAN's impossible sources are dropped before conntrack and counted;
+// the WAN's own network, the internet and decrypted tunnel traffic are
+// not.
+func TestBuildAntispoof(t *testing.T) {
+	rs, err := Build(tunnelSite(), "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := rs.Chains[0]
+	// Conntrack hooks prerouting at -200: the chain must come first so
+	// a forged packet creates no connection.
+	if ch.Name != "antispoof" || ch.Hook != "prerouting" || ch.Priority >= -200 || ch.Type != "filter" || ch.Policy != "accept" {
+		t.Fatalf("first chain %s: %s hook %s priority %d policy %s; want antispoof, filter at prerouting before conntrack, accepting the rest",
+			ch.Name, ch.Type, ch.Hook, ch.Priority, ch.Policy)
+	}
+	for _, r := range ch.Rules {
+		if r.IIf != "eth0" || r.Verdict != "drop" || r.Counter != CounterSpoofDrop {
+			t.Errorf("antispoof: %q, want drops on the WAN counted in %s", r, CounterSpoofDrop)
+		}
+	}
+	for _, src := range []string{"192.168.1.100", "192.168.1.1", "198.51.100.2", "127.0.0.1", "0.0.0.0", "0.1.2.3",
+		"169.254.1.1", "224.0.0.1", "239.255.255.250", "255.255.255.255", "240.0.0.1", "192.168.2.5", "10.3.4.5"} {
+		if !spoofDropped(t, rs, "eth0", netip.MustParseAddr(src), false) {
+			t.Errorf("%s on the WAN in the clear: not dropped", src)
+		}
+	}
+	for _, src := range []string{"198.51.100.1", "203.0.113.2", "8.8.8.8", "192.168.0.1", "10.0.0.1", "172.16.0.1", "100.64.0.1"} {
+		if spoofDropped(t, rs, "eth0", netip.MustParseAddr(src), false) {
+			t.Errorf("%s on the WAN: dropped, but it can be a real WAN source", src)
+		}
+	}
+	for _, src := range []string{"192.168.2.5", "10.3.4.5"} {
+		if spoofDropped(t, rs, "eth0", netip.MustParseAddr(src), true) {
+			t.Errorf("%s decrypted by the tunnel's SA: dropped", src)
+		}
+	}
+	if spoofDropped(t, rs, "br0", netip.MustParseAddr("192.168.1.100"), false) {
+		t.Error("the LAN's own addresses dropped on the LAN")
+	}
+
+	// A WAN behind a modem on an otherwise "impossible" network: the
+	// WAN's neighbours stay allowed.
+	s := baseSite()
+	s.WAN = site.WAN{Port: "wan", Address: "169.254.10.2/16", Gateway: "169.254.10.1"}
+	rs, err = Build(s, "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spoofDropped(t, rs, "eth0", netip.MustParseAddr("169.254.10.1"), false) {
+		t.Error("the static WAN's own network 169.254.0.0/16: its gateway dropped")
+	}
+	if !spoofDropped(t, rs, "eth0", netip.MustParseAddr("169.254.10.2"), false) || !spoofDropped(t, rs, "eth0", netip.MustParseAddr("127.0.0.1"), false) {
+		t.Error("with the WAN on 169.254/16: its own address or loopback no longer dropped")
+	}
+
+	// The remote subnet in the clear is dropped: a peer inside it would
+	// have its ESP dropped, so Build refuses it.
+	s = tunnelSite()
+	s.Tunnels = s.Tunnels[:1]
+	s.Tunnels[0].RemoteSubnet = "203.0.113.0/24"
+	if _, err := Build(s, "eth0", "br0", lanAddr); err == nil || !strings.Contains(err.Error(), "holds the peer") {
+		t.Errorf("peer inside the remote subnet: %v, want refused", err)
+	}
+}
+
+// Connection state lets a packet in only on the side the connection is
+// on: every accept in input and forward names its interfaces, and the
+// LAN's accepts name its addresses.
+func TestBuildStateTiedToInterfaces(t *testing.T) {
+	forwards := baseSite()
+	forwards.Firewall.PortForwards = []site.PortForward{{Proto: "tcp", Port: 8080, To: "192.168.1.10", ToPort: 80}}
+	for name, s := range map[string]*site.Site{"closed": baseSite(), "forwards": forwards, "tunnels": tunnelSite()} {
+		rs, err := Build(s, "eth0", "br0", lanAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range rs.Chains {
+			if ch.Hook != "input" && ch.Hook != "forward" {
+				continue
+			}
+			for _, r := range ch.Rules {
+				if r.Verdict != "accept" {
+					continue
+				}
+				switch {
+				case r.IIf == "":
+					t.Errorf("%s: %s: %q accepts from any interface", name, ch.Name, r)
+				case ch.Hook == "forward" && (r.OIf == "" || r.OIf == r.IIf):
+					t.Errorf("%s: forward: %q: want an in and a different out interface", name, r)
+				case r.IIf == "br0" && !r.IPv6 && !(r.SAddr == lanAddr.Masked() || r.SAddr.String() == "0.0.0.0/32" && r.Proto == "udp" && r.DPort == 67):
+					t.Errorf("%s: %s: %q accepts from the LAN without the LAN's addresses", name, ch.Name, r)
+				case len(r.CTState) > 0 && r.IIf != "eth0":
+					t.Errorf("%s: %s: %q: state accepted elsewhere than on the WAN", name, ch.Name, r)
+				}
+			}
+		}
+	}
+}
+
+func TestReversePathSysctls(t *testing.T) {
+	got := map[string]string{}
+	for _, s := range ReversePathSysctls("eth0", "br0", "") {
+		got[s.Path] = s.Value
+	}
+	for _, p := range []string{"all", "default", "eth0", "br0"} {
+		if v := got["net/ipv4/conf/"+p+"/rp_filter"]; v != "1" {
+			t.Errorf("rp_filter for %s = %q, want 1 (strict)", p, v)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("%d settings %v, want all, default and the two interfaces", len(got), got)
 	}
 }
