@@ -18,9 +18,17 @@ type cacheKey struct {
 }
 
 type entry struct {
+	seq     uint64 // its place in Forwarder.order
 	msg     []byte // the upstream's answer, packed
 	stored  time.Time
 	expires time.Time
+}
+
+// placed is a key's place in the eviction order: a key stored again
+// (after expiring) gets a new one, and its old place evicts nothing.
+type placed struct {
+	key cacheKey
+	seq uint64
 }
 
 // cached returns the answer for k and how long it has been kept (its
@@ -77,24 +85,24 @@ func (f *Forwarder) store(k cacheKey, m *dnsmessage.Message) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.cfg.Now()
-	if _, ok := f.cache[k]; ok {
-		f.drop(k)
-	} else {
-		f.order = append(f.order, k)
-	}
-	f.cache[k] = &entry{msg: b, stored: now, expires: now.Add(ttl)}
+	f.drop(k)
+	f.seq++
+	f.order = append(f.order, placed{k, f.seq})
+	f.cache[k] = &entry{seq: f.seq, msg: b, stored: now, expires: now.Add(ttl)}
 	f.cacheBytes += len(b)
 	for (len(f.cache) > f.cfg.CacheSize || f.cacheBytes > f.cfg.CacheBytes) && len(f.order) > 0 {
 		old := f.order[0]
 		f.order = f.order[1:]
-		f.drop(old)
+		if e := f.cache[old.key]; e != nil && e.seq == old.seq {
+			f.drop(old.key)
+		}
 	}
 	if len(f.order) > 2*f.cfg.CacheSize {
-		// Keys of expired entries pile up in order: compact it.
-		var keep []cacheKey
-		for _, k := range f.order {
-			if _, ok := f.cache[k]; ok {
-				keep = append(keep, k)
+		// Places of expired or replaced entries pile up: compact.
+		var keep []placed
+		for _, o := range f.order {
+			if e := f.cache[o.key]; e != nil && e.seq == o.seq {
+				keep = append(keep, o)
 			}
 		}
 		f.order = keep

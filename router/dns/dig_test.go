@@ -34,7 +34,7 @@ type scripted struct {
 }
 
 // listenBoth listens on UDP and TCP at one ephemeral port of 127.0.0.1.
-func listenBoth(t *testing.T) (net.PacketConn, net.Listener) {
+func listenBoth(t testing.TB) (net.PacketConn, net.Listener) {
 	t.Helper()
 	for range 20 {
 		l, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -132,7 +132,7 @@ func (s *scripted) respond(b []byte, tcp bool) []byte {
 	return out
 }
 
-func newScripted(t *testing.T, ttl uint32) *scripted {
+func newScripted(t testing.TB, ttl uint32) *scripted {
 	s := &scripted{ttl: ttl}
 	uc, l := listenBoth(t)
 	s.port = l.Addr().(*net.TCPAddr).Port

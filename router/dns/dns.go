@@ -93,7 +93,8 @@ type Forwarder struct {
 	mu         sync.Mutex
 	upstreams  []netip.AddrPort
 	cache      map[cacheKey]*entry
-	order      []cacheKey // insertion order, for eviction
+	order      []placed // oldest first, for eviction
+	seq        uint64
 	cacheBytes int
 
 	queries, hits, upstream, failures, upTCP, refused, malformed, local, tcpRejected atomic.Uint64

@@ -57,7 +57,7 @@ func (u *upstream) addr() netip.AddrPort {
 	return netip.MustParseAddrPort(u.conn.LocalAddr().String())
 }
 
-func mkQuery(t *testing.T, id uint16, name string) []byte {
+func mkQuery(t testing.TB, id uint16, name string) []byte {
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
 	b.StartQuestions()
 	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
