@@ -219,13 +219,19 @@ func FuzzAnswer(f *testing.F) {
 	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("seed.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
 	q, _ := b.Finish()
 	f.Add(q)
-	fw := New(Config{Allowed: lan(), Timeout: time.Millisecond}) // no upstream: never leaves the process
+	fw := New(Config{Allowed: lan(), Timeout: time.Millisecond, Domain: "lan", // no upstream: never leaves the process
+		Hosts: func() []Host {
+			return []Host{{"gw", netip.MustParseAddr("192.168.1.1")}, {"x\x00", netip.MustParseAddr("192.168.1.2")}}
+		}})
 	f.Fuzz(func(t *testing.T, m []byte) {
 		r := fw.Answer(context.Background(), m, lanClient)
 		if r != nil {
 			var p dnsmessage.Parser
 			if _, err := p.Start(r); err != nil {
 				t.Errorf("a reply that does not parse: %v", err)
+			}
+			if len(r) > ednsSize {
+				t.Errorf("a UDP reply of %d bytes, over %d", len(r), ednsSize)
 			}
 		}
 	})
