@@ -445,8 +445,11 @@ func TestDigLocalNames(t *testing.T) {
 			t.Errorf("dig %s: %s %v %v, want NXDOMAIN\n%s", name, r.status, r.flags, r.answers, r.out)
 		}
 	}
-	if r := dig(t, port, "laptop.home.arpa", "AAAA"); r.status != "NOERROR" || len(r.answers) != 0 {
-		t.Errorf("AAAA of a local name: %s %v, want no data", r.status, r.answers)
+	if r := dig(t, port, "laptop.home.arpa", "AAAA"); r.status != "NOERROR" || len(r.answers) != 0 || !strings.Contains(r.out, "home.arpa.\t\t10\tIN\tSOA") {
+		t.Errorf("AAAA of a local name: %s %v, want no data with the zone's SOA\n%s", r.status, r.answers, r.out)
+	}
+	if r := dig(t, port, "laptop", "AAAA"); r.status != "NOERROR" || len(r.answers) != 0 || strings.Contains(r.out, "SOA") {
+		t.Errorf("AAAA of a bare local name: %s %v, want no data, no SOA\n%s", r.status, r.answers, r.out)
 	}
 	if r := dig(t, port, "-x", "127.0.0.5"); r.status != "NOERROR" || len(r.answers) != 1 || r.answers[0].data != "laptop.home.arpa." {
 		t.Errorf("dig -x 127.0.0.5: %s %v\n%s", r.status, r.answers, r.out)
@@ -515,6 +518,7 @@ func TestTCPLimits(t *testing.T) {
 	if _, err := readTCP(c1); err == nil || time.Since(start) > 3*time.Second {
 		t.Errorf("an idle connection: %v after %v, want closed after ~300 ms", err, time.Since(start))
 	}
+	time.Sleep(200 * time.Millisecond) // c1's slot is given back just after its close
 	c2, c3 := dial(), dial()
 	time.Sleep(50 * time.Millisecond)
 	c4 := dial() // a third at once: closed at once

@@ -152,6 +152,11 @@ func (f *Forwarder) nodata(qu query) *dnsmessage.Message {
 	if strings.HasSuffix(strings.ToLower(qu.q.Name.String()), ".in-addr.arpa.") || zone == "" {
 		zone = "in-addr.arpa"
 	}
+	name := strings.ToLower(qu.q.Name.String())
+	if name != zone+"." && !strings.HasSuffix(name, "."+zone+".") {
+		// A bare name: no zone of ours holds it, so no SOA to show.
+		return &dnsmessage.Message{Header: dnsmessage.Header{Authoritative: true}}
+	}
 	zn, _ := dnsmessage.NewName(zone + ".")
 	mbox, _ := dnsmessage.NewName("hostmaster." + zone + ".")
 	return &dnsmessage.Message{Header: dnsmessage.Header{Authoritative: true},
