@@ -110,12 +110,13 @@ func (r *Router) startServices(ctx context.Context) []error {
 
 	// The LAN's DNS forwarder.
 	if lan.IsValid() && s.LAN.ForwarderOn() {
-		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: r.upstreams(), Logf: r.serviceLog()})
+		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: r.upstreams(), Logf: r.serviceLog(),
+			Domain: s.LAN.LocalDomain(), Hosts: r.lanHosts})
 		r.svc.mu.Lock()
 		r.svc.dns = fwd
 		r.svc.mu.Unlock()
 		addr := netip.AddrPortFrom(lan.Addr(), 53).String()
-		r.svc.set("dns", "forwarding on "+addr)
+		r.svc.set("dns", "forwarding on "+addr+" (UDP, TCP), local names in "+s.LAN.LocalDomain())
 		r.goService("dns", ctx, func(ctx context.Context) error { return fwd.ListenAndServe(ctx, []string{addr}) })
 	} else {
 		r.svc.set("dns", "off")
@@ -268,6 +269,7 @@ func (r *Router) serviceStatus(st *Status) {
 		st.Counters["dns_cache_hits"] = d.CacheHits
 		st.Counters["dns_upstream_failures"] = d.UpstreamFailures
 		st.Counters["dns_refused"] = d.Refused
+		st.Counters["dns_local"] = d.Local
 	}
 }
 

@@ -1,12 +1,15 @@
 // Package dns is the LAN's DNS forwarder: it answers LAN clients from the
 // WAN's resolvers (set at runtime, as the WAN's DHCP lease gives them),
-// caches answers for their TTL in a bounded table, and refuses anyone
-// outside the LAN so the router is not an open resolver.
+// caches answers in a bounded table and counts their TTLs down, answers
+// the LAN's own names (DHCP clients, the router) itself, and refuses
+// anyone outside the LAN so the router is not an open resolver. It
+// listens on UDP and TCP (RFC 7766).
 //
-// Messages are parsed with golang.org/x/net/dns/dnsmessage, only as far
-// as the question and the TTLs: the answer bytes are relayed as the
-// upstream sent them (with the client's ID). miekg/dns would do more and
-// cost the small boards' flash far more.
+// Messages are parsed with golang.org/x/net/dns/dnsmessage. Each reply is
+// rebuilt from the upstream's answer: the client's ID and question, TTLs
+// counted down, the client's EDNS (or none), and cut to the size the
+// client can take. miekg/dns would do more and cost the small boards'
+// flash far more.
 package dns
 
 import (
@@ -22,51 +25,79 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 )
 
+// Limits on what the forwarder holds, for a board with 32 MiB of RAM.
+const (
+	// maxConcurrent bounds the UDP queries being forwarded at once.
+	maxConcurrent = 32
+	// ednsSize is the UDP payload size offered to clients and upstreams
+	// (the 2020 DNS flag day's value: no IP fragmentation).
+	ednsSize = 1232
+	// noEDNSSize is what a client without EDNS can take over UDP.
+	noEDNSSize = 512
+	// maxTCPSize is the largest DNS message (its 2-byte length).
+	maxTCPSize = 65535
+)
+
 // Config sets a forwarder up.
 type Config struct {
 	// Allowed are the client networks answered (the LAN); others get
-	// REFUSED.
+	// REFUSED. Reverse names of their IPv4 addresses are answered
+	// locally (PTR from Hosts), never forwarded.
 	Allowed []netip.Prefix
 	// Upstreams are tried in order; SetUpstreams changes them.
 	Upstreams []netip.AddrPort
 	// Timeout bounds one upstream's answer; 0 means 2 s.
 	Timeout time.Duration
-	// CacheSize bounds the cache; 0 means 512 answers.
+	// CacheSize bounds the cache's answers; 0 means 512.
 	CacheSize int
+	// CacheBytes bounds the cache's bytes; 0 means 1 MiB.
+	CacheBytes int
 	// MaxTTL caps how long an answer is kept; 0 means 1 hour.
 	MaxTTL time.Duration
+	// Domain is the LAN's local domain ("lan"): its names are answered
+	// from Hosts, authoritatively, and never forwarded. Empty: none.
+	Domain string
+	// Hosts lists the LAN's names (DHCP clients, static leases, the
+	// router itself) when a local name is asked; on a name listed twice
+	// the first wins. Names that are not RFC 1123 labels are ignored.
+	Hosts func() []Host
+	// MaxTCP bounds the TCP connections open at once; 0 means 16.
+	MaxTCP int
+	// TCPIdle closes a TCP connection with no query for this long; 0
+	// means 10 s.
+	TCPIdle time.Duration
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Logf, when set, gets problems (no upstream answering).
 	Logf func(format string, args ...any)
 }
 
+// Host is one LAN name and its address.
+type Host struct {
+	Name string // a single label: "laptop"
+	Addr netip.Addr
+}
+
 // Stats are counters for the router's status.
 type Stats struct {
-	Queries, CacheHits, Upstream, UpstreamFailures, Refused, Malformed uint64
+	Queries, CacheHits, Upstream, UpstreamFailures, UpstreamTCP, Refused, Malformed, Local uint64
+	// TCPRejected are TCP connections closed at once: MaxTCP were open.
+	TCPRejected uint64
 }
 
 // Forwarder answers DNS queries.
 type Forwarder struct {
-	cfg Config
+	cfg    Config
+	domain string // lower case, no trailing dot
 
-	mu        sync.Mutex
-	upstreams []netip.AddrPort
-	cache     map[cacheKey]*entry
-	order     []cacheKey // insertion order, for eviction
+	mu         sync.Mutex
+	upstreams  []netip.AddrPort
+	cache      map[cacheKey]*entry
+	order      []placed // oldest first, for eviction
+	seq        uint64
+	cacheBytes int
 
-	queries, hits, upstream, failures, refused, malformed atomic.Uint64
-}
-
-type cacheKey struct {
-	name  string
-	typ   dnsmessage.Type
-	class dnsmessage.Class
-}
-
-type entry struct {
-	msg     []byte // the answer, ID zeroed
-	expires time.Time
+	queries, hits, upstream, failures, upTCP, refused, malformed, local, tcpRejected atomic.Uint64
 }
 
 // New makes a forwarder.
@@ -77,13 +108,22 @@ func New(cfg Config) *Forwarder {
 	if cfg.CacheSize == 0 {
 		cfg.CacheSize = 512
 	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 1 << 20
+	}
 	if cfg.MaxTTL == 0 {
 		cfg.MaxTTL = time.Hour
+	}
+	if cfg.MaxTCP == 0 {
+		cfg.MaxTCP = 16
+	}
+	if cfg.TCPIdle == 0 {
+		cfg.TCPIdle = 10 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	f := &Forwarder{cfg: cfg, cache: map[cacheKey]*entry{}}
+	f := &Forwarder{cfg: cfg, cache: map[cacheKey]*entry{}, domain: strings.Trim(strings.ToLower(cfg.Domain), ".")}
 	f.SetUpstreams(cfg.Upstreams)
 	return f
 }
@@ -96,34 +136,46 @@ func (f *Forwarder) SetUpstreams(u []netip.AddrPort) {
 	f.upstreams = append([]netip.AddrPort(nil), u...)
 	f.cache = map[cacheKey]*entry{}
 	f.order = nil
+	f.cacheBytes = 0
 }
 
 // Stats returns the counters.
 func (f *Forwarder) Stats() Stats {
 	return Stats{Queries: f.queries.Load(), CacheHits: f.hits.Load(), Upstream: f.upstream.Load(),
-		UpstreamFailures: f.failures.Load(), Refused: f.refused.Load(), Malformed: f.malformed.Load()}
+		UpstreamFailures: f.failures.Load(), UpstreamTCP: f.upTCP.Load(), Refused: f.refused.Load(),
+		Malformed: f.malformed.Load(), Local: f.local.Load(), TCPRejected: f.tcpRejected.Load()}
 }
 
-// ListenAndServe answers on UDP at each address ("192.168.1.1:53") until
-// ctx is done.
+// ListenAndServe answers on UDP and TCP at each address
+// ("192.168.1.1:53") until ctx is done.
 func (f *Forwarder) ListenAndServe(ctx context.Context, addrs []string) error {
-	var conns []net.PacketConn
+	var closers []func() error
+	var runs []func() error
+	fail := func(err error) error {
+		for _, c := range closers {
+			c()
+		}
+		return err
+	}
 	for _, a := range addrs {
 		c, err := net.ListenPacket("udp4", a)
 		if err != nil {
-			for _, c := range conns {
-				c.Close()
-			}
-			return err
+			return fail(err)
 		}
-		conns = append(conns, c)
+		closers = append(closers, c.Close)
+		l, err := net.Listen("tcp4", a)
+		if err != nil {
+			return fail(err)
+		}
+		closers = append(closers, l.Close)
+		runs = append(runs, func() error { return f.Serve(ctx, c) }, func() error { return f.ServeTCP(ctx, l) })
 	}
-	errs := make(chan error, len(conns))
-	for _, c := range conns {
-		go func(c net.PacketConn) { errs <- f.Serve(ctx, c) }(c)
+	errs := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() { errs <- run() }()
 	}
 	var first error
-	for range conns {
+	for range runs {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
@@ -131,10 +183,7 @@ func (f *Forwarder) ListenAndServe(ctx context.Context, addrs []string) error {
 	return first
 }
 
-// maxConcurrent bounds the queries being forwarded at once.
-const maxConcurrent = 32
-
-// Serve answers queries on c until ctx is done.
+// Serve answers UDP queries on c until ctx is done.
 func (f *Forwarder) Serve(ctx context.Context, c net.PacketConn) error {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
@@ -166,49 +215,107 @@ func (f *Forwarder) Serve(ctx context.Context, c net.PacketConn) error {
 	}
 }
 
-// Answer turns one query from a client into the reply to send, or nil
-// to drop it (malformed).
+// Answer turns one UDP query from a client into the reply to send, or
+// nil to drop it (malformed).
 func (f *Forwarder) Answer(ctx context.Context, q []byte, from net.Addr) []byte {
+	return f.reply(ctx, q, from, false)
+}
+
+// query is what a client asked, and how it can take the answer.
+type query struct {
+	h    dnsmessage.Header
+	q    dnsmessage.Question
+	edns bool
+	size int // the client's EDNS UDP size
+	do   bool
+}
+
+func parseQuery(m []byte) (query, bool) {
 	var p dnsmessage.Parser
-	h, err := p.Start(q)
+	h, err := p.Start(m)
 	if err != nil || h.Response {
-		f.malformed.Add(1)
-		return nil
+		return query{}, false
 	}
 	qs, err := p.AllQuestions()
 	if err != nil || len(qs) != 1 {
+		return query{}, false
+	}
+	qu := query{h: h, q: qs[0]}
+	if p.SkipAllAnswers() != nil || p.SkipAllAuthorities() != nil {
+		return qu, true
+	}
+	for {
+		rh, err := p.AdditionalHeader()
+		if err != nil {
+			break // done, or a broken additional section: answered without EDNS
+		}
+		if rh.Type == dnsmessage.TypeOPT {
+			qu.edns, qu.size, qu.do = true, int(rh.Class), rh.DNSSECAllowed()
+			break
+		}
+		if p.SkipAdditional() != nil {
+			break
+		}
+	}
+	return qu, true
+}
+
+// limit is the largest reply the client takes over UDP: 512 bytes
+// without EDNS, else its EDNS size within 512..ednsSize.
+func (qu query) limit() int {
+	if !qu.edns || qu.size < noEDNSSize {
+		return noEDNSSize
+	}
+	return min(qu.size, ednsSize)
+}
+
+func (f *Forwarder) reply(ctx context.Context, raw []byte, from net.Addr, tcp bool) []byte {
+	qu, ok := parseQuery(raw)
+	if !ok {
 		f.malformed.Add(1)
 		return nil
 	}
 	f.queries.Add(1)
+	limit := maxTCPSize
+	if !tcp {
+		limit = qu.limit()
+	}
 	if !f.allowed(from) {
 		f.refused.Add(1)
-		return errorReply(h, qs[0], dnsmessage.RCodeRefused)
+		return render(errorMsg(dnsmessage.RCodeRefused), qu, 0, limit)
 	}
-	key := cacheKey{strings.ToLower(qs[0].Name.String()), qs[0].Type, qs[0].Class}
-	if ans := f.cached(key); ans != nil {
+	if qu.h.OpCode != 0 {
+		return render(errorMsg(dnsmessage.RCodeNotImplemented), qu, 0, limit)
+	}
+	if m, ok := f.localAnswer(qu); ok {
+		f.local.Add(1)
+		return render(m, qu, 0, limit)
+	}
+	key := cacheKey{strings.ToLower(qu.q.Name.String()), qu.q.Type, qu.q.Class, qu.do, qu.h.CheckingDisabled}
+	if m, age, ok := f.cached(key); ok {
 		f.hits.Add(1)
-		return withID(ans, h.ID)
+		return render(m, qu, age, limit)
 	}
-	ans, ok := f.forward(ctx, q)
+	m, ok := f.forward(ctx, qu)
 	if !ok {
 		f.failures.Add(1)
-		return errorReply(h, qs[0], dnsmessage.RCodeServerFailure)
+		return render(errorMsg(dnsmessage.RCodeServerFailure), qu, 0, limit)
 	}
-	f.store(key, ans)
-	return withID(ans, h.ID)
+	f.store(key, m)
+	return render(m, qu, 0, limit)
 }
 
 func (f *Forwarder) allowed(from net.Addr) bool {
-	ua, ok := from.(*net.UDPAddr)
-	if !ok {
+	var ap netip.AddrPort
+	switch a := from.(type) {
+	case *net.UDPAddr:
+		ap = a.AddrPort()
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	default:
 		return false
 	}
-	a, ok := netip.AddrFromSlice(ua.IP)
-	if !ok {
-		return false
-	}
-	a = a.Unmap()
+	a := ap.Addr().Unmap()
 	for _, p := range f.cfg.Allowed {
 		if p.Contains(a) {
 			return true
@@ -217,161 +324,59 @@ func (f *Forwarder) allowed(from net.Addr) bool {
 	return false
 }
 
-// forward asks each upstream in turn; the first well-formed answer to
-// this question wins.
-func (f *Forwarder) forward(ctx context.Context, q []byte) ([]byte, bool) {
-	f.mu.Lock()
-	ups := append([]netip.AddrPort(nil), f.upstreams...)
-	f.mu.Unlock()
-	if len(ups) == 0 && f.cfg.Logf != nil {
-		f.cfg.Logf("dns: no upstream resolver yet (the WAN has none)")
-	}
-	for _, u := range ups {
-		f.upstream.Add(1)
-		ans, err := exchange(ctx, u, q, f.cfg.Timeout)
-		if err == nil {
-			return ans, true
-		}
-		if f.cfg.Logf != nil {
-			f.cfg.Logf("dns: upstream %s: %v", u, err)
-		}
-	}
-	return nil, false
+func errorMsg(rc dnsmessage.RCode) *dnsmessage.Message {
+	return &dnsmessage.Message{Header: dnsmessage.Header{RCode: rc}}
 }
 
-func exchange(ctx context.Context, u netip.AddrPort, q []byte, timeout time.Duration) ([]byte, error) {
-	var d net.Dialer
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := d.DialContext(ctx, "udp", u.String())
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	if _, err := c.Write(q); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, 4096)
-	for {
-		n, err := c.Read(buf)
-		if err != nil {
-			return nil, err
-		}
-		var p dnsmessage.Parser
-		h, err := p.Start(buf[:n])
-		// A reply to another question (spoofed, or late) is skipped.
-		if err != nil || !h.Response || h.ID != id(q) {
-			continue
-		}
-		return append([]byte(nil), buf[:n]...), nil
-	}
-}
-
-func id(m []byte) uint16 { return uint16(m[0])<<8 | uint16(m[1]) }
-
-func withID(m []byte, v uint16) []byte {
-	out := append([]byte(nil), m...)
-	out[0], out[1] = byte(v>>8), byte(v)
-	return out
-}
-
-func errorReply(h dnsmessage.Header, q dnsmessage.Question, rc dnsmessage.RCode) []byte {
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, OpCode: h.OpCode, RecursionDesired: h.RecursionDesired,
-		RecursionAvailable: true, RCode: rc})
-	b.StartQuestions()
-	b.Question(q)
-	out, err := b.Finish()
-	if err != nil {
-		return nil
-	}
-	return out
-}
-
-func (f *Forwarder) cached(k cacheKey) []byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e := f.cache[k]
-	if e == nil {
-		return nil
-	}
-	if !f.cfg.Now().Before(e.expires) {
-		delete(f.cache, k)
-		return nil
-	}
-	return e.msg
-}
-
-// store keeps an answer for its smallest TTL (capped); answers that are
-// errors (other than NXDOMAIN) or carry no TTL are not kept.
-func (f *Forwarder) store(k cacheKey, ans []byte) {
-	var p dnsmessage.Parser
-	h, err := p.Start(ans)
-	if err != nil || (h.RCode != dnsmessage.RCodeSuccess && h.RCode != dnsmessage.RCodeNameError) || h.Truncated {
-		return
-	}
-	if err := p.SkipAllQuestions(); err != nil {
-		return
-	}
-	ttl := f.cfg.MaxTTL
-	found := false
-	min := func(rh dnsmessage.ResourceHeader) {
-		found = true
-		if t := time.Duration(rh.TTL) * time.Second; t < ttl {
-			ttl = t
-		}
-	}
-	for {
-		rh, err := p.AnswerHeader()
-		if errors.Is(err, dnsmessage.ErrSectionDone) {
-			break
-		}
-		if err != nil {
-			return
-		}
-		min(rh)
-		if err := p.SkipAnswer(); err != nil {
-			return
-		}
-	}
-	// NXDOMAIN and empty answers carry their TTL in the SOA.
-	for {
-		rh, err := p.AuthorityHeader()
-		if errors.Is(err, dnsmessage.ErrSectionDone) {
-			break
-		}
-		if err != nil {
-			return
-		}
-		min(rh)
-		if err := p.SkipAuthority(); err != nil {
-			return
-		}
-	}
-	if !found || ttl <= 0 {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.cache[k]; !ok {
-		f.order = append(f.order, k)
-	}
-	f.cache[k] = &entry{msg: withID(ans, 0), expires: f.cfg.Now().Add(ttl)}
-	for len(f.cache) > f.cfg.CacheSize && len(f.order) > 0 {
-		old := f.order[0]
-		f.order = f.order[1:]
-		delete(f.cache, old)
-	}
-	if len(f.order) > 2*f.cfg.CacheSize {
-		// Keys of expired entries pile up in order: compact it.
-		var keep []cacheKey
-		for _, k := range f.order {
-			if _, ok := f.cache[k]; ok {
-				keep = append(keep, k)
+// render makes the reply to qu from m (an upstream's, the cache's or a
+// local answer, not changed): the client's ID, flags and question, TTLs
+// less age, an OPT record only when the client sent one, and, when the
+// whole does not fit in limit bytes, the question alone with TC set (the
+// client asks again over TCP).
+func render(m *dnsmessage.Message, qu query, age time.Duration, limit int) []byte {
+	out := dnsmessage.Message{Header: m.Header, Questions: []dnsmessage.Question{qu.q}}
+	out.ID = qu.h.ID
+	out.Response = true
+	out.OpCode = qu.h.OpCode
+	out.RecursionDesired = qu.h.RecursionDesired
+	out.RecursionAvailable = true
+	out.CheckingDisabled = qu.h.CheckingDisabled
+	out.Truncated = false
+	sub := uint32(age / time.Second)
+	count := func(rs []dnsmessage.Resource) []dnsmessage.Resource {
+		var o []dnsmessage.Resource
+		for _, r := range rs {
+			if r.Header.Type == dnsmessage.TypeOPT {
+				continue // the upstream's, not the client's
 			}
+			r.Header.TTL -= min(r.Header.TTL, sub)
+			o = append(o, r)
 		}
-		f.order = keep
+		return o
 	}
+	out.Answers = count(m.Answers)
+	out.Authorities = count(m.Authorities)
+	out.Additionals = count(m.Additionals)
+	var opt []dnsmessage.Resource
+	if qu.edns {
+		var rh dnsmessage.ResourceHeader
+		rh.Name = dnsmessage.MustNewName(".")
+		rh.SetEDNS0(ednsSize, dnsmessage.RCodeSuccess, qu.do)
+		opt = []dnsmessage.Resource{{Header: rh, Body: &dnsmessage.OPTResource{}}}
+		out.Additionals = append(out.Additionals, opt...)
+	}
+	b, err := out.Pack()
+	if err == nil && len(b) <= limit {
+		return b
+	}
+	out.Answers, out.Authorities, out.Additionals = nil, nil, opt
+	out.Truncated = err == nil
+	if err != nil {
+		out.RCode = dnsmessage.RCodeServerFailure
+	}
+	b, err = out.Pack()
+	if err != nil {
+		return nil
+	}
+	return b
 }

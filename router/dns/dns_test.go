@@ -57,7 +57,7 @@ func (u *upstream) addr() netip.AddrPort {
 	return netip.MustParseAddrPort(u.conn.LocalAddr().String())
 }
 
-func query(t *testing.T, id uint16, name string) []byte {
+func mkQuery(t testing.TB, id uint16, name string) []byte {
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
 	b.StartQuestions()
 	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
@@ -109,19 +109,19 @@ func TestForwardCacheAndExpiry(t *testing.T) {
 	up := newUpstream(t, 60)
 	clk := &clock{now: time.Unix(1700000000, 0)}
 	f := New(Config{Allowed: lan(), Upstreams: []netip.AddrPort{up.addr()}, Now: clk.Now})
-	id, rc, as := answer(t, f.Answer(ctxT(t), query(t, 0x1234, "example.test."), lanClient))
+	id, rc, as := answer(t, f.Answer(ctxT(t), mkQuery(t, 0x1234, "example.test."), lanClient))
 	if id != 0x1234 || rc != dnsmessage.RCodeSuccess || len(as) != 1 || as[0].String() != "198.51.100.7" {
 		t.Fatalf("first answer: id %x rcode %v %v", id, rc, as)
 	}
 	// Cached: the upstream is not asked again, and the reply carries the
 	// second client's ID.
-	id, _, as = answer(t, f.Answer(ctxT(t), query(t, 0x4321, "EXAMPLE.test."), lanClient))
+	id, _, as = answer(t, f.Answer(ctxT(t), mkQuery(t, 0x4321, "EXAMPLE.test."), lanClient))
 	if id != 0x4321 || len(as) != 1 || up.asked.Load() != 1 {
 		t.Errorf("second answer: id %x, %v, upstream asked %d times", id, as, up.asked.Load())
 	}
 	// After the TTL the answer is fetched again.
 	clk.add(61 * time.Second)
-	answer(t, f.Answer(ctxT(t), query(t, 1, "example.test."), lanClient))
+	answer(t, f.Answer(ctxT(t), mkQuery(t, 1, "example.test."), lanClient))
 	if up.asked.Load() != 2 {
 		t.Errorf("after the TTL the upstream was asked %d times, want 2", up.asked.Load())
 	}
@@ -139,16 +139,16 @@ func TestUpstreamFailover(t *testing.T) {
 	up := newUpstream(t, 60)
 	f := New(Config{Allowed: lan(), Timeout: 300 * time.Millisecond,
 		Upstreams: []netip.AddrPort{netip.MustParseAddrPort(dead.LocalAddr().String()), up.addr()}})
-	if _, rc, as := answer(t, f.Answer(ctxT(t), query(t, 7, "a.test."), lanClient)); rc != dnsmessage.RCodeSuccess || len(as) != 1 {
+	if _, rc, as := answer(t, f.Answer(ctxT(t), mkQuery(t, 7, "a.test."), lanClient)); rc != dnsmessage.RCodeSuccess || len(as) != 1 {
 		t.Errorf("with the first upstream dead: rcode %v %v", rc, as)
 	}
 	// No upstream answering: SERVFAIL, not silence.
 	f.SetUpstreams([]netip.AddrPort{netip.MustParseAddrPort(dead.LocalAddr().String())})
-	if _, rc, _ := answer(t, f.Answer(ctxT(t), query(t, 8, "b.test."), lanClient)); rc != dnsmessage.RCodeServerFailure {
+	if _, rc, _ := answer(t, f.Answer(ctxT(t), mkQuery(t, 8, "b.test."), lanClient)); rc != dnsmessage.RCodeServerFailure {
 		t.Errorf("all upstreams dead: rcode %v, want SERVFAIL", rc)
 	}
 	f.SetUpstreams(nil)
-	if _, rc, _ := answer(t, f.Answer(ctxT(t), query(t, 9, "c.test."), lanClient)); rc != dnsmessage.RCodeServerFailure {
+	if _, rc, _ := answer(t, f.Answer(ctxT(t), mkQuery(t, 9, "c.test."), lanClient)); rc != dnsmessage.RCodeServerFailure {
 		t.Errorf("no upstream: rcode %v, want SERVFAIL", rc)
 	}
 }
@@ -157,7 +157,7 @@ func TestNotAnOpenResolver(t *testing.T) {
 	up := newUpstream(t, 60)
 	f := New(Config{Allowed: lan(), Upstreams: []netip.AddrPort{up.addr()}})
 	wan := &net.UDPAddr{IP: net.IPv4(203, 0, 113, 9), Port: 53}
-	if _, rc, as := answer(t, f.Answer(ctxT(t), query(t, 1, "x.test."), wan)); rc != dnsmessage.RCodeRefused || len(as) != 0 {
+	if _, rc, as := answer(t, f.Answer(ctxT(t), mkQuery(t, 1, "x.test."), wan)); rc != dnsmessage.RCodeRefused || len(as) != 0 {
 		t.Errorf("a WAN client: rcode %v %v, want REFUSED", rc, as)
 	}
 	if up.asked.Load() != 0 {
@@ -182,7 +182,7 @@ func TestServe(t *testing.T) {
 	}
 	defer cl.Close()
 	cl.SetDeadline(time.Now().Add(5 * time.Second))
-	cl.Write(query(t, 42, "served.test."))
+	cl.Write(mkQuery(t, 42, "served.test."))
 	buf := make([]byte, 1500)
 	n, err := cl.Read(buf)
 	if err != nil {
@@ -201,7 +201,7 @@ func TestCacheBounded(t *testing.T) {
 	up := newUpstream(t, 600)
 	f := New(Config{Allowed: lan(), Upstreams: []netip.AddrPort{up.addr()}, CacheSize: 4})
 	for i := 0; i < 20; i++ {
-		f.Answer(ctxT(t), query(t, uint16(i), string(rune('a'+i))+".test."), lanClient)
+		f.Answer(ctxT(t), mkQuery(t, uint16(i), string(rune('a'+i))+".test."), lanClient)
 	}
 	f.mu.Lock()
 	n := len(f.cache)
@@ -219,13 +219,19 @@ func FuzzAnswer(f *testing.F) {
 	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("seed.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
 	q, _ := b.Finish()
 	f.Add(q)
-	fw := New(Config{Allowed: lan(), Timeout: time.Millisecond}) // no upstream: never leaves the process
+	fw := New(Config{Allowed: lan(), Timeout: time.Millisecond, Domain: "lan", // no upstream: never leaves the process
+		Hosts: func() []Host {
+			return []Host{{"gw", netip.MustParseAddr("192.168.1.1")}, {"x\x00", netip.MustParseAddr("192.168.1.2")}}
+		}})
 	f.Fuzz(func(t *testing.T, m []byte) {
 		r := fw.Answer(context.Background(), m, lanClient)
 		if r != nil {
 			var p dnsmessage.Parser
 			if _, err := p.Start(r); err != nil {
 				t.Errorf("a reply that does not parse: %v", err)
+			}
+			if len(r) > ednsSize {
+				t.Errorf("a UDP reply of %d bytes, over %d", len(r), ednsSize)
 			}
 		}
 	})
