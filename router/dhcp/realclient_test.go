@@ -1,0 +1,281 @@
+package dhcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/internal/lab/realclient"
+	"github.com/ocfw/ocfw/site"
+)
+
+// The real clients run on this host, each in a network namespace of its
+// own joined by a veth pair to the server's (package realclient): the
+// server is this package's Server, in-process, on its real sockets.
+
+// lab is a running server and the link its clients join.
+type lab struct {
+	t     *testing.T
+	link  *realclient.Link
+	srv   *Server
+	store *memStore
+	mu    sync.Mutex
+	logs  []string
+}
+
+const labNet = "192.168.7"
+
+// labSite is the site of the real-client tests: range .100-.150, a
+// static lease for macS at .50, lan.mtu 1400, domain home.example.
+func labSite() *site.Site {
+	return &site.Site{Kind: "site", Hostname: "gw", LAN: site.LAN{
+		Ports: []string{"lan1"}, Address: labNet + ".1/24", MTU: 1400, Domain: "home.example",
+		DHCP: site.DHCP{
+			Range:  []string{labNet + ".100", labNet + ".150"},
+			Lease:  "1h",
+			Static: []site.StaticLease{{MAC: macS, IP: labNet + ".50"}},
+		},
+	}}
+}
+
+// newLab starts the server of s (labSite when nil) in the link's
+// server namespace; it stops when t ends.
+func newLab(t *testing.T, s *site.Site, store *memStore) *lab {
+	t.Helper()
+	if s == nil {
+		s = labSite()
+	}
+	if store == nil {
+		store = &memStore{}
+	}
+	l := &lab{t: t, link: realclient.NewLink(t, string(s.LAN.Address)), store: store}
+	l.start(s)
+	return l
+}
+
+func (l *lab) start(s *site.Site) {
+	t := l.t
+	cfg, err := ServerConfigFromSite(s, l.link.ServerIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NTP = []netip.Addr{cfg.Address.Addr()}
+	cfg.Store = l.store
+	cfg.Log = func(f string, a ...any) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.logs = append(l.logs, fmt.Sprintf(f, a...))
+	}
+	srv, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.srv = srv
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.link.Server.Do(func() error { return srv.Serve(ctx) }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve returned %v, want context.Canceled", err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", l.log())
+		}
+	})
+}
+
+func (l *lab) log() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.logs, "\n")
+}
+
+// recorder is a client script that appends the environment it is run
+// with (after a "== <reason>" line) to a file, and puts a bound address
+// on the client's interface inside its namespace, as a real script
+// would, so that unicast renewals reach the client.
+type recorder struct{ script, file string }
+
+func newRecorder(t *testing.T, name, configure string) recorder {
+	dir := t.TempDir()
+	r := recorder{file: filepath.Join(dir, "env")}
+	// One file per run, renamed into place complete; named by the time
+	// so that they sort in order.
+	r.script = realclient.Script(t, name, fmt.Sprintf("REC=%q\nf=\"$REC.$(date +%%s%%N).$$\"\n{ echo \"== $1 $reason\"; env | sort; } > \"$f.tmp\"\nmv \"$f.tmp\" \"$f.ev\"\n%s\nexit 0\n", r.file, configure))
+	return r
+}
+
+// events are the recorded runs: each the reason line and its variables.
+func (r recorder) events() []map[string]string {
+	var out []map[string]string
+	for _, line := range strings.Split(r.all(), "\n") {
+		if strings.HasPrefix(line, "== ") {
+			out = append(out, map[string]string{"": strings.TrimSpace(line[3:])})
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok && len(out) > 0 {
+			out[len(out)-1][k] = v
+		}
+	}
+	return out
+}
+
+// all is every recorded run, oldest first.
+func (r recorder) all() string {
+	files, _ := filepath.Glob(r.file + ".*.ev")
+	sort.Strings(files)
+	var b strings.Builder
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// waitEvent waits for a recorded run whose reason line matches re and
+// returns its variables.
+func (r recorder) waitEvent(t *testing.T, re string, n int, timeout time.Duration) map[string]string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(timeout)
+	for {
+		var hits []map[string]string
+		for _, e := range r.events() {
+			if rx.MatchString(e[""]) {
+				hits = append(hits, e)
+			}
+		}
+		if len(hits) >= n {
+			return hits[n-1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %d× %q from the client script within %v; it recorded:\n%s", n, re, timeout, r.all())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+const udhcpcScript = `case "$1" in bound|renew) ip addr flush dev "$interface"; ip addr add "$ip/$mask" dev "$interface";; esac`
+
+// udhcpc runs busybox's DHCP client in the client namespace; extra are
+// added flags (-q to quit once bound).
+func (l *lab) udhcpc(mac string, extra ...string) (*realclient.Proc, recorder) {
+	t := l.t
+	bin := realclient.Need(t, "udhcpc")
+	rec := newRecorder(t, "udhcpc.script", udhcpcScript)
+	l.setMAC(mac)
+	args := append([]string{bin, "-f", "-n", "-i", l.link.ClientIf, "-s", rec.script, "-t", "5", "-T", "1", "-A", "1"}, extra...)
+	return realclient.Start(t, l.link.Client, realclient.Options{}, args...), rec
+}
+
+// dhclient runs ISC dhclient with its lease, pid and config files in
+// dir (a fresh one when ""), so that a second run finds the first's
+// lease (INIT-REBOOT).
+func (l *lab) dhclient(mac, dir, conf string) (*realclient.Proc, recorder, string) {
+	t := l.t
+	bin := realclient.Need(t, "dhclient")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	cf := filepath.Join(dir, "dhclient.conf")
+	if err := os.WriteFile(cf, []byte("request subnet-mask, routers, domain-name, domain-name-servers, interface-mtu, ntp-servers;\n"+conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(t, "dhclient-script", `case "$reason" in BOUND|RENEW|REBOOT) ip addr flush dev "$interface"; ip addr add "$new_ip_address/24" dev "$interface";; esac`)
+	l.setMAC(mac)
+	p := realclient.Start(t, l.link.Client, realclient.Options{}, bin, "-d", "-1", "-v",
+		"-cf", cf, "-sf", rec.script, "-lf", filepath.Join(dir, "leases"), "-pf", filepath.Join(dir, "pid"), l.link.ClientIf)
+	return p, rec, dir
+}
+
+// dhcpcd runs dhcpcd in the foreground with a config of its own, the
+// recorder as its only hook, and tmpfs over the directories it writes.
+func (l *lab) dhcpcd(mac string, extra ...string) (*realclient.Proc, recorder) {
+	t := l.t
+	bin := realclient.Need(t, "dhcpcd")
+	conf := filepath.Join(t.TempDir(), "dhcpcd.conf")
+	if err := os.WriteFile(conf, []byte("noarp\nnoipv4ll\nipv4only\noption domain_name, interface_mtu, ntp_servers\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(t, "dhcpcd.hook", "")
+	l.setMAC(mac)
+	args := append([]string{bin, "-f", conf, "-c", rec.script, "-4", "-B", "-1", "-d", "-t", "20"}, extra...)
+	args = append(args, l.link.ClientIf)
+	return realclient.Start(t, l.link.Client, realclient.Options{Tmpfs: []string{"/run/dhcpcd", "/var/lib/dhcpcd"}}, args...), rec
+}
+
+// setMAC gives the client's end the hardware address mac (clients
+// send it as chaddr) and clears its addresses.
+func (l *lab) setMAC(mac string) {
+	t := l.t
+	nl := l.link.Client.Netlink()
+	link, err := nl.LinkByName(l.link.ClientIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if link.Attrs().HardwareAddr.String() == mac {
+		return
+	}
+	if err := nl.LinkSetDown(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := nl.LinkSetHardwareAddr(link, hw(mac)); err != nil {
+		t.Fatal(err)
+	}
+	if err := nl.LinkSetUp(link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func udhcpcLeases(p *realclient.Proc) int {
+	return len(regexp.MustCompile(`lease of \S+ obtained`).FindAllString(p.Output(), -1))
+}
+
+var _ = syscall.SIGUSR1
+
+// udhcpc and dhclient get a lease of the range with the options a LAN
+// needs: router, DNS, domain (15), MTU (26, lan.mtu set), NTP (42).
+func TestRealClientsOptions(t *testing.T) {
+	l := newLab(t, nil, nil)
+	p, rec := l.udhcpc(macA, "-q")
+	if err := p.Wait(20 * time.Second); err != nil {
+		t.Fatalf("udhcpc: %v\n%s", err, p.Output())
+	}
+	e := rec.waitEvent(t, "^bound", 1, time.Second)
+	want := map[string]string{"router": labNet + ".1", "dns": labNet + ".1", "domain": "home.example",
+		"mtu": "1400", "ntpsrv": labNet + ".1", "subnet": "255.255.255.0", "serverid": labNet + ".1", "lease": "3600"}
+	for k, v := range want {
+		if strings.TrimSpace(e[k]) != v {
+			t.Errorf("udhcpc: %s=%q, want %q", k, e[k], v)
+		}
+	}
+	if !inRange(netip.MustParseAddr(e["ip"]), labNet+".100", labNet+".150") {
+		t.Errorf("udhcpc got %q, want an address of the range", e["ip"])
+	}
+
+	p2, rec2, _ := l.dhclient(macB, "", "")
+	e2 := rec2.waitEvent(t, "BOUND", 1, 20*time.Second)
+	want2 := map[string]string{"new_routers": labNet + ".1", "new_domain_name_servers": labNet + ".1",
+		"new_domain_name": "home.example", "new_interface_mtu": "1400", "new_ntp_servers": labNet + ".1",
+		"new_subnet_mask": "255.255.255.0", "new_dhcp_lease_time": "3600"}
+	for k, v := range want2 {
+		if e2[k] != v {
+			t.Errorf("dhclient: %s=%q, want %q", k, e2[k], v)
+		}
+	}
+	if e2["new_ip_address"] == e["ip"] || !inRange(netip.MustParseAddr(e2["new_ip_address"]), labNet+".100", labNet+".150") {
+		t.Errorf("dhclient got %q (udhcpc has %s)", e2["new_ip_address"], e["ip"])
+	}
+	_ = p2
+}
