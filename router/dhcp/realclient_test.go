@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,6 +18,9 @@ import (
 
 	"github.com/ocfw/ocfw/internal/lab/realclient"
 	"github.com/ocfw/ocfw/site"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // The real clients run on this host, each in a network namespace of its
@@ -242,7 +246,6 @@ func udhcpcLeases(p *realclient.Proc) int {
 	return len(regexp.MustCompile(`lease of \S+ obtained`).FindAllString(p.Output(), -1))
 }
 
-var _ = syscall.SIGUSR1
 
 // udhcpc and dhclient get a lease of the range with the options a LAN
 // needs: router, DNS, domain (15), MTU (26, lan.mtu set), NTP (42).
@@ -278,4 +281,55 @@ func TestRealClientsOptions(t *testing.T) {
 		t.Errorf("dhclient got %q (udhcpc has %s)", e2["new_ip_address"], e["ip"])
 	}
 	_ = p2
+}
+
+// A unicast renewal is answered to the client's hardware address even
+// when the server's kernel still points the address at another MAC (its
+// previous owner): udhcpc renews (SIGUSR1) and gets its ACK. The client
+// knows the server's MAC already (as after earlier traffic), so no ARP
+// of its own corrects the stale entry.
+func TestRealRenewPastStaleNeighbour(t *testing.T) {
+	l := newLab(t, nil, nil)
+	p, rec := l.udhcpc(macA)
+	e := rec.waitEvent(t, "^bound", 1, 20*time.Second)
+	addr := e["ip"]
+	srvLink, err := l.link.Server.Netlink().LinkByName(l.link.ServerIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliLink, err := l.link.Client.Netlink().LinkByName(l.link.ClientIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.link.Client.Netlink().NeighSet(&netlink.Neigh{LinkIndex: cliLink.Attrs().Index, Family: unix.AF_INET,
+		State: netlink.NUD_PERMANENT, IP: net.ParseIP(labNet + ".1"), HardwareAddr: srvLink.Attrs().HardwareAddr}); err != nil {
+		t.Fatal(err)
+	}
+	// The previous owner of the address, gone from the LAN.
+	if err := l.link.Server.Netlink().NeighSet(&netlink.Neigh{LinkIndex: srvLink.Attrs().Index, Family: unix.AF_INET,
+		State: netlink.NUD_REACHABLE, IP: net.ParseIP(addr), HardwareAddr: hw("02:00:00:00:00:99")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	renew := regexp.MustCompile(`lease of ` + regexp.QuoteMeta(addr) + ` obtained`)
+	if !p.WaitFor(renew, 2, 4*time.Second) {
+		t.Fatalf("udhcpc's unicast renewal got no ACK within 4 s:\n%s", p.Output())
+	}
+	// Unanswered, udhcpc falls back to a broadcast after a second
+	// (-T 1), which the server answers by broadcast: that must not be
+	// how it got the lease.
+	if out := p.Output(); !strings.Contains(out, "sending renew to server") || strings.Contains(out, "broadcasting renew") {
+		t.Errorf("udhcpc's unicast renewal went unanswered:\n%s", out)
+	}
+	ns, err := l.link.Server.Netlink().NeighList(srvLink.Attrs().Index, unix.AF_INET)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		if n.IP.String() == addr && n.HardwareAddr.String() != macA {
+			t.Errorf("the server's neighbour entry for %s is %s, want %s", addr, n.HardwareAddr, macA)
+		}
+	}
 }
