@@ -214,7 +214,7 @@ func (l *lab) dhcpcd(mac string, extra ...string) (*realclient.Proc, recorder) {
 	}
 	rec := newRecorder(t, "dhcpcd.hook", "")
 	l.setMAC(mac)
-	args := append([]string{bin, "-f", conf, "-c", rec.script, "-4", "-B", "-1", "-d", "-t", "20"}, extra...)
+	args := append([]string{bin, "-f", conf, "-c", rec.script, "-4", "-B", "-1", "-d", "-t", "8"}, extra...)
 	args = append(args, l.link.ClientIf)
 	return realclient.Start(t, l.link.Client, realclient.Options{Tmpfs: []string{"/run/dhcpcd", "/var/lib/dhcpcd"}}, args...), rec
 }
@@ -331,5 +331,44 @@ func TestRealRenewPastStaleNeighbour(t *testing.T) {
 		if n.IP.String() == addr && n.HardwareAddr.String() != macA {
 			t.Errorf("the server's neighbour entry for %s is %s, want %s", addr, n.HardwareAddr, macA)
 		}
+	}
+}
+
+// dhcpcd in INFORM mode (a host with a static address asking for the
+// options) accepts the server's ACK: ciaddr echoed, no lease.
+func TestRealDhcpcdInform(t *testing.T) {
+	l := newLab(t, nil, nil)
+	l.setMAC(macB)
+	// The host's static address, configured as its owner would.
+	if err := l.link.Client.AddAddr(l.link.ClientIf, labNet+".60/24"); err != nil {
+		t.Fatal(err)
+	}
+	p, rec := l.dhcpcd(macB, "-s", labNet+".60/24")
+	e := rec.waitEvent(t, "INFORM", 1, 20*time.Second)
+	if e["new_ip_address"] != labNet+".60" || e["new_domain_name"] != "home.example" || e["new_routers"] != labNet+".1" {
+		t.Errorf("dhcpcd's INFORM: address %q, domain %q, routers %q", e["new_ip_address"], e["new_domain_name"], e["new_routers"])
+	}
+	if strings.Contains(p.Output(), "reject") {
+		t.Errorf("dhcpcd rejected an answer:\n%s", p.Output())
+	}
+	if ls := l.srv.Leases(); len(ls) != 0 {
+		t.Errorf("an INFORM made leases %v", ls)
+	}
+}
+
+// dhcpcd gets a lease with the options.
+func TestRealDhcpcdLease(t *testing.T) {
+	l := newLab(t, nil, nil)
+	_, rec := l.dhcpcd(macB)
+	e := rec.waitEvent(t, "BOUND", 1, 20*time.Second)
+	want := map[string]string{"new_routers": labNet + ".1", "new_domain_name_servers": labNet + ".1",
+		"new_domain_name": "home.example", "new_interface_mtu": "1400", "new_ntp_servers": labNet + ".1"}
+	for k, v := range want {
+		if e[k] != v {
+			t.Errorf("dhcpcd: %s=%q, want %q", k, e[k], v)
+		}
+	}
+	if !inRange(netip.MustParseAddr(e["new_ip_address"]), labNet+".100", labNet+".150") {
+		t.Errorf("dhcpcd got %q", e["new_ip_address"])
 	}
 }

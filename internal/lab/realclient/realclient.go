@@ -126,7 +126,7 @@ func Start(t testing.TB, ns *netns.NS, opts Options, argv ...string) *Proc {
 		unshare := Need(t, "unshare")
 		script := ""
 		for _, d := range opts.Tmpfs {
-			script += fmt.Sprintf("mkdir -p %q && mount -t tmpfs ocfw-test %q && ", d, d)
+			script += fmt.Sprintf("mkdir -p %q && mount -t tmpfs -o mode=0755 ocfw-test %q && ", d, d)
 		}
 		script += `exec "$@"`
 		args = append(args, unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh")
