@@ -67,7 +67,7 @@ const DefaultMaxLeases = 1024
 // lease document shares the card's 64 KiB state record with the SSH host
 // keys, the policy, the boot number and the report index, and a LAN
 // full of clients (or one client with many MACs) must never crowd them
-// out. A lease is at most about 210 bytes of JSON (a 63-byte name, see
+// out. A lease is at most about 175 bytes of JSON (a 63-byte name, see
 // MaxHostname), so 64 of them stay within LeaseDocBudget; the pool keeps
 // serving more in RAM, and only the most recent 64 come back after a
 // reboot.

@@ -372,3 +372,57 @@ func TestRealDhcpcdLease(t *testing.T) {
 		t.Errorf("dhcpcd got %q", e["new_ip_address"])
 	}
 }
+
+// evilName is the host name of issue 20's probe: a terminal title, a
+// screen clear and a forged log line.
+const evilName = "evil\x1b]0;PWNED\a\x1b[2J...\r\nocfw: ssh: root logged in from 6.6.6.6"
+
+// A client whose host name carries escape sequences and a forged log
+// line gets its lease, but the name reaches neither the lease list (the
+// status page, `ocf net`, DNS) nor the log except quoted; a plain name
+// in capitals is kept lower-cased.
+func TestRealHostileHostname(t *testing.T) {
+	l := newLab(t, nil, nil)
+	p, _ := l.udhcpc(macA, "-q", "-x", "hostname:"+evilName)
+	if err := p.Wait(20 * time.Second); err != nil {
+		t.Fatalf("udhcpc: %v\n%s", err, p.Output())
+	}
+	_, rec, _ := l.dhclient(macB, "", `send host-name "evil\033]0;PWNED\007\033[2J\r\nocfw: ssh: root logged in from 6.6.6.6";`+"\n")
+	rec.waitEvent(t, "BOUND", 1, 20*time.Second)
+	p3, _ := l.udhcpc("52:54:00:00:00:0c", "-q", "-x", "hostname:"+strings.Repeat("x", 255))
+	if err := p3.Wait(20 * time.Second); err != nil {
+		t.Fatalf("udhcpc: %v\n%s", err, p3.Output())
+	}
+	p4, _ := l.udhcpc("52:54:00:00:00:0d", "-q", "-x", "hostname:Laptop-2")
+	if err := p4.Wait(20 * time.Second); err != nil {
+		t.Fatalf("udhcpc: %v\n%s", err, p4.Output())
+	}
+
+	ls := l.srv.Leases()
+	if len(ls) != 4 {
+		t.Fatalf("leases %v, want 4", ls)
+	}
+	for _, le := range ls {
+		want := ""
+		if le.MAC == "52:54:00:00:00:0d" {
+			want = "laptop-2"
+		}
+		if le.Hostname != want {
+			t.Errorf("lease %s keeps host name %q, want %q", le.MAC, le.Hostname, want)
+		}
+	}
+	log := l.log()
+	if strings.ContainsAny(log, "\x1b\a\r") || strings.Contains(log, "\nocfw: ssh") {
+		t.Errorf("the log carries the client's control characters or forged line:\n%q", log)
+	}
+	for _, mac := range []string{macA, macB} {
+		// (udhcpc's -x cuts the name at its first space.)
+		re := regexp.MustCompile(`lease \S+ to ` + mac + ` \(-\) for 1h; host name "evil\\x1b\]0;PWNED\\a\\x1b\[2J(\.\.\.)?\\r\\nocfw:[^"]*" dropped`)
+		if !re.MatchString(log) {
+			t.Errorf("the log does not say, quoted, that %s's name was dropped:\n%s", mac, log)
+		}
+	}
+	if !strings.Contains(log, `host name "xxxxxxxx`) || strings.Contains(log, strings.Repeat("x", 65)) {
+		t.Errorf("the 255-byte name is not logged cut short:\n%s", log)
+	}
+}
