@@ -2,8 +2,10 @@ package dhcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -19,6 +21,8 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/realclient"
 	"github.com/ocfw/ocfw/site"
 
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -424,5 +428,233 @@ func TestRealHostileHostname(t *testing.T) {
 	}
 	if !strings.Contains(log, `host name "xxxxxxxx`) || strings.Contains(log, strings.Repeat("x", 65)) {
 		t.Errorf("the 255-byte name is not logged cut short:\n%s", log)
+	}
+}
+
+// scripted is a DHCP client of this test's own, for what no real
+// client does: hundreds of MACs, malformed packets. Its socket is in the
+// client namespace, bound to the interface.
+type scripted struct {
+	t    *testing.T
+	conn net.PacketConn
+}
+
+func (l *lab) scripted() *scripted {
+	t := l.t
+	var conn net.PacketConn
+	err := l.link.Client.Do(func() (err error) {
+		conn, err = server4.NewIPv4UDPConn(l.link.ClientIf, &net.UDPAddr{Port: dhcpv4.ClientPort})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &scripted{t: t, conn: conn}
+}
+
+var toServer = &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort}
+
+func (c *scripted) send(b []byte) {
+	if _, err := c.conn.WriteTo(b, toServer); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// exchange sends m and returns the reply of type want with m's
+// transaction ID, or nil when none comes within timeout.
+func (c *scripted) exchange(m *dhcpv4.DHCPv4, want dhcpv4.MessageType, timeout time.Duration) *dhcpv4.DHCPv4 {
+	c.send(m.ToBytes())
+	buf := make([]byte, 1500)
+	deadline := time.Now().Add(timeout)
+	for {
+		c.conn.SetReadDeadline(deadline)
+		n, _, err := c.conn.ReadFrom(buf)
+		if err != nil {
+			return nil
+		}
+		r, err := dhcpv4.FromBytes(buf[:n])
+		if err == nil && r.TransactionID == m.TransactionID && r.MessageType() == want {
+			return r
+		}
+	}
+}
+
+// lease runs DISCOVER-OFFER-REQUEST-ACK for mac: the address, or an
+// invalid one when the server offered none.
+func (c *scripted) lease(mac string, hostname string) netip.Addr {
+	d, err := dhcpv4.NewDiscovery(hw(mac), dhcpv4.WithBroadcast(true))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if hostname != "" {
+		d.UpdateOption(dhcpv4.OptHostName(hostname))
+	}
+	// One DISCOVER: a flood's clients do not retry; the veth answers in
+	// well under a millisecond.
+	offer := c.exchange(d, dhcpv4.MessageTypeOffer, 100*time.Millisecond)
+	if offer == nil {
+		return netip.Addr{}
+	}
+	req, err := dhcpv4.NewRequestFromOffer(offer, dhcpv4.WithBroadcast(true))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if hostname != "" {
+		req.UpdateOption(dhcpv4.OptHostName(hostname))
+	}
+	ack := c.exchange(req, dhcpv4.MessageTypeAck, time.Second)
+	if ack == nil {
+		c.t.Fatalf("%s: offered %v, no ACK", mac, offer.YourIPAddr)
+	}
+	a, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
+	return a
+}
+
+// A flood of 250 clients (distinct MACs, 255-byte host names) exhausts
+// the 51-address range without harm: each address goes to one client,
+// the rest get no offer, the stored lease document stays small, and the
+// server still serves a static client (dhcpcd) and a flooder's renewal.
+func TestRealFloodExhaustsPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 25 s: 199 clients wait for an offer that does not come")
+	}
+	l := newLab(t, nil, nil)
+	c := l.scripted()
+	got := map[netip.Addr]string{}
+	none := 0
+	long := strings.Repeat("n", 255)
+	for i := 0; i < 250; i++ {
+		mac := fmt.Sprintf("02:f1:00:00:%02x:%02x", i>>8, i&0xff)
+		a := c.lease(mac, long)
+		if !a.IsValid() {
+			none++
+			continue
+		}
+		if other, dup := got[a]; dup {
+			t.Errorf("%v given to %s and %s", a, other, mac)
+		}
+		got[a] = mac
+	}
+	if len(got) != 51 || none != 199 {
+		t.Errorf("%d clients got addresses, %d none; want 51 and 199", len(got), none)
+	}
+	b, _ := json.Marshal(l.store.leases)
+	if len(b) > LeaseDocBudget {
+		t.Errorf("the stored leases take %d bytes, over the %d-byte budget", len(b), LeaseDocBudget)
+	}
+	// Still serving: the static client, and a flooder coming back.
+	_, rec := l.dhcpcd(macS)
+	if e := rec.waitEvent(t, "BOUND", 1, 20*time.Second); e["new_ip_address"] != labNet+".50" {
+		t.Errorf("the static client got %q, want %s.50", e["new_ip_address"], labNet)
+	}
+	if a := c.lease("02:f1:00:00:00:07", ""); got[a] != "02:f1:00:00:00:07" {
+		t.Errorf("a flooder coming back got %v, it had %v", a, got)
+	}
+	// A new client finds the pool full: udhcpc gives up (-n), no crash.
+	p, _ := l.udhcpc(macA, "-q")
+	if err := p.Wait(20 * time.Second); err == nil {
+		t.Errorf("udhcpc got a lease from a full pool:\n%s", p.Output())
+	}
+}
+
+// A few hundred malformed packets (random bytes, truncated and
+// corrupted DHCP messages) leave the server running and answering.
+func TestRealMalformedPackets(t *testing.T) {
+	l := newLab(t, nil, nil)
+	c := l.scripted()
+	rng := rand.New(rand.NewPCG(20, 20))
+	d, _ := dhcpv4.NewDiscovery(hw(macB), dhcpv4.WithOption(dhcpv4.OptHostName("bad")))
+	good := d.ToBytes()
+	for i := 0; i < 400; i++ {
+		var b []byte
+		switch i % 4 {
+		case 0: // random bytes of random length
+			b = make([]byte, rng.IntN(600))
+			for j := range b {
+				b[j] = byte(rng.UintN(256))
+			}
+		case 1: // a DISCOVER cut short
+			b = append([]byte(nil), good[:rng.IntN(len(good))]...)
+		case 2: // a DISCOVER with bytes flipped (options included)
+			b = append([]byte(nil), good...)
+			for k := 0; k < 8; k++ {
+				b[rng.IntN(len(b))] ^= byte(1 + rng.UintN(255))
+			}
+		case 3: // an option claiming more bytes than there are
+			b = append(append([]byte(nil), good[:240]...), 12, 255, 'x', 'y')
+		}
+		c.send(b)
+	}
+	// The server drains what its socket buffer kept of the burst.
+	time.Sleep(500 * time.Millisecond)
+	if a := c.lease(macB, ""); !a.IsValid() {
+		t.Fatalf("no lease after the malformed packets")
+	}
+	p, rec := l.udhcpc(macA, "-q")
+	if err := p.Wait(20 * time.Second); err != nil {
+		t.Fatalf("udhcpc after the malformed packets: %v\n%s", err, p.Output())
+	}
+	rec.waitEvent(t, "^bound", 1, time.Second)
+}
+
+// The life of a lease with the three real clients: dhclient comes back
+// after a reboot to its address (INIT-REBOOT, from its lease file),
+// udhcpc renews by unicast and releases, dhcpcd on a static
+// reservation gets its fixed address.
+func TestRealLeaseLifecycle(t *testing.T) {
+	l := newLab(t, nil, nil)
+	dh, rec, dir := l.dhclient(macA, "", "")
+	first := rec.waitEvent(t, "BOUND", 1, 20*time.Second)["new_ip_address"]
+	// dhclient writes its lease file after the script has run.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(dir, "leases")); strings.Contains(string(b), "fixed-address "+first+";") {
+			break
+		}
+	}
+	dh.Signal(syscall.SIGKILL) // a power cut: no release
+	dh.Wait(5 * time.Second)
+	dh2, rec2, _ := l.dhclient(macA, dir, "")
+	if e := rec2.waitEvent(t, "REBOOT", 1, 20*time.Second); e["new_ip_address"] != first {
+		t.Errorf("dhclient came back to %q, had %q", e["new_ip_address"], first)
+	}
+	if strings.Contains(dh2.Output(), "DHCPDISCOVER") {
+		t.Errorf("dhclient did not reboot into its lease:\n%s", dh2.Output())
+	}
+	dh2.Signal(syscall.SIGKILL)
+	dh2.Wait(5 * time.Second)
+
+	p, urec := l.udhcpc(macB)
+	addr := urec.waitEvent(t, "^bound", 1, 20*time.Second)["ip"]
+	p.Signal(syscall.SIGUSR1)
+	if !p.WaitFor(regexp.MustCompile(`lease of `+regexp.QuoteMeta(addr)+` obtained`), 2, 5*time.Second) {
+		t.Errorf("udhcpc's renewal got no ACK:\n%s", p.Output())
+	}
+	p.Signal(syscall.SIGUSR2)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(l.log(), "dhcp: "+macB+" released "+addr) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(l.log(), "dhcp: "+macB+" released "+addr) {
+		t.Errorf("the server did not log udhcpc's release:\n%s", l.log())
+	}
+	for _, le := range l.srv.Leases() {
+		if le.MAC == macB {
+			t.Errorf("released lease still active: %+v", le)
+		}
+	}
+	p.Signal(syscall.SIGKILL)
+	p.Wait(5 * time.Second)
+
+	_, drec := l.dhcpcd(macS)
+	if e := drec.waitEvent(t, "BOUND", 1, 20*time.Second); e["new_ip_address"] != labNet+".50" {
+		t.Errorf("the static client got %q, want %s.50", e["new_ip_address"], labNet)
+	}
+	var st []string
+	for _, le := range l.srv.Leases() {
+		st = append(st, fmt.Sprintf("%s %s static=%v", le.IP, le.MAC, le.Static))
+	}
+	if want := []string{labNet + ".50 " + macS + " static=true", first + " " + macA + " static=false"}; fmt.Sprint(st) != fmt.Sprint(want) {
+		t.Errorf("leases %v, want %v", st, want)
 	}
 }
