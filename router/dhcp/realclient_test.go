@@ -250,7 +250,6 @@ func udhcpcLeases(p *realclient.Proc) int {
 	return len(regexp.MustCompile(`lease of \S+ obtained`).FindAllString(p.Output(), -1))
 }
 
-
 // udhcpc and dhclient get a lease of the range with the options a LAN
 // needs: router, DNS, domain (15), MTU (26, lan.mtu set), NTP (42).
 func TestRealClientsOptions(t *testing.T) {

@@ -121,7 +121,8 @@ func Start(t testing.TB, ns *netns.NS, opts Options, argv ...string) *Proc {
 	}
 	nsFile := os.NewFile(uintptr(fd), "netns "+ns.Name)
 	defer nsFile.Close()
-	args := []string{"--net=/proc/self/fd/3", "--"}
+	// (nsenter's -n takes its file attached.)
+	args := []string{"-n/proc/self/fd/3", "--"}
 	if len(opts.Tmpfs) > 0 {
 		unshare := Need(t, "unshare")
 		script := ""
@@ -129,7 +130,8 @@ func Start(t testing.TB, ns *netns.NS, opts Options, argv ...string) *Proc {
 			script += fmt.Sprintf("mkdir -p %q && mount -t tmpfs -o mode=0755 ocfw-test %q && ", d, d)
 		}
 		script += `exec "$@"`
-		args = append(args, unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh")
+		// unshare -m makes the new mounts private: the host sees none.
+		args = append(args, unshare, "-m", "/bin/sh", "-c", script, "sh")
 	}
 	args = append(args, argv...)
 	p := &Proc{Name: filepath.Base(argv[0]), done: make(chan struct{})}
