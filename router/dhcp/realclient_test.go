@@ -220,7 +220,7 @@ func (l *lab) dhcpcd(mac string, extra ...string) (*realclient.Proc, recorder) {
 	l.setMAC(mac)
 	args := append([]string{bin, "-f", conf, "-c", rec.script, "-4", "-B", "-1", "-d", "-t", "8"}, extra...)
 	args = append(args, l.link.ClientIf)
-	return realclient.Start(t, l.link.Client, realclient.Options{Tmpfs: []string{"/run/dhcpcd", "/var/lib/dhcpcd"}}, args...), rec
+	return realclient.Start(t, l.link.Client, realclient.Options{Tmpfs: []string{"/run", "/var/lib/dhcpcd"}}, args...), rec
 }
 
 // setMAC gives the client's end the hardware address mac (clients

@@ -82,7 +82,8 @@ func NewLink(t testing.TB, serverAddr string) *Link {
 type Options struct {
 	// Tmpfs are directories that get an empty tmpfs in a mount
 	// namespace of the program's own, for programs whose state paths
-	// cannot be set (dhcpcd's /run/dhcpcd and /var/lib/dhcpcd).
+	// cannot be set (dhcpcd's /run and /var/lib/dhcpcd). They must
+	// exist.
 	Tmpfs []string
 	// Env is added to the test's environment.
 	Env []string
@@ -127,7 +128,8 @@ func Start(t testing.TB, ns *netns.NS, opts Options, argv ...string) *Proc {
 		unshare := Need(t, "unshare")
 		script := ""
 		for _, d := range opts.Tmpfs {
-			script += fmt.Sprintf("mkdir -p %q && mount -t tmpfs -o mode=0755 ocfw-test %q && ", d, d)
+			// No mkdir: that would create the directory on the host.
+			script += fmt.Sprintf("mount -t tmpfs -o mode=0755 ocfw-test %q && ", d)
 		}
 		script += `exec "$@"`
 		// unshare -m makes the new mounts private: the host sees none.
