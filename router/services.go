@@ -391,6 +391,8 @@ func (r *Router) startDHCP(ctx context.Context) []error {
 		return append(errs, err)
 	}
 	cfg.Log = r.serviceLog()
+	// The router answers SNTP on its LAN address (router/ntp).
+	cfg.NTP = []netip.Addr{cfg.Address.Addr()}
 	if r.cfg.Values != nil {
 		cfg.Store = valueLeases{r.cfg.Values}
 	} else {
