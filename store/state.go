@@ -128,7 +128,7 @@ func Load(read ReadFileFunc) (*Contents, error) {
 		// Only the first write ever reaches one copy alone: a cut
 		// during it loses at most boot 1's number, which never had a
 		// report named (naming it takes a second write).
-		c.Problems = append(c.Problems, fmt.Sprintf("%s: the first state record is torn or damaged (%v), the other copy was never written: the store starts afresh (a power cut during the first boot's first write leaves this)", bad[0].name, bad[0].err))
+		c.Notes = append(c.Notes, fmt.Sprintf("%s: the first state record is torn or damaged (%v), the other copy was never written: the store starts afresh (a power cut during the first boot's first write leaves this)", bad[0].name, bad[0].err))
 	default:
 		c.Lost = true
 		var why []string

@@ -198,6 +198,9 @@ func (f *reportFlags) read(w io.Writer, src string) ([]reportSource, error) {
 	for _, n := range st.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
+	for _, p := range st.Problems {
+		fmt.Fprintf(w, "  problem: %s\n", p)
+	}
 	kept := make([]*report.Report, len(reps))
 	for i, r := range reps {
 		kept[i] = r.Report
