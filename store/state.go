@@ -197,7 +197,9 @@ func adoptSlots(read ReadFileFunc, c *Contents) []Slot {
 		if err != nil {
 			continue
 		}
-		js := bytes.TrimRight(b, " \n")
+		// The slot is the report, spaces, and a newline at its very end;
+		// the report's own trailing newline stays, so its sha256 does.
+		js := bytes.TrimRight(bytes.TrimSuffix(b, []byte("\n")), " ")
 		if len(js) == 0 || js[0] != '{' {
 			continue
 		}
