@@ -81,7 +81,6 @@ func Load(read ReadFileFunc) (*Contents, error) {
 	c := &Contents{}
 	type copyInfo struct {
 		name   string
-		blank  bool
 		hdrSeq uint64 // the header's sequence number when it checks
 		err    error
 	}
