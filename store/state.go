@@ -123,10 +123,10 @@ func Load(read ReadFileFunc) (*Contents, error) {
 		default:
 			c.Problems = append(c.Problems, fmt.Sprintf("%s: damaged or torn, its header does not check (%v): record %d in %s is used", d.name, d.err, c.Seq, c.From))
 		}
-	case len(bad) == 1 && blanks == 1 && bad[0].hdrSeq <= 1:
+	case len(bad) == 1 && blanks == 1 && bad[0].hdrSeq <= 1 && !slotsHoldReports(read):
 		// Only the first write ever reaches one copy alone: a cut
-		// during it loses at most boot 1's number, which never had a
-		// report named (naming it takes a second write).
+		// during it loses at most boot 1's number, which wrote no
+		// report (the report comes after the number).
 		c.Notes = append(c.Notes, fmt.Sprintf("%s: the first state record is torn or damaged (%v), the other copy was never written: the store starts afresh (a power cut during the first boot's first write leaves this)", bad[0].name, bad[0].err))
 	default:
 		c.Lost = true
@@ -137,7 +137,10 @@ func Load(read ReadFileFunc) (*Contents, error) {
 			// still shows.
 			c.Seq = max(c.Seq, d.hdrSeq)
 		}
-		c.Problems = append(c.Problems, fmt.Sprintf("THE CARD'S STATE WAS LOST: no state copy is readable (%s); a power cut never damages both, so the card may be failing. The boot counter, the list of reports and the kept values (policy, DHCP leases, SSH host key) are gone", strings.Join(why, "; ")))
+		if blanks > 0 {
+			why = append(why, "the other copy is blank")
+		}
+		c.Problems = append(c.Problems, fmt.Sprintf("THE CARD'S STATE WAS LOST: no state copy is readable (%s); a power cut never does this, so the card may be failing. The boot counter, the list of reports and the kept values (policy, DHCP leases, SSH host key) are gone", strings.Join(why, "; ")))
 	}
 	adopted := adoptSlots(read, c)
 	if c.Lost {
@@ -146,8 +149,8 @@ func Load(read ReadFileFunc) (*Contents, error) {
 			msg = fmt.Sprintf("%d report(s) found in the report slots are kept (boots %d to %d)", n, adopted[0].Boot, adopted[n-1].Boot)
 		}
 		c.Problems = append(c.Problems, fmt.Sprintf("state lost: %s; boot numbers continue after %d, so no report is overwritten", msg, c.State.Boot))
-	} else if len(adopted) > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("report of boot %d (%s) was written but not yet named when the power went: it is kept", adopted[len(adopted)-1].Boot, adopted[len(adopted)-1].File))
+	} else if n := len(adopted); n > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("the report of boot %d (%s) is newer than every report the state names (a power cut between its write and its naming leaves this): it is kept", adopted[n-1].Boot, adopted[n-1].File))
 	}
 	for i := len(c.State.Reports) - 1; i >= 0; i-- {
 		s := c.State.Reports[i]
@@ -172,6 +175,12 @@ func Load(read ReadFileFunc) (*Contents, error) {
 		c.Problems = append(c.Problems, fmt.Sprintf("%s: %v", LogFile, err))
 	}
 	return c, nil
+}
+
+// slotsHoldReports says whether any report slot holds a report.
+func slotsHoldReports(read ReadFileFunc) bool {
+	var probe Contents
+	return len(adoptSlots(read, &probe)) > 0
 }
 
 // adoptSlots takes into c's state the reports the slots hold that are

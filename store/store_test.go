@@ -425,6 +425,11 @@ func TestLostStateNeverReusesABootOrSlot(t *testing.T) {
 			damage(t, dev, store.StateA)
 			damage(t, dev, store.StateB)
 		}},
+		{"one copy zeroed, the other's header gone", func(t *testing.T, dev *memDev) {
+			a, b := extent(t, dev.b, store.StateA), extent(t, dev.b, store.StateB)
+			copy(dev.b[a.Offset:], make([]byte, 512))
+			copy(dev.b[b.Offset:], bytes.Repeat([]byte{0xff}, 512))
+		}},
 		{"headers overwritten", func(t *testing.T, dev *memDev) {
 			for _, name := range []string{store.StateA, store.StateB} {
 				e := extent(t, dev.b, name)
@@ -562,5 +567,31 @@ func TestAValueNeverCrowdsOutTheReports(t *testing.T) {
 	var l string
 	if ok, _ := c.State.Value("leases", &l); !ok || len(l) < 32<<10 || len(c.Reports) != store.Keep || c.State.Boot != 14 {
 		t.Fatalf("leases kept %d bytes, %d reports, boot %d", len(l), len(c.Reports), c.State.Boot)
+	}
+}
+
+// TestTornFirstWriteIsANote: a cut during the very first write leaves one
+// copy torn and the other blank; nothing was kept yet, so the store
+// starts afresh and says so as a note, not as damage.
+func TestTornFirstWriteIsANote(t *testing.T) {
+	dev := &memDev{b: partition(t), budget: 36} // the header and a part of the payload
+	st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.BeginBoot(); err == nil {
+		t.Fatal("the cut write succeeded")
+	}
+	dev.dead, dev.budget = false, -1
+	st, err = store.Open(dev, int64(len(dev.b)), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.Contents()
+	if c.Lost || len(c.Problems) != 0 || len(c.Notes) != 1 || !strings.Contains(c.Notes[0], "first state record is torn") {
+		t.Fatalf("lost %v, problems %q, notes %q", c.Lost, c.Problems, c.Notes)
+	}
+	if n, err := st.BeginBoot(); err != nil || n != 1 {
+		t.Fatalf("BeginBoot after the torn first write: %d, %v", n, err)
 	}
 }
