@@ -101,7 +101,7 @@ func (r *Router) startServices(ctx context.Context) []error {
 			r.svc.mu.Lock()
 			r.svc.ssh = srv
 			r.svc.mu.Unlock()
-			r.svc.set("ssh", fmt.Sprintf("listening on %v, %d key(s)", sshAddrs, len(keys)))
+			r.svc.set("ssh", sshStatus(sshAddrs, len(keys), r.cfg.Values, sshd.Fingerprint(hk.PublicKey())))
 			return srv.ListenAndServe(ctx, sshAddrs)
 		})
 	}
@@ -300,6 +300,9 @@ type valueKeys struct{ v Values }
 func (k valueKeys) Load() ([]byte, bool, error) {
 	var s string
 	ok, err := k.v.Value(valueHostKey, &s)
+	if err == nil && !ok && stateLost(k.v) {
+		return nil, false, sshd.ErrStoreLost // not a first boot: say so
+	}
 	if err != nil || !ok {
 		return nil, ok, err
 	}
@@ -313,6 +316,23 @@ func (k valueKeys) Load() ([]byte, bool, error) {
 
 func (k valueKeys) Save(b []byte) error {
 	return k.v.SetValue(valueHostKey, base64.StdEncoding.EncodeToString(b))
+}
+
+// sshStatus is the ssh line of ocf net: after a lost store the host key
+// is new this boot, and the owner must hear why clients complain.
+func sshStatus(addrs []string, keys int, v Values, fingerprint string) string {
+	status := fmt.Sprintf("listening on %v, %d key(s)", addrs, keys)
+	if stateLost(v) {
+		status += "; " + sshd.LostKeyMessage(fingerprint)
+	}
+	return status
+}
+
+// stateLost says the store was found lost at this boot (store.Store's
+// StateLost), so what it held was not there to load.
+func stateLost(v Values) bool {
+	l, ok := v.(interface{ StateLost() bool })
+	return ok && l.StateLost()
 }
 
 type memKeys struct{ b []byte }

@@ -30,7 +30,8 @@ authentication key of the algorithms' sizes, with extended sequence numbers and 
 direction leaving its own address as outbound.
 
 The file goes where the sites' "keys" field says, beside the site configs (-o
-writes it elsewhere), mode 0600; an existing file is kept unless --force. Copy it
+writes it elsewhere), mode 0600; an existing file is kept unless --force, and a
+device, FIFO or directory is never written. Copy it
 to each box's card, into its ocfw folder beside site.json: the firmware reads it
 from there at boot and never from the image. The keys do not change by
 themselves (no IKE, no rekeying): to roll them, run this again with --force,
@@ -61,9 +62,16 @@ install the new file on both boxes and restart both.`,
 			if err != nil {
 				return err
 			}
-			paths := []string{out}
+			paths, flag := []string{out}, "-o"
 			if out == "" {
-				paths = pair.KeyPaths()
+				paths, flag = pair.KeyPaths(), "the sites' keys field:"
+			}
+			for i, p := range paths {
+				// Existing files are refused below unless --force;
+				// a device or FIFO always.
+				if paths[i], err = checkOut(p, flag, true); err != nil {
+					return err
+				}
 			}
 			if err := boards.WriteTunnelKeys(paths, k, force); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/pem"
+	"errors"
 	"fmt"
 
 	"golang.org/x/crypto/ssh"
@@ -21,6 +22,11 @@ type KeyStore interface {
 	// Save replaces the stored key.
 	Save(key []byte) error
 }
+
+// ErrStoreLost, wrapped by a KeyStore's Load, says the store that kept
+// the key was lost (a damaged card): the key is made anew, and the log
+// says loudly that it is NEW, not that this is a first boot.
+var ErrStoreLost = errors.New("the card's state was lost")
 
 // LoadHostKey returns the host key kept in ks, making and saving an
 // ed25519 key when there is none.
@@ -43,10 +49,13 @@ func LoadHostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer
 		logf = func(string, ...any) {}
 	}
 	stored, ok, err := ks.Load()
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrStoreLost) {
 		return nil, fmt.Errorf("reading the SSH host key: %w", err)
 	}
 	why := "made a new host key"
+	if err != nil {
+		why = lostKeyWarning
+	}
 	if ok {
 		s, err := ssh.ParsePrivateKey(stored)
 		if err == nil {
@@ -60,10 +69,20 @@ func LoadHostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer
 	}
 	if err := ks.Save(pemBytes); err != nil {
 		logf("ssh: %s %s, but WARNING: could not save it (%v): it will change at the next start", why, Fingerprint(s.PublicKey()), err)
+	} else if why == lostKeyWarning {
+		logf("ssh: %s", LostKeyMessage(Fingerprint(s.PublicKey())))
 	} else {
 		logf("ssh: %s %s", why, Fingerprint(s.PublicKey()))
 	}
 	return s, nil
+}
+
+const lostKeyWarning = "WARNING: the card's state was lost; made a NEW SSH host key"
+
+// LostKeyMessage is what the console, the log and the status say of a
+// key made anew after the store was lost.
+func LostKeyMessage(fingerprint string) string {
+	return fmt.Sprintf("%s %s: SSH clients will warn that the host key changed", lostKeyWarning, fingerprint)
 }
 
 func newHostKey() (ssh.Signer, []byte, error) {
