@@ -153,3 +153,61 @@ func saBytes(t *testing.T, sas string) (in, out int) {
 	}
 	return in, out
 }
+
+// TestCheckLibraries: a program whose library is missing from the tree
+// is named with the library, before any VM boots.
+func TestCheckLibraries(t *testing.T) {
+	host, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1) to play a dynamically linked program")
+	}
+	b, err := os.ReadFile(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	put := func(name string, data []byte) {
+		t.Helper()
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(strings.TrimPrefix(Charon, "/"), b)
+	err = CheckLibraries(root)
+	if err == nil || !strings.Contains(err.Error(), Charon+" needs libc.so.6") {
+		t.Fatalf("CheckLibraries without libc: %v, want charon's need named", err)
+	}
+	put("lib/i386-linux-gnu/libc.so.6", []byte("stand-in"))
+	err = CheckLibraries(root)
+	if err == nil || strings.Contains(err.Error(), "needs") || !strings.Contains(err.Error(), Swanctl) {
+		t.Fatalf("CheckLibraries with libc, without swanctl: %v, want swanctl named", err)
+	}
+	for _, p := range []string{Swanctl, IP, "/lib/ld-linux.so.2", "/lib/i386-linux-gnu/libgcc_s.so.1"} {
+		put(strings.TrimPrefix(p, "/"), []byte("stand-in"))
+	}
+	if err := CheckLibraries(root); err != nil {
+		t.Fatalf("complete tree: %v", err)
+	}
+}
+
+// TestSwanctlCommand: the load commands get the instance's file, and
+// arguments are quoted for the agent.
+func TestSwanctlCommand(t *testing.T) {
+	in := Instance{Name: "west", NS: "wan"}
+	got := in.SwanctlCommand("--load-all")
+	want := "exec wan STRONGSWAN_CONF=/etc/swan/west/strongswan.conf LD_LIBRARY_PATH=" + LibraryPath +
+		" /usr/sbin/swanctl --load-all --file /etc/swan/west/swanctl.conf"
+	if got != want {
+		t.Errorf("load: %q\nwant %q", got, want)
+	}
+	if got := in.SwanctlCommand("--initiate", "--child", "a b"); !strings.HasSuffix(got, ` --initiate --child "a b"`) || strings.Contains(got, "--file") {
+		t.Errorf("initiate: %q", got)
+	}
+	if !strings.Contains(in.StrongswanConf(), "socket = unix:///etc/swan/west/charon.vici") {
+		t.Errorf("strongswan.conf has no per-instance vici socket:\n%s", in.StrongswanConf())
+	}
+}
