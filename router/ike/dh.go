@@ -70,6 +70,9 @@ type DHKey struct {
 
 func (k *DHKey) String() string { return fmt.Sprintf("DH key (%s)", k.group) }
 
+// Format keeps every verb (%#v too) from printing the private part.
+func (k *DHKey) Format(f fmt.State, _ rune) { fmt.Fprint(f, k.String()) }
+
 // Group is the key's group.
 func (k *DHKey) Group() DHGroup { return k.group }
 

@@ -125,6 +125,9 @@ func (p *Nonce) appendBody(b []byte) ([]byte, error) {
 }
 func (p *Nonce) String() string { return fmt.Sprintf("Nonce(%d bytes)", len(p.Data)) }
 
+// Format keeps every verb from printing the nonce, which keys derive from.
+func (p *Nonce) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }
+
 func decodeNonce(b []byte) (*Nonce, error) {
 	if len(b) < MinNonce || len(b) > MaxNonce {
 		return nil, syntaxErr(PayloadNonce, "nonce of %d bytes, want %d..%d", len(b), MinNonce, MaxNonce)
@@ -201,7 +204,7 @@ func decodeDelete(b []byte) (*Delete, error) {
 	if n*int(d.SPISize) != len(rest) {
 		return nil, syntaxErr(PayloadDelete, "%d SPIs of %d bytes in %d bytes", n, d.SPISize, len(rest))
 	}
-	if n > maxDeleteSPIs || (d.SPISize == 0 && n != 0) {
+	if (d.SPISize != 0 && d.SPISize != 4 && d.SPISize != 8) || n > maxDeleteSPIs || (d.SPISize == 0 && n != 0) {
 		return nil, syntaxErr(PayloadDelete, "%d SPIs of size %d", n, d.SPISize)
 	}
 	if n > 0 {
