@@ -100,6 +100,9 @@ func (p *Auth) String() string {
 	return fmt.Sprintf("AUTH(method %d, %d bytes)", p.Method, len(p.Data))
 }
 
+// Format keeps every verb from printing the data.
+func (p *Auth) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }
+
 func decodeAuth(b []byte) (*Auth, error) {
 	if len(b) < 5 {
 		return nil, syntaxErr(PayloadAUTH, "body of %d bytes, need at least 5", len(b))
