@@ -153,7 +153,7 @@ func (p PRF) Apply(key []byte, data ...[]byte) []byte {
 	return m.Sum(nil)
 }
 
-// maxPRFPlus is prf+'s limit: the counter is one octet (2.13).
+// maxPRFPlusBlocks is prf+'s limit: the counter is one octet (2.13).
 const maxPRFPlusBlocks = 255
 
 // PlusN is prf+(K, S) cut to n bytes (RFC 7296 2.13):

@@ -179,10 +179,13 @@ func decodeBody(t PayloadType, critical bool, body []byte) (Payload, error) {
 }
 
 // Encode lays out the message: the header's NextPayload and Length are
-// computed, the payloads chained in order. An *Encrypted payload must be
-// the last.
+// computed (and Version set to 2.0 when left zero), the payloads chained
+// in order. An *Encrypted payload must be the last.
 func (m *Message) Encode() ([]byte, error) {
 	b := make([]byte, 0, 256)
+	if m.Version == 0 {
+		m.Version = Version
+	}
 	m.NextPayload = PayloadNone
 	if len(m.Payloads) > 0 {
 		m.NextPayload = m.Payloads[0].Type()

@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"net/netip"
@@ -234,5 +235,33 @@ func TestDecodeRejects(t *testing.T) {
 		if pe.Notify != c.notify {
 			t.Errorf("%s: %v, want %s", c.name, err, c.notify)
 		}
+	}
+}
+
+func TestNotifyData(t *testing.T) {
+	// INVALID_KE_PAYLOAD carries the wanted group in two bytes (1.2).
+	m := &Message{Header: Header{Exchange: IKE_SA_INIT, Flags: FlagResponse}, Payloads: []Payload{InvalidKE(MODP2048)}}
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := unhex(t, "00 00 000a 00 00 0011 000e"); !bytes.Equal(b[HeaderLen:], want) || b[17] != Version {
+		t.Errorf("INVALID_KE_PAYLOAD encoded as %x (version %#x)", b[HeaderLen:], b[17])
+	}
+	d, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := d.Payloads[0].(*Notify).Group(); err != nil || g != MODP2048 {
+		t.Errorf("group %v, %v", g, err)
+	}
+	if _, err := (&Notify{Notify: COOKIE, Data: make([]byte, 65)}).Cookie(); err == nil {
+		t.Error("a 65-byte cookie accepted")
+	}
+	if c, err := (&Notify{Notify: COOKIE, Data: []byte{1, 2}}).Cookie(); err != nil || len(c) != 2 {
+		t.Errorf("cookie %x, %v", c, err)
+	}
+	if s := SIGNATURE_HASH_ALGORITHMS.String(); s != "SIGNATURE_HASH_ALGORITHMS" {
+		t.Errorf("16431 prints %q", s)
 	}
 }

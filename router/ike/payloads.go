@@ -157,6 +157,31 @@ func (p *Notify) appendBody(b []byte) ([]byte, error) {
 }
 func (p *Notify) String() string { return fmt.Sprintf("N(%s)", p.Notify) }
 
+// InvalidKE is the INVALID_KE_PAYLOAD answer naming the group we want
+// (RFC 7296 1.2).
+func InvalidKE(g DHGroup) *Notify {
+	return &Notify{Notify: INVALID_KE_PAYLOAD, Data: []byte{byte(g >> 8), byte(g)}}
+}
+
+// Group reads the group an INVALID_KE_PAYLOAD asks for.
+func (p *Notify) Group() (DHGroup, error) {
+	if p.Notify != INVALID_KE_PAYLOAD || len(p.Data) != 2 {
+		return 0, syntaxErr(PayloadNotify, "%s with %d bytes of data is not INVALID_KE_PAYLOAD's group", p.Notify, len(p.Data))
+	}
+	return DHGroup(binary.BigEndian.Uint16(p.Data)), nil
+}
+
+// MaxCookie bounds a COOKIE notification's data (RFC 7296 2.6: 1..64 bytes).
+const MaxCookie = 64
+
+// Cookie reads a COOKIE notification's data.
+func (p *Notify) Cookie() ([]byte, error) {
+	if p.Notify != COOKIE || len(p.Data) == 0 || len(p.Data) > MaxCookie {
+		return nil, syntaxErr(PayloadNotify, "%s with %d bytes of data is not a COOKIE of 1..%d bytes", p.Notify, len(p.Data), MaxCookie)
+	}
+	return p.Data, nil
+}
+
 func decodeNotify(b []byte) (*Notify, error) {
 	if len(b) < 4 {
 		return nil, syntaxErr(PayloadNotify, "body of %d bytes, need at least 4", len(b))

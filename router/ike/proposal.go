@@ -140,3 +140,32 @@ func CheckChosen(offeredList []Proposal, chosen []Proposal) (Proposal, error) {
 	}
 	return Proposal{}, fmt.Errorf("ike: the responder chose proposal %d, which was not offered", c.Num)
 }
+
+// CheckOffer is the responder's check of an SA payload it was offered
+// (3.3.1): proposals numbered 1, 2, ... and each proposal's SPI of the size
+// its protocol uses: none for a new IKE SA, 8 bytes when rekeying one
+// (rekeyIKE), 4 for ESP and AH.
+func CheckOffer(ps []Proposal, rekeyIKE bool) error {
+	if len(ps) == 0 {
+		return fmt.Errorf("ike: an SA payload without a proposal")
+	}
+	for i, p := range ps {
+		if int(p.Num) != i+1 {
+			return fmt.Errorf("ike: proposal %d is numbered %d", i+1, p.Num)
+		}
+		want := 4
+		if p.Protocol == ProtoIKE {
+			want = 0
+			if rekeyIKE {
+				want = 8
+			}
+		}
+		if len(p.SPI) != want {
+			return fmt.Errorf("ike: proposal %d (protocol %d) has an SPI of %d bytes, want %d", p.Num, p.Protocol, len(p.SPI), want)
+		}
+		if len(p.Transforms) == 0 {
+			return fmt.Errorf("ike: proposal %d has no transform", p.Num)
+		}
+	}
+	return nil
+}

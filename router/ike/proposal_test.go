@@ -120,3 +120,38 @@ func TestSuiteFromRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckOffer(t *testing.T) {
+	esp := Proposal{Num: 1, Protocol: ProtoESP, SPI: []byte{1, 2, 3, 4}, Transforms: []Transform{aes128, integ256}}
+	esp2 := esp
+	esp2.Num = 2
+	if err := CheckOffer([]Proposal{esp, esp2}, false); err != nil {
+		t.Errorf("valid ESP offer: %v", err)
+	}
+	if err := CheckOffer([]Proposal{ikeProposal(1, aes128, integ256, prf256, dh19)}, false); err != nil {
+		t.Errorf("valid IKE offer: %v", err)
+	}
+	rekey := ikeProposal(1, aes128, integ256, prf256, dh19)
+	rekey.SPI = make([]byte, 8)
+	if err := CheckOffer([]Proposal{rekey}, true); err != nil {
+		t.Errorf("valid IKE rekey offer: %v", err)
+	}
+	shortSPI := esp
+	shortSPI.SPI = []byte{1}
+	for name, c := range map[string]struct {
+		ps    []Proposal
+		rekey bool
+	}{
+		"none":                  {nil, false},
+		"starts at 2":           {[]Proposal{esp2}, false},
+		"numbers repeat":        {[]Proposal{esp, esp}, false},
+		"ESP SPI of 1 byte":     {[]Proposal{shortSPI}, false},
+		"new IKE SA with SPI":   {[]Proposal{rekey}, false},
+		"IKE rekey without SPI": {[]Proposal{ikeProposal(1, aes128, integ256, prf256, dh19)}, true},
+		"no transform":          {[]Proposal{{Num: 1, Protocol: ProtoIKE}}, false},
+	} {
+		if err := CheckOffer(c.ps, c.rekey); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
