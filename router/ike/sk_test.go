@@ -178,3 +178,46 @@ func sealRaw(t testing.TB, s *Suite, _, ai []byte, first PayloadType, data []byt
 	copy(b[icv:], s.Integ.mac(ai, b[:icv]))
 	return b
 }
+
+func TestSKOpenCriticalAndAllocations(t *testing.T) {
+	s := testSuite(t, ENCR_AES_CBC, 128, AUTH_HMAC_SHA2_256_128)
+	k := testKeys(t, s)
+	_, in, _ := s.Directions(k, false)
+	// An unknown payload marked critical inside the SK payload is refused
+	// with UNSUPPORTED_CRITICAL_PAYLOAD, as outside.
+	pt := unhex(t, "00 80 0008 deadbeef 0000000000000007")
+	pkt := sealRaw(t, s, k.Ei, k.Ai, 200, encryptCBC(t, k.Ei, pt))
+	m, err := Decode(pkt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pe *ParseError
+	if _, err := in.Open(pkt, m); !errors.As(err, &pe) || pe.Notify != UNSUPPORTED_CRITICAL_PAYLOAD {
+		t.Errorf("critical unknown inner payload: %v", err)
+	}
+	// Opening allocates a bounded multiple of the packet.
+	out, _, _ := s.Directions(k, true)
+	var inner []Payload
+	for range MaxPayloads {
+		inner = append(inner, &VendorID{Data: []byte("v")})
+	}
+	pkt, err = out.Seal(Header{Exchange: INFORMATIONAL, Flags: FlagInitiator}, nil, inner, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = Decode(pkt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := in.Open(pkt, m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// HMAC, CBC and the plaintext copy, then a payload and its interface
+	// slot per inner payload.
+	if allocs > 20+3*MaxPayloads {
+		t.Errorf("opening %d payloads takes %.0f allocations", MaxPayloads, allocs)
+	}
+	t.Logf("%d-byte message: %.0f allocations to open", len(pkt), allocs)
+}
