@@ -80,6 +80,7 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	if st != nil {
 		rc.Values = st
 		rc.Files = st // the tunnels' key files, beside site.json
+		rc.StoreLost = storeLost(st)
 	} else {
 		notes = append(notes, "no data partition: SSH host keys and DHCP leases live in RAM only, new at every boot")
 	}
@@ -114,4 +115,21 @@ func logSinks(cfg *Config, lw *store.LogWriter) (log, event, quiet func(format s
 		}
 	}
 	return sink(true, true), sink(true, false), sink(false, false)
+}
+
+// storeLost says why the store's earlier state is gone, or "": this boot
+// started the state afresh (boot 1) although a state copy was there,
+// damaged. A card that was flashed or is new has all-zero copies, which
+// are no problem: its tunnels' keys count as new (docs/tunnels.md).
+func storeLost(st *store.Store) string {
+	c := st.Contents()
+	if c.State.Boot > 1 {
+		return ""
+	}
+	for _, p := range c.Problems {
+		if strings.HasPrefix(p, store.StateA+":") || strings.HasPrefix(p, store.StateB+":") {
+			return "the card's store lost its state (" + p + ")"
+		}
+	}
+	return ""
 }
