@@ -19,9 +19,7 @@ func newTunnelCmd(g *globalFlags) *cobra.Command {
 		Use:   "tunnel",
 		Short: "Work with site-to-site IPsec tunnels (manual keys)",
 	}
-	var sites []string
-	var name, out string
-	var force, peerCmds bool
+	var f tunnelKeysFlags
 	keys := &cobra.Command{
 		Use:   "keys --site A.yaml --site B.yaml [--tunnel NAME]",
 		Short: "Make the key file both ends of a tunnel share",
@@ -49,14 +47,14 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
   ocfw tunnel keys --site site-a.yaml --site linux-peer.yaml --peer-commands > peer.sh`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(sites) != 2 {
-				return fmt.Errorf("--site: give the two ends' site configs (--site A.yaml --site B.yaml), got %d", len(sites))
+			if len(f.sites) != 2 {
+				return fmt.Errorf("--site: give the two ends' site configs (--site A.yaml --site B.yaml), got %d", len(f.sites))
 			}
 			cat, err := g.catalog()
 			if err != nil {
 				return err
 			}
-			pair, err := cat.PairTunnel(sites[0], sites[1], name, readProfileFile)
+			pair, err := cat.PairTunnel(f.sites[0], f.sites[1], f.name, readProfileFile)
 			var l boards.ErrorList
 			var mismatch *boards.PairMismatchError
 			switch {
@@ -67,11 +65,11 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
 			case err != nil:
 				return err
 			}
-			paths := []string{out}
-			if out == "" {
+			paths := []string{f.out}
+			if f.out == "" {
 				paths = pair.KeyPaths()
 			}
-			if peerCmds && !force {
+			if f.peerCommands && !f.force {
 				if data, err := os.ReadFile(paths[0]); err == nil {
 					k, errs := site.ReadTunnelKeys(paths[0], data)
 					if len(errs) > 0 {
@@ -85,14 +83,14 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
 			if err != nil {
 				return err
 			}
-			if err := boards.WriteTunnelKeys(paths, k, force); err != nil {
+			if err := boards.WriteTunnelKeys(paths, k, f.force); err != nil {
 				return err
 			}
 			for _, p := range paths {
 				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: tunnel %s, %s <-> %s, %s with %s, SPIs %s and %s\n",
 					p, pair.Name, k.SAs[0].From, k.SAs[0].To, k.Cipher, k.Auth, k.SAs[0].SPI, k.SAs[1].SPI)
 			}
-			if peerCmds {
+			if f.peerCommands {
 				fmt.Fprintf(cmd.ErrOrStderr(), "copy it to the ocfw box's card, into the ocfw folder (beside site.json), and keep it secret\n")
 				return printPeerCommands(cmd, pair, k)
 			}
@@ -100,13 +98,21 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
 			return nil
 		},
 	}
-	keys.Flags().StringArrayVar(&sites, "site", nil, "a site config at one end of the tunnel (give two)")
-	keys.Flags().StringVar(&name, "tunnel", "", "the tunnel's name (default: the one tunnel the two sites share)")
-	keys.Flags().StringVarP(&out, "output", "o", "", "write the key file here (default: the sites' keys field, beside each site config)")
-	keys.Flags().BoolVar(&force, "force", false, "replace an existing key file")
-	keys.Flags().BoolVar(&peerCmds, "peer-commands", false, "print the ip xfrm commands for the second site's end, a Linux box that is not ocfw")
+	keys.Flags().StringArrayVar(&f.sites, "site", nil, "a site config at one end of the tunnel (give two)")
+	keys.Flags().StringVar(&f.name, "tunnel", "", "the tunnel's name (default: the one tunnel the two sites share)")
+	keys.Flags().StringVarP(&f.out, "output", "o", "", "write the key file here (default: the sites' keys field, beside each site config)")
+	keys.Flags().BoolVar(&f.force, "force", false, "replace an existing key file")
+	keys.Flags().BoolVar(&f.peerCommands, "peer-commands", false, "print the ip xfrm commands for the second site's end, a Linux box that is not ocfw")
 	cmd.AddCommand(keys)
 	return cmd
+}
+
+// tunnelKeysFlags are tunnel keys' flags.
+type tunnelKeysFlags struct {
+	sites        []string
+	name, out    string
+	force        bool
+	peerCommands bool
 }
 
 // printPeerCommands prints the ip xfrm commands for the pair's second
