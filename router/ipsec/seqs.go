@@ -45,8 +45,10 @@ const SeqValue = "ipsec-seq"
 // Reserve is how far ahead of the outbound counter the reservation runs.
 const Reserve = 1 << 22
 
-// InSaveInterval bounds how often the inbound counter is written.
-const InSaveInterval = time.Minute
+// InSaveInterval bounds how often the inbound counter is written: each
+// write is a state commit (and two console lines from the store), and
+// what arrived since the last one is what a restart leaves replayable.
+const InSaveInterval = 5 * time.Minute
 
 // Values is the power-safe store's named values (the board's store).
 // SetValue returns once the value is committed.
