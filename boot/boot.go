@@ -203,8 +203,13 @@ func (b *sequence) openData() {
 		b.why = "opening the data partition did not finish"
 	}
 	if b.st != nil {
-		for _, p := range b.st.Problems() {
-			cfg.printf("ocfw: store: ignored (a power cut leaves this): %s", p)
+		// Each line says what it means: a torn copy a power cut left,
+		// or damage (a lost state); the log keeps them too, once the
+		// boot has its number.
+		c := b.st.Contents()
+		lines := append(append([]string(nil), c.Problems...), c.Notes...)
+		for _, p := range lines {
+			cfg.printf("ocfw: store: %s", p)
 		}
 		b.problem(step(ctx, "taking the boot number", cfg.StepTimeout, func() error {
 			n, err := b.st.BeginBoot()
@@ -216,6 +221,9 @@ func (b *sequence) openData() {
 			b.out.Boot = n
 			b.out.Log = store.NewLogWriter(b.st, store.LogWriterOptions{})
 			cfg.printf("ocfw: boot %d; the data partition is written in place, never mounted", n)
+			for _, p := range lines {
+				b.st.Log("store: " + p)
+			}
 			return nil
 		}))
 	}

@@ -117,19 +117,14 @@ func logSinks(cfg *Config, lw *store.LogWriter) (log, event, quiet func(format s
 	return sink(true, true), sink(true, false), sink(false, false)
 }
 
-// storeLost says why the store's earlier state is gone, or "": this boot
-// started the state afresh (boot 1) although a state copy was there,
-// damaged. A card that was flashed or is new has all-zero copies, which
-// are no problem: its tunnels' keys count as new (docs/tunnels.md).
+// storeLost says why the store's earlier state is gone, or "": no state
+// copy was readable although the store had been written (store.Contents
+// Lost: damage, never a power cut). A card that was flashed or is new has
+// blank copies, which are no loss: its tunnels' keys count as new
+// (docs/tunnels.md).
 func storeLost(st *store.Store) string {
-	c := st.Contents()
-	if c.State.Boot > 1 {
+	if !st.Contents().Lost {
 		return ""
 	}
-	for _, p := range c.Problems {
-		if strings.HasPrefix(p, store.StateA+":") || strings.HasPrefix(p, store.StateB+":") {
-			return "the card's store lost its state (" + p + ")"
-		}
-	}
-	return ""
+	return "the card's store lost its state (no state copy was readable: damage, not a power cut)"
 }

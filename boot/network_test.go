@@ -171,8 +171,7 @@ func TestStoreLost(t *testing.T) {
 	}
 	done()
 
-	// Both state copies damaged (their checksums fail): the next boot
-	// starts from 1 and says why.
+	// Both state copies damaged (their checksums fail): lost.
 	b, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +192,7 @@ func TestStoreLost(t *testing.T) {
 	}
 	st, done = open()
 	defer done()
-	if why := storeLost(st); st.Boot() != 1 || !strings.Contains(why, "the card's store lost its state (state-") {
-		t.Errorf("damaged state copies: boot %d, %q; want boot 1 and the loss named", st.Boot(), why)
+	if why := storeLost(st); !strings.Contains(why, "the card's store lost its state") {
+		t.Errorf("damaged state copies: %q, want the loss named", why)
 	}
 }

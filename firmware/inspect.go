@@ -53,9 +53,12 @@ type StoreInfo struct {
 	From   string          `json:"from,omitempty"`   // which state copy
 	Values []string        `json:"values,omitempty"` // named documents kept
 	Log    []store.LogLine `json:"log,omitempty"`
-	// Notes are torn or damaged records the store ignored (a power cut
-	// during a write leaves one; nothing earlier is lost).
+	// Notes are what a power cut leaves by design and the store put
+	// right: nothing is lost.
 	Notes []string `json:"notes,omitempty"`
+	// Problems are damage: a state copy or a report that does not read
+	// back, a lost state. Inspect counts them among its problems.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // PartitionInfo is one MBR partition and its file system.
@@ -329,6 +332,9 @@ func inspectCF(r io.ReaderAt, size int64, rec *mbr.MBR, info *Info) error {
 		if si, reps := readStore(fs); si != nil {
 			info.Store = si
 			info.Reports = append(info.Reports, reps...)
+			for _, p := range si.Problems {
+				info.Problems = append(info.Problems, fmt.Sprintf("partition %d: store: %s", i+1, p))
+			}
 		}
 		info.Partitions = append(info.Partitions, pi)
 	}
@@ -387,18 +393,19 @@ func (w *walker) walk(dir string, depth int) error {
 }
 
 // readStore reads the board's store (package store) on a data partition:
-// its boot counter and the kept reports. Torn or damaged records, which a
-// power cut leaves and the store ignores by design, are notes, not
-// problems.
+// its boot counter and the kept reports. What a power cut leaves by
+// design is a note; a state copy or report that does not read back is a
+// problem (a torn newest copy among them: from the card alone it cannot
+// be told from damage).
 func readStore(fs *fat.FS) (*StoreInfo, []ReportInfo) {
 	if _, err := fs.ReadFile(store.Dir+"/"+store.StateA, store.StateSize); err != nil {
 		return nil, nil // not a data partition
 	}
 	c, err := store.Load(func(name string) ([]byte, error) { return fs.ReadFile(store.Dir+"/"+name, maxSmallFile) })
 	if err != nil {
-		return &StoreInfo{Notes: []string{err.Error()}}, nil
+		return &StoreInfo{Problems: []string{err.Error()}}, nil
 	}
-	si := &StoreInfo{Boot: c.State.Boot, Seq: c.Seq, From: c.From, Notes: c.Problems, Log: c.Log}
+	si := &StoreInfo{Boot: c.State.Boot, Seq: c.Seq, From: c.From, Notes: c.Notes, Problems: c.Problems, Log: c.Log}
 	for name := range c.State.Values {
 		si.Values = append(si.Values, name)
 	}

@@ -77,7 +77,7 @@ func dirReports(dir string) ([]ReportInfo, *StoreInfo, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	si := &StoreInfo{Boot: c.State.Boot, Seq: c.Seq, From: c.From, Notes: c.Problems, Log: c.Log}
+	si := &StoreInfo{Boot: c.State.Boot, Seq: c.Seq, From: c.From, Notes: c.Notes, Problems: c.Problems, Log: c.Log}
 	var out []ReportInfo
 	for _, r := range c.Reports {
 		ri := ReportInfo{Name: filepath.Join(dir, r.File), Boot: r.Boot}

@@ -55,6 +55,18 @@ var (
 	errShortSpace = errors.New("record header cut off")
 )
 
+// header returns the sequence number of the record at the start of b
+// when its header still checks, even if its payload does not: a torn
+// write leaves the new header over the old payload, so it tells which
+// write a damaged copy was.
+func header(b []byte) (seq uint64, ok bool) {
+	if len(b) < headerSize || string(b[:8]) != magic ||
+		crc32.Checksum(b[:28], castagnoli) != binary.LittleEndian.Uint32(b[28:]) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b[8:]), true
+}
+
 // decode reads the record at the start of b, of the given kind.
 func decode(b []byte, kind uint32) (record, error) {
 	if len(b) < headerSize {

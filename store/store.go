@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,6 +120,11 @@ func (s *Store) Contents() *Contents {
 
 // Problems are what Open found damaged or torn and ignored.
 func (s *Store) Problems() []string { return s.Contents().Problems }
+
+// StateLost says Open found the state lost (Contents.Lost): what was kept
+// in it (the SSH host key among the values) is gone, and whoever makes
+// it anew must say so loudly.
+func (s *Store) StateLost() bool { return s.Contents().Lost }
 
 // write puts data at off inside file name's extent and syncs the device.
 func (s *Store) write(name string, off int64, data []byte, what string) error {
@@ -288,7 +295,31 @@ func (s *Store) SetValue(name string, v any) error {
 	defer s.mu.Unlock()
 	st := s.clone()
 	st.Values[name] = raw
+	if err := roomFor(st); err != nil {
+		return fmt.Errorf("store: value %s (%d bytes) not kept: %w", name, len(raw), err)
+	}
 	return s.commit(st, "value "+name)
+}
+
+// roomFor checks that st would still fit its copy with the boot counter
+// at its largest and every report slot named: a value never takes the
+// room the counter and the reports need, so one that grows too big is
+// refused alone and every other write goes on.
+func roomFor(st State) error {
+	full := st
+	full.Boot = math.MaxInt32
+	full.Reports = make([]Slot, Keep)
+	for i := range full.Reports {
+		full.Reports[i] = Slot{File: SlotName(Slots), Boot: math.MaxInt32, Length: SlotSize, SHA256: strings.Repeat("0", 64)}
+	}
+	payload, err := json.Marshal(full)
+	if err != nil {
+		return err
+	}
+	if n := headerSize + len(payload); n > StateSize {
+		return fmt.Errorf("the state would take %d bytes of its %d-byte copy, counting the room kept for the boot counter and %d reports", n, StateSize, Keep)
+	}
+	return nil
 }
 
 // Log appends a line to the log ring, overwriting the oldest record once

@@ -345,3 +345,253 @@ func TestReadFileMissingIsNotExist(t *testing.T) {
 		t.Fatalf("ReadFile of a missing file: %v, want an error matching fs.ErrNotExist and fat.ErrNotExist", err)
 	}
 }
+
+// extent is where a store file lies in img.
+func extent(t *testing.T, img []byte, name string) fat.Extent {
+	t.Helper()
+	fsys, err := fat.Open(bytes.NewReader(img), 0, int64(len(img)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := fsys.Extent(store.Dir + "/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// bootN runs boots from..to on dev: a number, a report, and (withValue) a
+// value.
+func bootN(t *testing.T, dev *memDev, from, to int, withValue bool) {
+	t.Helper()
+	for boot := from; boot <= to; boot++ {
+		st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := st.BeginBoot()
+		if err != nil || n != boot {
+			t.Fatalf("BeginBoot: %d, %v; want %d", n, err, boot)
+		}
+		if _, err := st.PutReport(n, reportJSON(n)); err != nil {
+			t.Fatal(err)
+		}
+		if withValue {
+			if err := st.SetValue("ssh_host_key", fmt.Sprintf("key of boot %d", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// damage breaks a state copy's checksum as a failing card does: a byte
+// of its payload changes, the header still checks.
+func damage(t *testing.T, dev *memDev, name string) {
+	t.Helper()
+	e := extent(t, dev.b, name)
+	dev.b[e.Offset+40] ^= 0x5a
+}
+
+// reportsIntact checks that the reports of boots 1..last read back byte
+// for byte, whatever the state says, straight from their slots.
+func reportsIntact(t *testing.T, dev *memDev, last int) {
+	t.Helper()
+	found := map[int]bool{}
+	for i := 1; i <= store.Slots; i++ {
+		e := extent(t, dev.b, store.SlotName(i))
+		b := bytes.TrimRight(dev.b[e.Offset:e.Offset+e.Size], " \n")
+		for boot := 1; boot <= last; boot++ {
+			if bytes.Equal(b, reportJSON(boot)) {
+				found[boot] = true
+			}
+		}
+	}
+	for boot := 1; boot <= last; boot++ {
+		if !found[boot] {
+			t.Errorf("the report of boot %d is no longer in any slot", boot)
+		}
+	}
+}
+
+// TestLostStateNeverReusesABootOrSlot: with both state copies damaged
+// (a failing card, not a power cut) the store says the state was lost,
+// continues after the newest report in the slots, and overwrites none.
+func TestLostStateNeverReusesABootOrSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hurt func(t *testing.T, dev *memDev)
+	}{
+		{"payload checksums broken", func(t *testing.T, dev *memDev) {
+			damage(t, dev, store.StateA)
+			damage(t, dev, store.StateB)
+		}},
+		{"one copy zeroed, the other's header gone", func(t *testing.T, dev *memDev) {
+			a, b := extent(t, dev.b, store.StateA), extent(t, dev.b, store.StateB)
+			copy(dev.b[a.Offset:], make([]byte, 512))
+			copy(dev.b[b.Offset:], bytes.Repeat([]byte{0xff}, 512))
+		}},
+		{"headers overwritten", func(t *testing.T, dev *memDev) {
+			for _, name := range []string{store.StateA, store.StateB} {
+				e := extent(t, dev.b, name)
+				copy(dev.b[e.Offset:], bytes.Repeat([]byte{0xff}, 512))
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := &memDev{b: partition(t), budget: -1}
+			bootN(t, dev, 1, 3, true)
+			tc.hurt(t, dev)
+			st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := st.Contents()
+			if !c.Lost || !st.StateLost() || len(c.Problems) == 0 || !strings.Contains(c.Problems[0], "STATE WAS LOST") {
+				t.Fatalf("lost %v, problems %q", c.Lost, c.Problems)
+			}
+			for _, p := range c.Problems {
+				if strings.Contains(p, "the other copy is used") {
+					t.Errorf("a lost state is described as a power cut: %q", p)
+				}
+			}
+			if _, ok := c.State.Values["ssh_host_key"]; ok {
+				t.Error("a value survived a lost state")
+			}
+			n, err := st.BeginBoot()
+			if err != nil || n != 4 {
+				t.Fatalf("the boot after the loss takes number %d (%v), want 4", n, err)
+			}
+			if _, err := st.PutReport(n, reportJSON(n)); err != nil {
+				t.Fatal(err)
+			}
+			reportsIntact(t, dev, 4)
+			// The next boot finds a whole state naming all four.
+			st, err = store.Open(dev, int64(len(dev.b)), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = st.Contents()
+			if c.Lost || len(c.Problems) != 0 || len(c.Reports) != 4 || c.Reports[0].Boot != 4 || c.Reports[3].Boot != 1 {
+				t.Fatalf("after recovery: lost %v, %d reports, problems %q", c.Lost, len(c.Reports), c.Problems)
+			}
+		})
+	}
+}
+
+// TestDamagedCopyTellsCutFromDamage: one copy bad is what a power cut
+// leaves when it is the newest, damage when it is the older; either way
+// the other copy is used and the message says which.
+func TestDamagedCopyTellsCutFromDamage(t *testing.T) {
+	dev := &memDev{b: partition(t), budget: -1}
+	bootN(t, dev, 1, 3, false)
+	c, err := store.Load(readerOf(t, dev.b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest, older := c.From, store.StateA
+	if newest == store.StateA {
+		older = store.StateB
+	}
+	t.Run("older", func(t *testing.T) {
+		d := &memDev{b: append([]byte(nil), dev.b...), budget: -1}
+		damage(t, d, older)
+		c, err := store.Load(readerOf(t, d.b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Lost || len(c.Problems) != 1 || !strings.Contains(c.Problems[0], "older") || !strings.Contains(c.Problems[0], "nothing is lost") || len(c.Reports) != 3 {
+			t.Fatalf("lost %v, %d reports, problems %q", c.Lost, len(c.Reports), c.Problems)
+		}
+	})
+	t.Run("newest", func(t *testing.T) {
+		// The newest record named report 3; the older one only took
+		// boot number 3. Report 3 must survive the next boot.
+		d := &memDev{b: append([]byte(nil), dev.b...), budget: -1}
+		damage(t, d, newest)
+		st, err := store.Open(d, int64(len(d.b)), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := st.Contents()
+		if c.Lost || len(c.Problems) != 1 || !strings.Contains(c.Problems[0], "the newest, is torn or damaged") {
+			t.Fatalf("lost %v, problems %q", c.Lost, c.Problems)
+		}
+		n, err := st.BeginBoot()
+		if err != nil || n != 4 {
+			t.Fatalf("next boot %d, %v; want 4", n, err)
+		}
+		if _, err := st.PutReport(n, reportJSON(n)); err != nil {
+			t.Fatal(err)
+		}
+		reportsIntact(t, d, 4)
+	})
+}
+
+// TestAValueNeverCrowdsOutTheReports: values that grow until the state
+// is full are refused alone; the boot counter, the reports and small
+// values go on being written (a client filling the leases once made
+// every later commit fail, the boot's report with them).
+func TestAValueNeverCrowdsOutTheReports(t *testing.T) {
+	dev := &memDev{b: partition(t), budget: -1}
+	st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.BeginBoot(); err != nil {
+		t.Fatal(err)
+	}
+	// Leases grow 2 KiB at a time until the store refuses them.
+	var refused error
+	for i := 1; i < 64 && refused == nil; i++ {
+		refused = st.SetValue("leases", strings.Repeat("l", i*2048))
+	}
+	if refused == nil || !strings.Contains(refused.Error(), "leases") {
+		t.Fatalf("a value of 128 KiB was taken: %v", refused)
+	}
+	if err := st.SetValue("ssh_host_key", "small"); err != nil {
+		t.Fatalf("a small value after the refusal: %v", err)
+	}
+	for boot := 2; boot <= 14; boot++ {
+		n, err := st.BeginBoot()
+		if err != nil || n != boot {
+			t.Fatalf("boot %d: %d, %v", boot, n, err)
+		}
+		if _, err := st.PutReport(n, reportJSON(n)); err != nil {
+			t.Fatalf("boot %d's report: %v", n, err)
+		}
+	}
+	c, err := store.Load(readerOf(t, dev.b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l string
+	if ok, _ := c.State.Value("leases", &l); !ok || len(l) < 32<<10 || len(c.Reports) != store.Keep || c.State.Boot != 14 {
+		t.Fatalf("leases kept %d bytes, %d reports, boot %d", len(l), len(c.Reports), c.State.Boot)
+	}
+}
+
+// TestTornFirstWriteIsANote: a cut during the very first write leaves one
+// copy torn and the other blank; nothing was kept yet, so the store
+// starts afresh and says so as a note, not as damage.
+func TestTornFirstWriteIsANote(t *testing.T) {
+	dev := &memDev{b: partition(t), budget: 36} // the header and a part of the payload
+	st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.BeginBoot(); err == nil {
+		t.Fatal("the cut write succeeded")
+	}
+	dev.dead, dev.budget = false, -1
+	st, err = store.Open(dev, int64(len(dev.b)), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.Contents()
+	if c.Lost || len(c.Problems) != 0 || len(c.Notes) != 1 || !strings.Contains(c.Notes[0], "first state record is torn") {
+		t.Fatalf("lost %v, problems %q, notes %q", c.Lost, c.Problems, c.Notes)
+	}
+	if n, err := st.BeginBoot(); err != nil || n != 1 {
+		t.Fatalf("BeginBoot after the torn first write: %d, %v", n, err)
+	}
+}

@@ -33,6 +33,7 @@ type buildFlags struct {
 	fwFiles   []string
 	json      bool
 	noCache   bool
+	force     bool // replace an existing -o file that is not an earlier build
 
 	// allowPlaceholder builds a site whose only SSH key is the examples'.
 	allowPlaceholder bool
@@ -60,6 +61,9 @@ and lays out the image for the board's boot method:
 
 The image is written under a temporary name and renamed, with FILE.manifest.json
 (board, plan, sha256 of every input, block map) and a sha256sums file beside it.
+An earlier build's image (its manifest beside it) is replaced, as a rebuild
+should; any other existing file only with --force; a device (a card: use 'ocfw
+flash'), FIFO or directory never.
 The same inputs and SOURCE_DATE_EPOCH give a byte-identical image. Host tools:
 mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 		Example: `  ocfw build --board alix2d13 --card vpn1411 -o alix.img
@@ -91,6 +95,7 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	fl.StringVar(&f.kernel, "kernel", "", kernelFlagHelp)
 	fl.StringVar(&f.initramfs, "initramfs", "", "use this compressed initramfs instead of building one (the kernel still comes from --kernel)")
 	fl.StringVarP(&f.output, "output", "o", "", "image file (default out/ocfw-BOARD.img; out/ocfw-BOARD-stand-in.img with --stand-in)")
+	fl.BoolVar(&f.force, "force", false, forceImageHelp)
 	fl.StringVar(&f.size, "size", "", "image size in MiB, e.g. 120 or 240M or 1G (default: the board's, which fits its card)")
 	fl.IntVar(&f.cardMB, "card-mb", 0, "the card's size in MB as sold (default: the board's, e.g. 128)")
 	fl.StringVar(&f.budget, "speed-budget", "", "time the firmware's boot-time speed run may take, e.g. 20s (default: the firmware's)")
@@ -103,6 +108,8 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	fl.BoolVar(&f.noCache, "no-cache", false, noCacheHelp)
 	return cmd
 }
+
+const forceImageHelp = "replace an existing -o file that is not an earlier ocfw build (an earlier build, with its manifest beside it, is replaced without it; a device, FIFO or directory never)"
 
 const noCacheHelp = "build the Go userland even when the userland cache (CACHE/userland) holds it, and leave the cache alone"
 
@@ -153,6 +160,9 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	out := f.output
 	if out == "" {
 		out = defaultImage(pl)
+	}
+	if out, err = checkImageOut(out, f.force); err != nil {
+		return err
 	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	res, err := build.Build(cmd.Context(), pl, build.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,

@@ -49,6 +49,7 @@ type reportFlags struct {
 	all       bool
 	boots     []int
 	export    string
+	force     bool // replace existing -o and --export files
 }
 
 // reportSource is one report and where it came from.
@@ -77,7 +78,10 @@ one panel per cipher, one line per engine and report, hardware engines drawn
 thicker. --reference picks the published results from these boards drawn dashed
 beside them: auto (the same class of board and the engines the reports name; the
 default), all, none, or words matched against the published platforms and
-engines, e.g. --reference glxsb,IXP425.`,
+engines, e.g. --reference glxsb,IXP425.
+
+-o and --export write whole files or none: an existing file is replaced only with
+--force, a device, FIFO or directory never.`,
 		Example: `  ocfw report out/ocfw-alix2d13.img --list
   ocfw report /dev/sdc --all -o alix.svg
   ocfw report /media/me/OCFWDATA --boot 7 --export reports/
@@ -95,6 +99,17 @@ engines, e.g. --reference glxsb,IXP425.`,
 			if f.all && len(f.boots) > 0 {
 				return fmt.Errorf("--all and --boot: give one or the other")
 			}
+			if f.output != "" {
+				var err error
+				if f.output, err = checkOut(f.output, "-o", f.force); err != nil {
+					return err
+				}
+			}
+			if f.export != "" {
+				if fi, err := os.Stat(f.export); err == nil && !fi.IsDir() {
+					return fmt.Errorf("--export %s: not a folder: give a folder for the JSON files", f.export)
+				}
+			}
 			w := cmd.OutOrStdout()
 			var srcs []reportSource
 			for _, a := range args {
@@ -111,15 +126,29 @@ engines, e.g. --reference glxsb,IXP425.`,
 				if err := os.MkdirAll(f.export, 0o755); err != nil {
 					return err
 				}
+				// Every file is checked before any is written, and
+				// all are committed together.
+				var set atomicfile.Set
+				defer set.Cleanup()
+				var names []string
 				for _, s := range srcs {
-					name := filepath.Join(f.export, s.report.ExportName())
+					name, err := checkOut(filepath.Join(f.export, s.report.ExportName()), "--export", f.force)
+					if err != nil {
+						return err
+					}
 					j, err := s.report.JSON()
 					if err != nil {
 						return err
 					}
-					if err := atomicfile.WriteFile(name, j, 0o644); err != nil {
+					if err := set.WriteFile(name, j); err != nil {
 						return err
 					}
+					names = append(names, name)
+				}
+				if err := set.Commit(0o644); err != nil {
+					return err
+				}
+				for _, name := range names {
 					fmt.Fprintf(cmd.ErrOrStderr(), "exported %s\n", name)
 				}
 			}
@@ -164,6 +193,7 @@ engines, e.g. --reference glxsb,IXP425.`,
 	fl.BoolVar(&f.all, "all", false, "use every kept report of an image or card (default: the newest)")
 	fl.IntSliceVar(&f.boots, "boot", nil, "use the report of this boot number (repeat)")
 	fl.StringVar(&f.export, "export", "", "write the chosen reports as JSON files into this folder")
+	fl.BoolVar(&f.force, "force", false, "replace existing -o and --export files (a device, FIFO or directory never)")
 	return cmd
 }
 
@@ -197,6 +227,9 @@ func (f *reportFlags) read(w io.Writer, src string) ([]reportSource, error) {
 	}
 	for _, n := range st.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	for _, p := range st.Problems {
+		fmt.Fprintf(w, "  problem: %s\n", p)
 	}
 	kept := make([]*report.Report, len(reps))
 	for i, r := range reps {

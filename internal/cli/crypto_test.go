@@ -115,7 +115,7 @@ func TestSpeedAndReport(t *testing.T) {
 	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"hello": 1}`), 0o644)
-	_, errs, code = ocfw(t, "report", bad, "-o", svg)
+	_, errs, code = ocfw(t, "report", bad, "-o", svg, "--force")
 	if code == 0 || !strings.Contains(errs, bad) {
 		t.Errorf("bad report: %d %q", code, errs)
 	}

@@ -22,8 +22,12 @@ inside it), and the firmware's reports on the data partition, latest first.
 Input that is not an ocfw image is an error. So is any problem found in one (a
 damaged file system, boot file or manifest, or an image that no longer matches the
 manifest beside it): everything is still printed, problems last (with --json, in
-"problems"), and the exit status is 1. Torn records the firmware's power-safe store
-ignored are notes, not problems: a power cut leaves them by design.`,
+"problems"), and the exit status is 1. The firmware's store on the data partition
+counts too: both state copies unreadable (the state was lost), the newest or the
+older copy damaged, a report whose bytes changed are problems. A torn newest copy is
+one as well: a power cut during a write leaves it, but from the card alone it cannot
+be told from damage. What a cut leaves and the store puts right (the first record
+torn, a report written but not yet named) is a note.`,
 		Example: `  ocfw inspect alix.img
   ocfw inspect --json nslu2.bin`,
 		Args: needArgs(1, 1, "one image file", "ocfw inspect alix.img"),

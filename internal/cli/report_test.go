@@ -103,7 +103,7 @@ func TestReportFromACard(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(mnt, "ocfw", f.Name), b, 0o644)
 	}
-	out, errs, code = ocfw(t, "report", mnt, "--all", "-q", "-o", svg)
+	out, errs, code = ocfw(t, "report", mnt, "--all", "-q", "-o", svg, "--force")
 	if code != 0 || !strings.Contains(out, "3 reports kept") {
 		t.Fatalf("card folder: exit %d\n%s%s", code, out, errs)
 	}

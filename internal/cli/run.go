@@ -29,6 +29,7 @@ type runFlags struct {
 	fresh       bool
 	standInSaid bool // try told the user what the stand-in does not prove
 	keepCopy    string
+	force       bool // replace an existing --keep-copy file
 	net         string
 	sshPort     int
 	ports       []string
@@ -96,7 +97,8 @@ key, DHCP leases, boot counter and reports) is kept in IMAGE.state beside the
 image and booted again by the next run of the same image, as a card would keep
 it: the SSH host key stays the same, and 'ocfw report IMAGE' reads the reports
 from it. --fresh deletes IMAGE.state and starts over. With --keep-copy the kept
-copy holds what the board wrote instead. --persist boots the image itself, as
+copy holds what the board wrote instead (an existing file is replaced only with
+--force; a device, FIFO or directory never). --persist boots the image itself, as
 the board would; the image then no longer matches its manifest.
 
 With --poweroff-after-report the run types 'poweroff' once the firmware's boot
@@ -126,6 +128,7 @@ clearing the screen) are not passed through; colours are.`,
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "do not copy the console here")
 	cmd.Flags().BoolVar(&f.persist, "persist", false, "boot the image itself, not a copy: its report stays in the image, which then no longer matches its manifest")
 	cmd.Flags().StringVar(&f.keepCopy, "keep-copy", "", "boot a copy written to this file and keep it afterwards (default: a temporary copy, removed)")
+	cmd.Flags().BoolVar(&f.force, "force", false, "replace an existing --keep-copy file (a device, FIFO or directory never)")
 	cmd.Flags().BoolVar(&f.fresh, "fresh", false, "start with the image's own data partition: delete the board's state kept from earlier runs (IMAGE.state)")
 	cmd.MarkFlagsMutuallyExclusive("persist", "keep-copy")
 	cmd.MarkFlagsMutuallyExclusive("persist", "fresh")
@@ -198,6 +201,11 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 	netw, err := f.network()
 	if err != nil {
 		return err
+	}
+	if f.keepCopy != "" {
+		if f.keepCopy, err = checkOut(f.keepCopy, "--keep-copy", f.force); err != nil {
+			return err
+		}
 	}
 	opt := boardvm.RunOptions{Timeout: f.timeout, Until: f.until, PoweroffAfterReport: f.poweroff, MemoryMB: f.memoryMB,
 		Persist: f.persist, KeepCopy: f.keepCopy, Network: netw, StandInSaid: f.standInSaid,

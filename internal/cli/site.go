@@ -14,6 +14,7 @@ func newSiteCmd(g *globalFlags) *cobra.Command {
 		Short: "Work with site configs (what the router does)",
 	}
 	var out string
+	var force bool
 	js := &cobra.Command{
 		Use:   "json SITE.yaml",
 		Short: "Check a site config and write it as the JSON the board reads (site.json for a card's ocfw folder)",
@@ -21,10 +22,19 @@ func newSiteCmd(g *globalFlags) *cobra.Command {
 the firmware reads. Put the result in the data partition's ocfw folder as
 site.json (on a PC): at the next boot it wins over the config built into the
 image, so settings change without rebuilding. The board checks it again and
-falls back to the built-in config, saying why, when it is not valid.`,
+falls back to the built-in config, saying why, when it is not valid.
+
+-o writes a file, whole or not at all: an existing one (site.json already on the
+card) is replaced only with --force, and a device, FIFO or directory never.`,
 		Example: `  ocfw site json mysite.yaml -o /media/me/OCFWDATA/ocfw/site.json`,
 		Args:    needArgs(1, 1, "one site config file", "ocfw site json mysite.yaml -o site.json"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if out != "" && out != "-" {
+				var err error
+				if out, err = checkOut(out, "-o", force); err != nil {
+					return err
+				}
+			}
 			data, err := readProfileFile(args[0])
 			if err != nil {
 				return err
@@ -52,7 +62,8 @@ falls back to the built-in config, saying why, when it is not valid.`,
 			return nil
 		},
 	}
-	js.Flags().StringVarP(&out, "output", "o", "", "write here (default: standard output)")
+	js.Flags().StringVarP(&out, "output", "o", "", "write this file (default: standard output); not a device, FIFO or directory")
+	js.Flags().BoolVar(&force, "force", false, "replace an existing file (a site.json already on the card)")
 	cmd.AddCommand(js)
 	return cmd
 }

@@ -75,6 +75,18 @@ terminal, powers it off after the report instead. The board's data partition
 			if err := f.build.loadSite(g, pl); err != nil {
 				return err
 			}
+			if f.build.output == "" {
+				f.build.output = defaultImage(pl)
+			}
+			// Refused outputs before the fetch and the build, not after.
+			if _, err := checkImageOut(f.build.output, f.build.force); err != nil {
+				return err
+			}
+			if f.keepCopy != "" {
+				if _, err := checkOut(f.keepCopy, "--keep-copy", f.build.force); err != nil {
+					return err
+				}
+			}
 			if pl.Kernel.Source == plan.KernelDebian {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: fetching %s (%s) unless cached\n", pl.Kernel.Package, pl.Kernel.Arch)
 				stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+pl.Kernel.Package)
@@ -84,9 +96,6 @@ terminal, powers it off after the report instead. The board's data partition
 					return err
 				}
 			}
-			if f.build.output == "" {
-				f.build.output = defaultImage(pl)
-			}
 			if err := os.MkdirAll(filepath.Dir(f.build.output), 0o755); err != nil {
 				return err
 			}
@@ -94,7 +103,7 @@ terminal, powers it off after the report instead. The board's data partition
 				return err
 			}
 			rf := f.run
-			rf.timeout, rf.timeoutSet, rf.keepCopy = f.timeout, cmd.Flags().Changed("timeout"), f.keepCopy
+			rf.timeout, rf.timeoutSet, rf.keepCopy, rf.force = f.timeout, cmd.Flags().Changed("timeout"), f.keepCopy, f.build.force
 			rf.standInSaid = pl.StandIn != nil // the banner above listed it
 			rf.poweroff = tryPowersOff(f.build.siteCfg != nil, stdinTerminal(cmd), f.run.poweroff)
 			if f.build.siteCfg != nil && rf.poweroff && !f.run.poweroff {
@@ -106,6 +115,7 @@ terminal, powers it off after the report instead. The board's data partition
 	fl := cmd.Flags()
 	f.build.register(cmd, false)
 	fl.StringVarP(&f.build.output, "output", "o", "", "image file (default out/ocfw-BOARD.img)")
+	fl.BoolVar(&f.build.force, "force", false, forceImageHelp+"; also an existing --keep-copy file")
 	fl.StringVar(&f.build.budget, "speed-budget", "", "time the firmware's boot-time speed run may take (default: the firmware's)")
 	fl.StringVar(&f.build.site, "site", "", "the router's site config (YAML, kind: site)")
 	registerPlaceholderFlag(cmd, &f.build)

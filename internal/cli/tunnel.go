@@ -31,7 +31,8 @@ authentication key of the algorithms' sizes, with extended sequence numbers and 
 direction leaving its own address as outbound.
 
 The file goes where the sites' "keys" field says, beside the site configs (-o
-writes it elsewhere), mode 0600; an existing file is kept unless --force. Copy it
+writes it elsewhere), mode 0600; an existing file is kept unless --force, and a
+device, FIFO or directory is never written. Copy it
 to each box's card, into its ocfw folder beside site.json: the firmware reads it
 from there at boot and never from the image. The keys do not change by
 themselves (no IKE, no rekeying): to roll them, run this again with --force,
@@ -65,9 +66,9 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
 			case err != nil:
 				return err
 			}
-			paths := []string{f.out}
+			paths, flag := []string{f.out}, "-o"
 			if f.out == "" {
-				paths = pair.KeyPaths()
+				paths, flag = pair.KeyPaths(), "the sites' keys field:"
 			}
 			if f.peerCommands && !f.force {
 				if data, err := os.ReadFile(paths[0]); err == nil {
@@ -82,6 +83,13 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
 			k, err := pair.NewKeys(rand.Reader, time.Now())
 			if err != nil {
 				return err
+			}
+			for i, p := range paths {
+				// Existing files are refused below unless --force;
+				// a device or FIFO always.
+				if paths[i], err = checkOut(p, flag, true); err != nil {
+					return err
+				}
 			}
 			if err := boards.WriteTunnelKeys(paths, k, f.force); err != nil {
 				return err

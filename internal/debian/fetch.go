@@ -119,12 +119,18 @@ func (f *Fetcher) get(ctx context.Context, d *aptDirs, pkg string, download func
 	}
 	defer os.RemoveAll(tmp)
 	got, err := download(tmp)
+	if errors.Is(err, errPlaced) {
+		return "", err
+	}
 	if err != nil && !updated {
 		f.logf("%v; apt-get update for %s and retry", err, d.arch)
 		if _, uerr := d.apt(ctx, "apt-get", "update"); uerr != nil {
 			return "", uerr
 		}
 		got, err = download(tmp)
+		if errors.Is(err, errPlaced) {
+			return "", err
+		}
 	}
 	if err != nil {
 		return "", err
@@ -369,3 +375,84 @@ func (e *OldVersionError) Worded(refresh string) string {
 }
 
 func (e *OldVersionError) Unwrap() error { return e.Err }
+
+// FetchPackages returns the cached .debs of packages pkgs for arch, in
+// the order given, downloading the ones not cached with one apt-get
+// download (no dependencies are added: the caller names them all). Each
+// name is remembered as resolved to its file, so later runs need no
+// network; Refresh downloads them all again.
+func (f *Fetcher) FetchPackages(ctx context.Context, arch string, pkgs []string) ([]string, error) {
+	if err := checkName("architecture", arch); err != nil {
+		return nil, err
+	}
+	d, err := f.dirs(arch)
+	if err != nil {
+		return nil, err
+	}
+	debs := make([]string, len(pkgs))
+	var missing []string
+	for i, p := range pkgs {
+		if err := checkName("package", p); err != nil {
+			return nil, err
+		}
+		if !f.Refresh {
+			if deb, err := d.cached(p); err == nil {
+				debs[i] = deb
+				continue
+			}
+		}
+		missing = append(missing, p)
+	}
+	if len(missing) == 0 {
+		return debs, nil
+	}
+	_, err = f.get(ctx, d, missing[0], func(dir string) (string, error) {
+		specs := make([]string, len(missing))
+		for i, p := range missing {
+			specs[i] = p + ":" + arch
+		}
+		f.logf("apt-get download %s", strings.Join(specs, " "))
+		if _, err := d.aptIn(ctx, dir, "apt-get", append([]string{"download"}, specs...)...); err != nil {
+			return "", err
+		}
+		got, _ := filepath.Glob(filepath.Join(dir, "*.deb"))
+		byName := map[string]string{}
+		for _, g := range got {
+			if name, _, _, ok := ParseDebName(g); ok {
+				byName[name] = g
+			}
+		}
+		for _, p := range missing {
+			g, ok := byName[p]
+			if !ok {
+				return "", fmt.Errorf("apt-get download left no .deb for %s in %s", p, dir)
+			}
+			deb := filepath.Join(d.debs, filepath.Base(g))
+			if err := os.Rename(g, deb); err != nil {
+				return "", err
+			}
+			if err := writeFileAtomic(d.pointer(p), func(w *os.File) error {
+				_, err := fmt.Fprintln(w, filepath.Base(deb))
+				return err
+			}); err != nil {
+				return "", err
+			}
+		}
+		// get moves the one file it is given; the rest are in place.
+		return "", errPlaced
+	})
+	if err != nil && !errors.Is(err, errPlaced) {
+		return nil, err
+	}
+	for i, p := range pkgs {
+		if debs[i] == "" {
+			if debs[i], err = d.cached(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return debs, nil
+}
+
+// errPlaced tells get that the download put its files in place itself.
+var errPlaced = errors.New("packages placed")

@@ -30,6 +30,9 @@ case "$*" in
 	echo deb > linux-image-9.9-686_9.9-1_i386.deb ;;
 *" download linux-headers-9.9-common:i386=9.9-1") echo deb > linux-headers-9.9-common_9.9-1_all.deb ;;
 *" download linux-kbuild-9.9:i386=1:9.9-1") echo deb > linux-kbuild-9.9_1%3a9.9-1_i386.deb ;;
+*" download foo:i386 bar:i386") echo deb > foo_1.0-1_i386.deb; echo deb > bar_2%3a1.1_all.deb ;;
+*" download bar:i386") echo deb > bar_2%3a1.1_all.deb ;;
+*" download nodeb:i386") exit 0 ;;
 *" download linux-headers-9.9-common:i386="*) echo "E: Version '${last#*=}' for 'linux-headers-9.9-common' was not found" >&2; exit 100 ;;
 *) echo "E: unexpected: $*" >&2; exit 100 ;;
 esac
@@ -238,5 +241,47 @@ func TestParseDebName(t *testing.T) {
 		if n != tc.name || v != tc.version || a != tc.arch || ok != tc.ok {
 			t.Errorf("%s: %q %q %q %v", tc.file, n, v, a, ok)
 		}
+	}
+}
+
+func TestFetchPackages(t *testing.T) {
+	logFile := fakeApt(t)
+	cache := t.TempDir()
+	ctx := context.Background()
+	f := &Fetcher{CacheDir: cache}
+	debs := filepath.Join(cache, "debian", "i386", "debs")
+	want := []string{filepath.Join(debs, "foo_1.0-1_i386.deb"), filepath.Join(debs, "bar_2%3a1.1_all.deb")}
+	// Package lists from an earlier update: no update now.
+	lists := filepath.Join(cache, "debian", "i386", "lists")
+	if err := os.MkdirAll(lists, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lists, "x_Packages"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.FetchPackages(ctx, "i386", []string{"foo", "bar"})
+	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("FetchPackages: %v, %v; want %v", got, err, want)
+	}
+	if c := calls(t, logFile); len(c) != 1 || !strings.HasSuffix(c[0], " download foo:i386 bar:i386") {
+		t.Fatalf("apt calls %q, want one download of both", c)
+	}
+	// Cached: no apt at all; one package gone: only it is downloaded.
+	if again, err := f.FetchPackages(ctx, "i386", []string{"foo", "bar"}); err != nil || len(again) != 2 || len(calls(t, logFile)) != 1 {
+		t.Fatalf("cached FetchPackages: %v, %v, %d apt calls", again, err, len(calls(t, logFile)))
+	}
+	os.Remove(filepath.Join(debs, "bar.fetched"))
+	if again, err := f.FetchPackages(ctx, "i386", []string{"foo", "bar"}); err != nil || again[1] != want[1] {
+		t.Fatalf("FetchPackages after losing bar: %v, %v", again, err)
+	}
+	if c := calls(t, logFile); len(c) != 2 || !strings.HasSuffix(c[1], " download bar:i386") {
+		t.Fatalf("apt calls %q, want a third one downloading bar only", c)
+	}
+	// A package apt-get does not deliver is named.
+	if _, err := f.FetchPackages(ctx, "i386", []string{"foo", "nodeb"}); err == nil || !strings.Contains(err.Error(), "no .deb for nodeb") {
+		t.Errorf("undelivered package: %v", err)
+	}
+	if _, err := f.FetchPackages(ctx, "i386", []string{"foo", "-oX=1"}); err == nil || !strings.Contains(err.Error(), "invalid Debian package") {
+		t.Errorf("bad name: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ package ocfcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,7 +36,24 @@ type runFlags struct {
 	timeout time.Duration
 	json    bool
 	out     string
+	force   bool
 	depth   int
+}
+
+// checkOut refuses, before the run, an -o that is not a file or that
+// exists without --force (atomicfile.CheckTarget).
+func (f *runFlags) checkOut() error {
+	if f.out == "" {
+		return nil
+	}
+	p, err := atomicfile.CheckTarget(f.out, "-o "+f.out, f.force)
+	if errors.Is(err, atomicfile.ErrExists) {
+		return fmt.Errorf("%w: add --force to replace it", err)
+	}
+	if err == nil {
+		f.out = p
+	}
+	return err
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -43,7 +61,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.inject, "inject", nil, "add a faulty test engine: corrupt:SIZE, fail:SIZE or hang:SIZE (for testing the tests)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "per-request timeout: an engine slower than this has failed")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
-	cmd.Flags().StringVarP(&f.out, "output", "o", "", "also write the JSON report to this file (atomically)")
+	cmd.Flags().StringVarP(&f.out, "output", "o", "", "also write the JSON report to this file (atomically; not a device, FIFO or directory)")
+	cmd.Flags().BoolVar(&f.force, "force", false, "replace an existing -o file")
 	cmd.Flags().IntVar(&f.depth, "depth", 4, "AF_ALG requests in flight per session for batched work")
 }
 
@@ -81,6 +100,9 @@ is pass, fail (with the first failing case) or absent (in the plan, not on this
 system: reported, not a failure). Exit status 1 when anything present failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.checkOut(); err != nil {
+				return err
+			}
 			targets, err := f.targets(cmd.Context(), pl)
 			if err != nil {
 				return err
@@ -122,6 +144,9 @@ and the hardware/software policy those numbers give.`,
 				if s <= 0 || s > 1<<20 {
 					return fmt.Errorf("--size %d: want 1 to 1048576 bytes", s)
 				}
+			}
+			if err := f.checkOut(); err != nil {
+				return err
 			}
 			targets, err := f.targets(cmd.Context(), pl)
 			if err != nil {

@@ -63,6 +63,20 @@ type PoolConfig struct {
 // or office LAN has clients, about 150 KB at most.
 const DefaultMaxLeases = 1024
 
+// MaxStoredLeases bounds the leases Leases returns for the store: the
+// lease document shares the card's 64 KiB state record with the SSH host
+// keys, the policy, the boot number and the report index, and a LAN
+// full of clients (or one client with many MACs) must never crowd them
+// out. A lease is at most about 175 bytes of JSON (a 63-byte name, see
+// MaxHostname), so 64 of them stay within LeaseDocBudget; the pool keeps
+// serving more in RAM, and only the most recent 64 come back after a
+// reboot.
+const MaxStoredLeases = 64
+
+// LeaseDocBudget is the most bytes the stored lease document may take
+// (a test encodes the worst case): a quarter of the state record.
+const LeaseDocBudget = 16 << 10
+
 // OfferHold is how long an offered address stays reserved for the client
 // it was offered to, waiting for its REQUEST.
 const OfferHold = 30 * time.Second
@@ -173,6 +187,9 @@ func (e *entry) free(now time.Time) bool {
 // Leases that no longer fit the configuration (outside the range, now
 // static for some client) are dropped.
 func (p *Pool) Load(leases []Lease, now time.Time) {
+	if len(leases) > MaxStoredLeases {
+		leases = leases[:MaxStoredLeases]
+	}
 	for _, l := range leases {
 		mac, err := NormalMAC(l.MAC)
 		if err != nil || l.Static || !p.dynamic(l.IP) || len(p.byIP) >= p.max {
@@ -184,7 +201,8 @@ func (p *Pool) Load(leases []Lease, now time.Time) {
 		if p.byMAC[mac] != nil || p.byIP[l.IP] != nil {
 			continue // a duplicate in the store: first one wins
 		}
-		e := &entry{mac: mac, ip: l.IP, hostname: l.Hostname, state: bound, expires: now.Add(p.leaseTime)}
+		name, _ := HostLabel(l.Hostname) // a store written before names were checked
+		e := &entry{mac: mac, ip: l.IP, hostname: name, state: bound, expires: now.Add(p.leaseTime)}
 		if l.Released {
 			e.state, e.expires = released, now
 		}
@@ -289,12 +307,14 @@ const (
 // Ack binds ip to mac for a lease time from now, when it may: ip is mac's
 // static address, or a dynamic address that is mac's, free, or never
 // given out. Otherwise it returns ErrWrongAddress and changes nothing.
-// An empty hostname keeps the one known.
+// An empty hostname keeps the one known; one that is not an RFC 1123
+// label (HostLabel) counts as empty.
 func (p *Pool) Ack(mac string, ip netip.Addr, hostname string, now time.Time) (Lease, AckResult, error) {
 	mac, err := NormalMAC(mac)
 	if err != nil {
 		return Lease{}, 0, err
 	}
+	hostname, _ = HostLabel(hostname)
 	if st, ok := p.static[mac]; ok {
 		if ip != st {
 			return Lease{}, 0, ErrWrongAddress
@@ -398,13 +418,27 @@ func (p *Pool) Unoffer(mac string) {
 }
 
 // Leases are the dynamic leases to store (bound and released), sorted by
-// address. Static leases come from the config and are not included.
+// address. Static leases come from the config and are not included. Of
+// more than MaxStoredLeases, the bound ones that run longest are kept,
+// then the released ones released last.
 func (p *Pool) Leases() []Lease {
 	var out []Lease
 	for _, e := range p.byIP {
 		if e.state == bound || e.state == released {
 			out = append(out, e.lease())
 		}
+	}
+	if len(out) > MaxStoredLeases {
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Released != out[j].Released {
+				return !out[i].Released
+			}
+			if !out[i].Expires.Equal(out[j].Expires) {
+				return out[i].Expires.After(out[j].Expires)
+			}
+			return out[i].IP.Less(out[j].IP)
+		})
+		out = out[:MaxStoredLeases]
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].IP.Less(out[j].IP) })
 	return out

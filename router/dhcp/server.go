@@ -2,6 +2,7 @@ package dhcp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // ServerConfig is one LAN's DHCP server.
@@ -21,6 +24,9 @@ type ServerConfig struct {
 	Address   netip.Prefix // the router's LAN address and prefix: server identifier and subnet mask
 	Router    netip.Addr   // the default gateway handed out
 	DNS       []netip.Addr // the DNS servers handed out
+	Domain    string       // the LAN's domain (option 15); "" sends none
+	MTU       int          // the LAN's interface MTU (option 26); 0 sends none
+	NTP       []netip.Addr // time servers (option 42); none sends none
 	Pool      PoolConfig
 	// Store keeps leases across reboots; nil keeps them in memory only.
 	Store LeaseStore
@@ -51,7 +57,8 @@ func ServerConfigFromSite(sc *site.Site, iface string) (ServerConfig, error) {
 		}
 		return a, nil
 	}
-	cfg := ServerConfig{Interface: iface, Address: addr, Router: addr.Addr(), DNS: []netip.Addr{addr.Addr()}}
+	cfg := ServerConfig{Interface: iface, Address: addr, Router: addr.Addr(), DNS: []netip.Addr{addr.Addr()},
+		Domain: sc.LAN.LocalDomain(), MTU: sc.LAN.MTU}
 	if cfg.Pool.First, err = parse("range start", d.Range[0]); err != nil {
 		return ServerConfig{}, err
 	}
@@ -102,6 +109,9 @@ type Server struct {
 	now  func() time.Time
 	mu   sync.Mutex
 	pool *Pool
+	// neighbour points the kernel's neighbour entry for an address at a
+	// hardware address before a unicast reply (set by Serve).
+	neighbour func(ip net.IP, hw net.HardwareAddr) error
 }
 
 // NewServer makes the pool and loads the stored leases. A store that
@@ -157,6 +167,22 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dhcp: listening on %s: %w", s.cfg.Interface, err)
 	}
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("dhcp: netlink: %w", err)
+	}
+	defer nl.Close()
+	link, err := nl.LinkByName(s.cfg.Interface)
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("dhcp: %s: %w", s.cfg.Interface, err)
+	}
+	idx := link.Attrs().Index
+	s.neighbour = func(ip net.IP, hw net.HardwareAddr) error {
+		return nl.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_INET,
+			State: netlink.NUD_REACHABLE, IP: ip, HardwareAddr: hw})
+	}
 	return s.serve(ctx, conn)
 }
 
@@ -181,6 +207,18 @@ func (s *Server) serve(ctx context.Context, conn net.PacketConn) error {
 		reply, dst := s.handle(req, peer)
 		if reply == nil {
 			continue
+		}
+		// A unicast ACK goes to the client's hardware address, not to
+		// whoever the kernel's neighbour table last saw on the address
+		// (its previous owner, or a host that answered ARP for it): the
+		// entry is set from chaddr first. Only for a lease just ACKed to
+		// this very MAC, so a client cannot point another's address at
+		// itself.
+		if s.neighbour != nil && reply.MessageType() == dhcpv4.MessageTypeAck &&
+			!dst.IP.Equal(net.IPv4bcast) && dst.IP.Equal(reply.YourIPAddr) {
+			if err := s.neighbour(dst.IP, req.ClientHWAddr); err != nil {
+				s.cfg.Log("dhcp: neighbour entry %s -> %s: %v", dst.IP, req.ClientHWAddr, err)
+			}
 		}
 		if _, err := conn.WriteTo(reply.ToBytes(), dst); err != nil {
 			s.cfg.Log("dhcp: sending %s to %s: %v", reply.MessageType(), dst, err)
@@ -227,13 +265,18 @@ func (s *Server) handle(req *dhcpv4.DHCPv4, peer *net.UDPAddr) (*dhcpv4.DHCPv4, 
 		if !ok || !ip.IsValid() || ip.IsUnspecified() {
 			return nil, nil
 		}
-		lease, res, err := s.pool.Ack(mac, ip, req.HostName(), now)
+		name, nameOK := HostLabel(req.HostName())
+		lease, res, err := s.pool.Ack(mac, ip, name, now)
 		if err != nil {
 			s.cfg.Log("dhcp: NAK %s for %s: %v", ip, mac, err)
 			return s.nak(req), broadcast
 		}
 		if res != Renewed {
-			s.cfg.Log("lease %s to %s (%s) for %s", ip, mac, hostOrDash(lease.Hostname), shortDuration(s.pool.LeaseTime()))
+			dropped := ""
+			if !nameOK {
+				dropped = fmt.Sprintf("; host name %s dropped: not an RFC 1123 label", quoteName(req.HostName()))
+			}
+			s.cfg.Log("lease %s to %s (%s) for %s%s", ip, mac, hostOrDash(lease.Hostname), shortDuration(s.pool.LeaseTime()), dropped)
 		}
 		if res == Bound {
 			s.save()
@@ -257,8 +300,11 @@ func (s *Server) handle(req *dhcpv4.DHCPv4, peer *net.UDPAddr) (*dhcpv4.DHCPv4, 
 		return nil, nil
 
 	case dhcpv4.MessageTypeInform:
-		// A host with a static address asks for the options only.
-		if req.ClientIPAddr == nil || req.ClientIPAddr.IsUnspecified() {
+		// A host with a static address asks for the options only: the
+		// ACK echoes ciaddr and has no yiaddr and no lease time (RFC
+		// 2131 4.3.5; dhcpcd rejects one without its ciaddr).
+		ci := req.ClientIPAddr.To4()
+		if ci == nil || ci.IsUnspecified() || !s.cfg.Address.Masked().Contains(netip.AddrFrom4([4]byte(ci))) {
 			return nil, nil
 		}
 		return s.reply(req, dhcpv4.MessageTypeAck, netip.Addr{}, false),
@@ -289,6 +335,23 @@ func (s *Server) reply(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, yiaddr netip.
 	}
 	if yiaddr.IsValid() {
 		mods = append(mods, dhcpv4.WithYourIP(yiaddr.AsSlice()))
+	}
+	if typ == dhcpv4.MessageTypeAck && req.ClientIPAddr != nil {
+		// RFC 2131 table 3: an ACK carries the request's ciaddr.
+		mods = append(mods, dhcpv4.WithClientIP(req.ClientIPAddr))
+	}
+	if s.cfg.Domain != "" {
+		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptDomainName(s.cfg.Domain)))
+	}
+	if s.cfg.MTU > 0 {
+		mods = append(mods, dhcpv4.WithGeneric(dhcpv4.OptionInterfaceMTU, binary.BigEndian.AppendUint16(nil, uint16(s.cfg.MTU))))
+	}
+	if len(s.cfg.NTP) > 0 {
+		var ips []net.IP
+		for _, a := range s.cfg.NTP {
+			ips = append(ips, a.AsSlice())
+		}
+		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptNTPServers(ips...)))
 	}
 	if s.cfg.Router.IsValid() {
 		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptRouter(s.cfg.Router.AsSlice())))

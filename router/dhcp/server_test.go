@@ -236,3 +236,64 @@ func TestServerConfigFromSite(t *testing.T) {
 		t.Error("a range outside the LAN accepted")
 	}
 }
+
+// INFORM (a host with a static address) gets the options in an ACK
+// that echoes its ciaddr, unicast to it, with no yiaddr, no lease time
+// and no lease; an INFORM from outside the LAN gets nothing.
+func TestServerInform(t *testing.T) {
+	ts := newTestServer(t, &memStore{})
+	inf := must(dhcpv4.New(dhcpv4.WithHwAddr(hw(macB)), dhcpv4.WithMessageType(dhcpv4.MessageTypeInform),
+		dhcpv4.WithClientIP(net.ParseIP("192.168.1.60"))))
+	ack, dst := ts.handle(inf, &net.UDPAddr{IP: net.ParseIP("192.168.1.60"), Port: 68})
+	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck {
+		t.Fatalf("INFORM: got %v", ack)
+	}
+	if !ack.ClientIPAddr.Equal(net.ParseIP("192.168.1.60")) || !ack.YourIPAddr.IsUnspecified() ||
+		ack.Options.Has(dhcpv4.OptionIPAddressLeaseTime) || dst.String() != "192.168.1.60:68" {
+		t.Errorf("INFORM's ACK: ciaddr %v, yiaddr %v, lease time %v, to %v", ack.ClientIPAddr, ack.YourIPAddr,
+			ack.Options.Has(dhcpv4.OptionIPAddressLeaseTime), dst)
+	}
+	if ack.DomainName() != "lan" || fmt.Sprint(ack.Router()) != "[192.168.1.1]" {
+		t.Errorf("INFORM's options: domain %q, router %v", ack.DomainName(), ack.Router())
+	}
+	if len(ts.Leases()) != 0 {
+		t.Errorf("an INFORM made a lease: %v", ts.Leases())
+	}
+	inf.ClientIPAddr = net.ParseIP("10.9.9.9")
+	if r, _ := ts.handle(inf, &net.UDPAddr{IP: inf.ClientIPAddr, Port: 68}); r != nil {
+		t.Errorf("INFORM from outside the LAN answered: %v", r)
+	}
+}
+
+// The domain (15) always, the MTU (26) only when lan.mtu is set, and
+// the NTP servers (42) when configured.
+func TestServerExtraOptions(t *testing.T) {
+	s := testSite()
+	cfg, err := ServerConfigFromSite(s, "lan0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Domain != "lan" || cfg.MTU != 0 || len(cfg.NTP) != 0 {
+		t.Errorf("config from the site: domain %q, MTU %d, NTP %v", cfg.Domain, cfg.MTU, cfg.NTP)
+	}
+	ack := newTestServer(t, &memStore{}).handshake(t, macA)
+	if ack.Options.Has(dhcpv4.OptionInterfaceMTU) || ack.Options.Has(dhcpv4.OptionNTPServers) {
+		t.Errorf("MTU or NTP sent unset: %v", ack.Options)
+	}
+	s.LAN.MTU, s.LAN.Domain = 1400, "home.example"
+	cfg, _ = ServerConfigFromSite(s, "lan0")
+	cfg.NTP = []netip.Addr{netip.MustParseAddr("192.168.1.1")}
+	srv, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: srv, store: &memStore{}}
+	srv.now = func() time.Time { return t0 }
+	ack = ts.handshake(t, macA)
+	if mtu := ack.Options.Get(dhcpv4.OptionInterfaceMTU); fmt.Sprint(mtu) != "[5 120]" {
+		t.Errorf("MTU option %v, want 1400", mtu)
+	}
+	if ack.DomainName() != "home.example" || fmt.Sprint(ack.NTPServers()) != "[192.168.1.1]" {
+		t.Errorf("domain %q, NTP %v", ack.DomainName(), ack.NTPServers())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/pem"
+	"errors"
 	"fmt"
 
 	"golang.org/x/crypto/ssh"
@@ -21,6 +22,11 @@ type KeyStore interface {
 	// Save replaces the stored key.
 	Save(key []byte) error
 }
+
+// ErrStoreLost, wrapped by a KeyStore's Load, says the store that kept
+// the key was lost (a damaged card): the key is made anew, and the log
+// says loudly that it is NEW, not that this is a first boot.
+var ErrStoreLost = errors.New("the card's state was lost")
 
 // LoadHostKey returns the host key kept in ks, making and saving an
 // ed25519 key when there is none.
@@ -43,10 +49,13 @@ func LoadHostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer
 		logf = func(string, ...any) {}
 	}
 	stored, ok, err := ks.Load()
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrStoreLost) {
 		return nil, fmt.Errorf("reading the SSH host key: %w", err)
 	}
 	why := "made a new host key"
+	if err != nil {
+		why = lostKeyWarning
+	}
 	if ok {
 		s, err := ssh.ParsePrivateKey(stored)
 		if err == nil {
@@ -60,10 +69,20 @@ func LoadHostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer
 	}
 	if err := ks.Save(pemBytes); err != nil {
 		logf("ssh: %s %s, but WARNING: could not save it (%v): it will change at the next start", why, Fingerprint(s.PublicKey()), err)
+	} else if why == lostKeyWarning {
+		logf("ssh: %s", LostKeyMessage(Fingerprint(s.PublicKey())))
 	} else {
 		logf("ssh: %s %s", why, Fingerprint(s.PublicKey()))
 	}
 	return s, nil
+}
+
+const lostKeyWarning = "WARNING: the card's state was lost; made a NEW SSH host key"
+
+// LostKeyMessage is what the console, the log and the status say of a
+// key made anew after the store was lost.
+func LostKeyMessage(fingerprint string) string {
+	return fmt.Sprintf("%s %s: SSH clients will warn that the host key changed", lostKeyWarning, fingerprint)
 }
 
 func newHostKey() (ssh.Signer, []byte, error) {
@@ -108,12 +127,37 @@ const RSAHostKeyBits = 3072
 // serves with ed25519 alone (or an unsaved RSA key), and logf says so.
 // Making a 3072-bit key takes seconds to a minute on a slow board, once.
 func LoadHostKeys(ks KeyStore, logf func(format string, args ...any)) ([]ssh.Signer, error) {
+	ed, err := LoadEd25519HostKey(ks, logf)
+	if err != nil {
+		return nil, err
+	}
+	s, err := LoadRSAHostKey(ks, logf)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return []ssh.Signer{ed}, nil
+	}
+	return []ssh.Signer{ed, s}, nil
+}
+
+// LoadEd25519HostKey is LoadHostKeys' first half: the ed25519 key, the
+// first block of the stored document. The router serves with it at once
+// and adds the RSA key (Server.AddHostKey) once LoadRSAHostKey has it:
+// making a 3072-bit key at a first start must not keep SSH closed.
+func LoadEd25519HostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	ed, err := LoadHostKey(firstKey{ks}, logf)
-	if err != nil {
-		return nil, err
+	return LoadHostKey(firstKey{ks}, logf)
+}
+
+// LoadRSAHostKey is LoadHostKeys' second half: the stored RSA key, or a
+// new one saved after the ed25519 key. It returns no key and no error
+// when one cannot be made (logged): the server then serves ed25519 only.
+func LoadRSAHostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
 	}
 	stored, _, err := ks.Load()
 	if err != nil {
@@ -122,14 +166,14 @@ func LoadHostKeys(ks KeyStore, logf func(format string, args ...any)) ([]ssh.Sig
 	first, rest := splitFirst(stored)
 	if block, _ := pem.Decode(rest); block != nil {
 		if s, err := ssh.ParsePrivateKey(pem.EncodeToMemory(block)); err == nil && s.PublicKey().Type() == ssh.KeyAlgoRSA {
-			return []ssh.Signer{ed, s}, nil
+			return s, nil
 		}
 		logf("ssh: WARNING: the stored RSA host key is unreadable: replacing it")
 	}
 	priv, err := rsa.GenerateKey(rand.Reader, RSAHostKeyBits)
 	if err != nil {
 		logf("ssh: WARNING: could not make an RSA host key (%v): ed25519 only", err)
-		return []ssh.Signer{ed}, nil
+		return nil, nil
 	}
 	block, err := ssh.MarshalPrivateKey(priv, "ocfw host key")
 	if err != nil {
@@ -144,7 +188,7 @@ func LoadHostKeys(ks KeyStore, logf func(format string, args ...any)) ([]ssh.Sig
 	} else {
 		logf("ssh: made an RSA host key %s", Fingerprint(s.PublicKey()))
 	}
-	return []ssh.Signer{ed, s}, nil
+	return s, nil
 }
 
 // splitFirst splits a stored document after its first PEM block. A

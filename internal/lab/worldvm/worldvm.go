@@ -60,6 +60,11 @@ type Config struct {
 	// 0600), e.g. an SSH private key for the ssh command. Not under
 	// /dev, /proc, /sys or /tmp, which are mounted over.
 	Files map[string][]byte
+	// Trees are host directories whose contents are put at the guest's
+	// root, after Files (kerneltest.WriteTree): e.g. Debian packages
+	// unpacked with their libraries and /lib/ld-linux.so.2, whose
+	// programs the agent's start and exec commands run.
+	Trees []string
 	// MemoryMB is the guest's RAM; 0 means 256.
 	MemoryMB int
 	// KernelPackage is the Debian kernel package ("" means
@@ -205,7 +210,7 @@ func checkFiles(files map[string][]byte) error {
 	return nil
 }
 
-// buildInitramfs writes the agent, the modules and the files into
+// buildInitramfs writes the agent, the modules, the files and the trees into
 // dir/initramfs.cpio and returns its path.
 func buildInitramfs(dir string, cfg Config, kernel *debian.Kernel, mods []string) (string, error) {
 	idx, err := kernel.Modules()
@@ -235,6 +240,11 @@ func buildInitramfs(dir string, cfg Config, kernel *debian.Kernel, mods []string
 	}
 	if len(cfg.Files) > 0 {
 		if err := kerneltest.WriteFiles(f, cfg.Files); err != nil {
+			return "", err
+		}
+	}
+	for _, t := range cfg.Trees {
+		if err := kerneltest.WriteTree(f, t); err != nil {
 			return "", err
 		}
 	}

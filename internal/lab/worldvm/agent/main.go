@@ -31,6 +31,15 @@
 //	ntp-server NS             SNTP on UDP 123 with the VM's clock
 //	ntp NS SERVER             -> "time RFC3339 stratum N offset D"
 //	events NS                 what the servers saw, one per line, then forget them
+//	veth NS1 IF1 NS2 IF2      join two namespaces with a veth pair, both ends up
+//	write PATH CONTENT        write a file (CONTENT quoted as a Go string)
+//	start NS NAME [VAR=VALUE...] PROGRAM [ARG...]
+//	                          run a program from a tree in the background, with a
+//	                          private /run and /var/run (its own mount namespace)
+//	exec NS [VAR=VALUE...] PROGRAM [ARG...]
+//	                          run a program to its end -> its output; exit != 0 is an error
+//	output NAME               a started program's state and output (the end)
+//	stop NAME                 SIGTERM (SIGKILL after 10 s) -> how it exited, output
 //	poweroff                  answer, then power off
 //	help                      this list
 //
@@ -92,6 +101,12 @@ func init() {
 		"ntp-server":  {"NS", 1, 1, 15 * time.Second, cmdNTPServer},
 		"ntp":         {"NS SERVER", 2, 2, 10 * time.Second, cmdNTP},
 		"events":      {"NS", 1, 1, 15 * time.Second, cmdEvents},
+		"veth":        {"NS1 IF1 NS2 IF2", 4, 4, 15 * time.Second, cmdVeth},
+		"write":       {"PATH CONTENT", 2, 2, 15 * time.Second, cmdWrite},
+		"start":       {"NS NAME [VAR=VALUE...] PROGRAM [ARG...]", 3, 99, 15 * time.Second, cmdStart},
+		"exec":        {"NS [VAR=VALUE...] PROGRAM [ARG...]", 2, 99, 30 * time.Second, cmdExec},
+		"output":      {"NAME", 1, 1, 15 * time.Second, cmdOutput},
+		"stop":        {"NAME", 1, 1, 20 * time.Second, cmdStop},
 		"poweroff":    {"", 0, 0, 15 * time.Second, nil},
 		"help":        {"", 0, 0, 15 * time.Second, cmdHelp},
 	}
@@ -102,11 +117,17 @@ type agent struct {
 	out io.Writer
 	wmu sync.Mutex // one console line at a time
 
-	mu  sync.Mutex
-	nss map[string]*netNS
+	mu    sync.Mutex
+	nss   map[string]*netNS
+	procs map[string]*proc // started programs by name
 }
 
 func main() {
+	if os.Getpid() != 1 && len(os.Args) > 1 && os.Args[0] == startArg0 {
+		err := trampoline(os.Args[1:])
+		fmt.Fprintf(os.Stderr, "world-start %s: %v\n", os.Args[1], err)
+		os.Exit(127)
+	}
 	if os.Getpid() != 1 {
 		fmt.Fprintln(os.Stderr, "worldvm agent: runs as /init in the world VM (package worldvm starts it)")
 		os.Exit(2)

@@ -1,0 +1,35 @@
+package ike
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ParseError is a message that does not decode. Notify is what a responder
+// answers with (INVALID_SYNTAX, UNSUPPORTED_CRITICAL_PAYLOAD or
+// INVALID_MAJOR_VERSION); Payload is the payload type being decoded, if
+// any. Reason never holds packet contents beyond type codes and lengths.
+type ParseError struct {
+	Notify  NotifyType
+	Payload PayloadType
+	Reason  string
+}
+
+func (e *ParseError) Error() string {
+	if e.Payload != PayloadNone {
+		return fmt.Sprintf("ike: %s payload: %s (%s)", e.Payload, e.Reason, e.Notify)
+	}
+	return fmt.Sprintf("ike: %s (%s)", e.Reason, e.Notify)
+}
+
+func syntaxErr(p PayloadType, format string, args ...any) error {
+	return &ParseError{Notify: INVALID_SYNTAX, Payload: p, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ErrIntegrity is the SK payload's ICV not matching: the packet is dropped
+// without an answer (RFC 7296 2.21.2).
+var ErrIntegrity = errors.New("ike: integrity check failed on the encrypted payload")
+
+// ErrUnsupported names a transform, group or method this package does not
+// implement.
+var ErrUnsupported = errors.New("ike: unsupported")
