@@ -80,7 +80,6 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	if st != nil {
 		rc.Values = st
 		rc.Files = st // the tunnels' key files, beside site.json
-		rc.StoreLost = storeLost(st)
 	} else {
 		notes = append(notes, "no data partition: SSH host keys and DHCP leases live in RAM only, new at every boot")
 	}
@@ -115,16 +114,4 @@ func logSinks(cfg *Config, lw *store.LogWriter) (log, event, quiet func(format s
 		}
 	}
 	return sink(true, true), sink(true, false), sink(false, false)
-}
-
-// storeLost says why the store's earlier state is gone, or "": no state
-// copy was readable although the store had been written (store.Contents
-// Lost: damage, never a power cut). A card that was flashed or is new has
-// blank copies, which are no loss: its tunnels' keys count as new
-// (docs/tunnels.md).
-func storeLost(st *store.Store) string {
-	if !st.Contents().Lost {
-		return ""
-	}
-	return "the card's store lost its state (no state copy was readable: damage, not a power cut)"
 }

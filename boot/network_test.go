@@ -1,14 +1,12 @@
 package boot
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/site"
 
@@ -137,62 +135,5 @@ func TestLogSinksEscape(t *testing.T) {
 		if len(lines) != want {
 			t.Errorf("%s: %d lines, want %d: %q", where, len(lines), want, lines)
 		}
-	}
-}
-
-// The tunnels' counters go with the store's state: a fresh card's empty
-// state is no loss (its keys count as new), a state that was there and
-// is damaged is one, and an intact state after boots is none.
-func TestStoreLost(t *testing.T) {
-	img := dataPartition(t)
-	open := func() (*store.Store, func()) {
-		f, err := os.OpenFile(img, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fi, _ := f.Stat()
-		st, err := store.Open(f, fi.Size(), store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.BeginBoot(); err != nil {
-			t.Fatal(err)
-		}
-		return st, func() { f.Close() }
-	}
-	st, done := open()
-	if why := storeLost(st); why != "" {
-		t.Errorf("a fresh card: %q, want no loss", why)
-	}
-	done()
-	st, done = open()
-	if why := storeLost(st); why != "" {
-		t.Errorf("boot 2 of an intact store: %q, want no loss", why)
-	}
-	done()
-
-	// Both state copies damaged (their checksums fail): lost.
-	b, err := os.ReadFile(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys, err := fat.Open(bytes.NewReader(b), 0, int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{store.StateA, store.StateB} {
-		e, err := fsys.Extent(store.Dir + "/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[e.Offset+40] ^= 0xff
-	}
-	if err := os.WriteFile(img, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st, done = open()
-	defer done()
-	if why := storeLost(st); !strings.Contains(why, "the card's store lost its state") {
-		t.Errorf("damaged state copies: %q, want the loss named", why)
 	}
 }

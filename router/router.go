@@ -62,10 +62,6 @@ type Config struct {
 	Shell string
 	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
 	LinkWait time.Duration
-	// StoreLost, when not "", says why the store's earlier state is gone
-	// (its state copies were damaged): the tunnels' sequence numbers
-	// went with it, so a tunnel whose keys have no record stays down.
-	StoreLost string
 	// Files reads the tunnels' key files from the card's ocfw folder;
 	// nil (no data partition) leaves every tunnel down.
 	Files Files

@@ -126,9 +126,7 @@ func (r *Router) startTunnels(ctx context.Context) {
 		return
 	}
 	ts := &tunnelSet{kick: make(chan struct{}, 1)}
-	if r.cfg.Values != nil {
-		ts.seqs = ipsec.NewSeqs(r.cfg.Values, r.cfg.StoreLost)
-	}
+	ts.seqs = tunnelSeqs(r.cfg.Values)
 	state := "down: " + errNoWAN.Error()
 	if r.cfg.WaitForCrypto {
 		state = "down: waiting for the crypto engines' self-test (the tunnels use the engines it proves)"
@@ -176,6 +174,20 @@ func (r *Router) startTunnels(ctx context.Context) {
 			}
 		}
 	})
+}
+
+// tunnelSeqs keeps the tunnels' sequence numbers in v; nil without a
+// store. A store found lost lost them too: a key without a record then
+// cannot start from 0.
+func tunnelSeqs(v Values) *ipsec.Seqs {
+	if v == nil {
+		return nil
+	}
+	lost := ""
+	if stateLost(v) {
+		lost = "the card's store lost its state (no state copy was readable: damage, not a power cut)"
+	}
+	return ipsec.NewSeqs(v, lost)
 }
 
 // kickTunnels asks the ipsec service to set the tunnels up again (the

@@ -178,23 +178,6 @@ func TestTunnelText(t *testing.T) {
 	}
 }
 
-// memValues is a store's named values in memory.
-type memValues map[string][]byte
-
-func (m memValues) SetValue(name string, v any) error {
-	b, err := json.Marshal(v)
-	m[name] = b
-	return err
-}
-
-func (m memValues) Value(name string, v any) (bool, error) {
-	b, ok := m[name]
-	if !ok {
-		return false, nil
-	}
-	return true, json.Unmarshal(b, v)
-}
-
 // The inbound SA's refusals tell a peer that restarted without its
 // counters (packets with these keys got through before, now they fail
 // their ICV or fall behind the window) from one with other keys (none
@@ -222,7 +205,7 @@ func TestPeerProblem(t *testing.T) {
 		{"nothing refused", ipsec.SACounters{Packets: 9}, 0, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := memValues{}
+			v := &memValues{v: map[string]json.RawMessage{}}
 			if c.saved > 0 {
 				v.SetValue(ipsec.SeqValue, map[string]any{"keys": map[string]any{ipsec.KeyID(*x): map[string]any{"out": 1 << 22, "in": c.saved}}})
 			}
@@ -244,5 +227,38 @@ func TestPeerProblem(t *testing.T) {
 				t.Errorf("ocf net lacks the problem:\n%s", b.String())
 			}
 		})
+	}
+}
+
+// A store found lost (store.Store's StateLost) lost the tunnels' counters
+// too: keys without a record are refused then, with what to do; keys with
+// one, and any keys in an intact store, are not.
+func TestTunnelSeqsKnowTheStoreWasLost(t *testing.T) {
+	sc := siteA()
+	ab := keyFile(t, "a-b", "aes-128-cbc", "hmac-sha256", "198.51.100.2", "203.0.113.2")
+	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.keys": ab}}}
+	x, why := r.readTunnelKeys(sc.Tunnels[0])
+	if x == nil {
+		t.Fatal(why)
+	}
+	if tunnelSeqs(nil) != nil {
+		t.Error("sequence numbers kept without a store")
+	}
+	for _, c := range []struct {
+		lost, record bool
+		want         string
+	}{
+		{false, false, ""},
+		{true, true, ""},
+		{true, false, "its sequence numbers cannot be trusted: the card's store lost its state (no state copy was readable: damage, not a power cut); so that the peer does not drop every packet, roll the keys: make a new key file with ocfw tunnel keys on the PC, copy it to both cards (ocfw folder) and restart both boxes"},
+	} {
+		v := &memValues{v: map[string]json.RawMessage{}, lost: c.lost}
+		if c.record {
+			v.SetValue(ipsec.SeqValue, map[string]any{"keys": map[string]any{ipsec.KeyID(*x): map[string]any{"out": 1 << 22, "in": 9}}})
+		}
+		err := tunnelSeqs(v).Trusted(*x)
+		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
+			t.Errorf("lost %v, record %v: %v, want %q", c.lost, c.record, err, c.want)
+		}
 	}
 }

@@ -165,15 +165,11 @@ func (s *Seqs) put(id string, rec seqRecord) error {
 func (s *Seqs) Install(h *Handle, t Tunnel) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l, err := s.load()
+	rec, err := s.trusted(t)
 	if err != nil {
 		return err
 	}
 	id := KeyID(t)
-	rec, ok := l.Keys[id]
-	if !ok && s.lost != "" {
-		return &UntrustedError{Tunnel: t.Name, Why: s.lost}
-	}
 	start := rec.Out
 	if c, err := h.Counters(t); err == nil && c.Out.Seq > start {
 		start = c.Out.Seq // installed already and past the record (cannot happen while Check runs)
@@ -192,6 +188,28 @@ func (s *Seqs) Install(h *Handle, t Tunnel) error {
 		t.In.Seq = 0
 	}
 	return h.Install(t)
+}
+
+// Trusted says whether t's counters can be trusted (nil), without the
+// kernel: the store has a record of its keys, or has kept its state so
+// that keys without one are new. Otherwise an *UntrustedError.
+func (s *Seqs) Trusted(t Tunnel) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.trusted(t)
+	return err
+}
+
+func (s *Seqs) trusted(t Tunnel) (seqRecord, error) {
+	l, err := s.load()
+	if err != nil {
+		return seqRecord{}, err
+	}
+	rec, ok := l.Keys[KeyID(t)]
+	if !ok && s.lost != "" {
+		return rec, &UntrustedError{Tunnel: t.Name, Why: s.lost}
+	}
+	return rec, nil
 }
 
 // Check reads t's counters and stores what must be stored: a new
