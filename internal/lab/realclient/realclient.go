@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/internal/lab/labtest"
@@ -76,6 +77,26 @@ func NewLink(t testing.TB, serverAddr string) *Link {
 		return nil
 	}
 	return l
+}
+
+// HasAddr reports whether ifname in ns carries the IPv4 prefix
+// ("198.51.100.50/24"): what a client under test put on its link.
+func HasAddr(t testing.TB, ns *netns.NS, ifname, prefix string) bool {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		t.Fatalf("realclient: %s in %s: %v", ifname, ns.Name, err)
+	}
+	as, err := ns.Netlink().AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatalf("realclient: addresses of %s in %s: %v", ifname, ns.Name, err)
+	}
+	for _, a := range as {
+		if a.IPNet.String() == prefix {
+			return true
+		}
+	}
+	return false
 }
 
 // Options are how Start runs a program.
@@ -194,6 +215,16 @@ func (p *Proc) Wait(timeout time.Duration) error {
 		return p.err
 	case <-time.After(timeout):
 		return fmt.Errorf("%s still running after %v", p.Name, timeout)
+	}
+}
+
+// Kill kills the program (a server a test takes away mid-run) and
+// waits for it to end.
+func (p *Proc) Kill(t testing.TB) {
+	t.Helper()
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	if err := p.Wait(5 * time.Second); err != nil && !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("realclient: killing %s: %v", p.Name, err)
 	}
 }
 
