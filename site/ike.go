@@ -412,6 +412,22 @@ func (s *Site) checkIKE(bad func(string, string, ...any), p string, t Tunnel, lo
 	}
 }
 
+// checkIKEPorts refuses a port forward of IKE's ports when an IKEv2
+// tunnel needs them on the router: the forward would take its packets.
+func (s *Site) checkIKEPorts(bad func(string, string, ...any)) {
+	for _, t := range s.Tunnels {
+		if t.Mode() != KeyingIKEv2 {
+			continue
+		}
+		for i, f := range s.Firewall.PortForwards {
+			if f.Proto == "udp" && (f.Port == 500 || f.Port == 4500) {
+				bad(fmt.Sprintf("firewall.port_forwards[%d].port", i), "udp %d is IKE's port, which the IKEv2 tunnel %s needs on the router: forward another port", f.Port, t.Name)
+			}
+		}
+		return
+	}
+}
+
 // checkManual refuses IKEv2's fields on a manual tunnel: they would do
 // nothing, and the owner meant one or the other.
 func checkManual(bad func(string, string, ...any), p string, t Tunnel) {

@@ -254,6 +254,7 @@ func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Pre
 			bad(p+".keying", "%s: want %s (the default: IKEv2 with a pre-shared key) or %s (a key file made by ocfw tunnel keys)%s", catalog.Quote(t.Keying), KeyingIKEv2, KeyingManual, catalog.Suggest(t.Keying, Keyings))
 		}
 	}
+	s.checkIKEPorts(bad)
 }
 
 // reservedName says whether a file name in the ocfw folder is taken by
