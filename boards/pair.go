@@ -285,10 +285,14 @@ func (c *Catalog) IKETunnel(file, name string, read func(string) ([]byte, error)
 				ike = append(ike, t.Name)
 			}
 		}
-		if len(ike) != 1 {
+		switch {
+		case len(ike) == 1:
+			name = ike[0]
+		case len(d.Site.Tunnels) == 1:
+			name = d.Site.Tunnels[0].Name // manual: refused below, saying so
+		default:
 			return nil, 0, fmt.Errorf("%s has %d IKEv2 tunnels%s: say which", file, len(ike), tunnelNames(d))
 		}
-		name = ike[0]
 	}
 	i := d.Tunnel(name)
 	if i < 0 {
