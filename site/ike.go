@@ -359,7 +359,7 @@ func (t Tunnel) dpd() (time.Duration, error) {
 
 // checkIKE adds an IKEv2 tunnel's own problems (p is its path) to
 // Validate's; addresses are checked with the manual tunnels'.
-func (s *Site) checkIKE(bad func(string, string, ...any), p string, t Tunnel, local, peer netip.Addr) {
+func (s *Site) checkIKE(bad func(string, string, ...any), p string, t Tunnel, local netip.Addr) {
 	if t.Keys != "" {
 		bad(p+".keys", "a key file is for keying: manual; an IKEv2 tunnel negotiates its keys and needs psk: %s.psk (made by ocfw tunnel psk)", orDefault(t.Name, "a-b"))
 	}

@@ -313,3 +313,35 @@ func TestWeakPSK(t *testing.T) {
 		t.Errorf("key file as PSK: %v", errs)
 	}
 }
+
+// The board reads an IKEv2 tunnel from site.json as the host wrote it:
+// the same settings resolve on both sides, and no manual field appears.
+func TestIKEJSONRoundTrip(t *testing.T) {
+	a, _ := ikeAB()
+	off := false
+	a.Tunnels[0].LocalID, a.Tunnels[0].ESPProposals, a.Tunnels[0].DPD, a.Tunnels[0].PFS = "ike-a.example", []string{"aes256-sha1"}, "off", &off
+	data, err := a.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{`"cipher"`, `"auth"`, `"keys"`} {
+		if bytes.Contains(data, []byte(f)) {
+			t.Errorf("site.json of an IKEv2 tunnel has %s:\n%s", f, data)
+		}
+	}
+	b, errs := Read("site.json", data, alixPorts)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	want, err := a.IKE(a.Tunnels[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.IKE(b.Tunnels[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) || got.PFS || got.DPD != 0 {
+		t.Errorf("board %+v\nhost  %+v", got, want)
+	}
+}

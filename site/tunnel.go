@@ -244,7 +244,7 @@ func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Pre
 				keys[t.Keys] = i
 			}
 		case KeyingIKEv2:
-			s.checkIKE(bad, p, t, local, peer)
+			s.checkIKE(bad, p, t, local)
 			if j, dup := keys[t.PSK]; dup && t.PSK != "" {
 				bad(p+".psk", "%s is already tunnels[%d]'s file: each tunnel has its own", t.PSK, j)
 			} else if t.PSK != "" {
