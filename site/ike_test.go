@@ -283,7 +283,7 @@ func TestWeakPSK(t *testing.T) {
 	if len(errs) != 0 || !SamePSK(p, q) {
 		t.Fatalf("read back: %v", errs)
 	}
-	for _, s := range []string{fmt.Sprint(p), fmt.Sprintf("%+v", *p), fmt.Sprintf("%#v", p), fmt.Sprintf("%s", q)} {
+	for _, s := range []string{fmt.Sprint(p), fmt.Sprintf("%+v", *p), fmt.Sprintf("%#v", p), fmt.Sprintf("%q", q)} {
 		if strings.Contains(s, p.Secret) {
 			t.Errorf("printing the PSK file shows the secret: %s", s)
 		}

@@ -60,7 +60,13 @@ func TestTunnelPSKCommand(t *testing.T) {
 		t.Error("tunnel psk printed the secret")
 	}
 
-	out, errs, code := ocfw(t, "validate", a, b)
+	// What goes into an image names the file, never holds the key.
+	out, errs, code := ocfw(t, "site", "json", a)
+	if code != 0 || strings.Contains(out, p.Secret) || !strings.Contains(out, `"psk": "a-b.psk"`) {
+		t.Errorf("site json: exit %d, secret in it %v\n%s%s", code, strings.Contains(out, p.Secret), out, errs)
+	}
+
+	out, errs, code = ocfw(t, "validate", a, b)
 	if code != 0 || !strings.Contains(out, a+": ok (site ike-a for alix2d13; tunnel a-b to 203.0.113.2, ikev2, psk "+psk+")") {
 		t.Errorf("validate with the PSK: exit %d\n%s%s", code, out, errs)
 	}
