@@ -81,19 +81,18 @@ func (r *Router) startServices(ctx context.Context) []error {
 		r.svc.set("ssh", "starting")
 		r.goService("ssh", ctx, func(ctx context.Context) error {
 			// Making a host key may wait for the kernel's random pool:
-			// here, not on the boot path.
-			// (and, once per box, an RSA key, seconds on a slow board).
-			hks, err := sshd.LoadHostKeys(r.keyStore(), r.logf)
+			// here, not on the boot path. The RSA key (for clients
+			// without ed25519) is made once per box, seconds to a
+			// minute on a slow board: the server listens with ed25519
+			// meanwhile and offers RSA from when it is ready.
+			ks := r.keyStore()
+			hk, err := sshd.LoadEd25519HostKey(ks, r.logf)
 			if err != nil {
 				r.svc.set("ssh", "off: "+err.Error())
 				return err
 			}
-			hk := hks[0]
 			r.logf("ssh: host key %s", sshd.Fingerprint(hk.PublicKey()))
-			for _, k := range hks[1:] {
-				r.logf("ssh: %s host key %s (for clients without ed25519)", k.PublicKey().Type(), sshd.Fingerprint(k.PublicKey()))
-			}
-			srv, err := sshd.New(sshd.Config{HostKey: hk, OtherHostKeys: hks[1:], AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.serviceLog()})
+			srv, err := sshd.New(sshd.Config{HostKey: hk, AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.serviceLog()})
 			if err != nil {
 				r.svc.set("ssh", "off: "+err.Error())
 				return err
@@ -102,6 +101,7 @@ func (r *Router) startServices(ctx context.Context) []error {
 			r.svc.ssh = srv
 			r.svc.mu.Unlock()
 			r.svc.set("ssh", sshStatus(sshAddrs, len(keys), r.cfg.Values, sshd.Fingerprint(hk.PublicKey())))
+			go r.addRSAHostKey(ks, srv)
 			return srv.ListenAndServe(ctx, sshAddrs)
 		})
 	}
@@ -316,6 +316,20 @@ func (k valueKeys) Load() ([]byte, bool, error) {
 
 func (k valueKeys) Save(b []byte) error {
 	return k.v.SetValue(valueHostKey, base64.StdEncoding.EncodeToString(b))
+}
+
+// addRSAHostKey loads or makes the second host key and offers it.
+func (r *Router) addRSAHostKey(ks sshd.KeyStore, srv *sshd.Server) {
+	k, err := sshd.LoadRSAHostKey(ks, r.logf)
+	if err == nil && k != nil {
+		err = srv.AddHostKey(k)
+	}
+	switch {
+	case err != nil:
+		r.logf("ssh: WARNING: no RSA host key (%v): ed25519 only", err)
+	case k != nil:
+		r.logf("ssh: %s host key %s (for clients without ed25519)", k.PublicKey().Type(), sshd.Fingerprint(k.PublicKey()))
+	}
 }
 
 // sshStatus is the ssh line of ocf net: after a lost store the host key

@@ -142,6 +142,9 @@ func (t TunnelState) writeText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	if t.Problem != "" {
+		fmt.Fprintf(w, "  %s\n", t.Problem)
+	}
 	if t.Out != nil && t.In != nil && t.Out.Packets > 0 && t.In.Packets == 0 {
 		fmt.Fprintf(w, "  nothing received from the peer yet\n")
 	}

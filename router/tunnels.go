@@ -51,6 +51,7 @@ type tunnelSet struct {
 
 	mu   sync.Mutex
 	h    *ipsec.Handle
+	seqs *ipsec.Seqs // the sequence numbers in the store; nil without one
 	list []*tunnelRun
 }
 
@@ -68,6 +69,11 @@ type tunnelRun struct {
 	// What the watch last said, so that it says it once.
 	silentSaid   bool
 	integritySaw uint32
+	windowSaw    uint32
+	storeSaid    bool
+	// problem is what the watch found wrong with the peer's packets,
+	// for ocf net.
+	problem string
 }
 
 // TunnelState is one tunnel in `ocf net`.
@@ -84,6 +90,9 @@ type TunnelState struct {
 	State string `json:"state"`
 	Since string `json:"since,omitempty"`
 	Route string `json:"route,omitempty"`
+	// Problem is what the peer's packets say is wrong, e.g. sequence
+	// numbers behind the window or different keys.
+	Problem string `json:"problem,omitempty"`
 	// Out and In are the SAs' counters while the tunnel is up.
 	Out *SAState `json:"out,omitempty"`
 	In  *SAState `json:"in,omitempty"`
@@ -117,6 +126,7 @@ func (r *Router) startTunnels(ctx context.Context) {
 		return
 	}
 	ts := &tunnelSet{kick: make(chan struct{}, 1)}
+	ts.seqs = tunnelSeqs(r.cfg.Values)
 	state := "down: " + errNoWAN.Error()
 	if r.cfg.WaitForCrypto {
 		state = "down: waiting for the crypto engines' self-test (the tunnels use the engines it proves)"
@@ -164,6 +174,20 @@ func (r *Router) startTunnels(ctx context.Context) {
 			}
 		}
 	})
+}
+
+// tunnelSeqs keeps the tunnels' sequence numbers in v; nil without a
+// store. A store found lost lost them too: a key without a record then
+// cannot start from 0.
+func tunnelSeqs(v Values) *ipsec.Seqs {
+	if v == nil {
+		return nil
+	}
+	lost := ""
+	if stateLost(v) {
+		lost = "the card's store lost its state (no state copy was readable: damage, not a power cut)"
+	}
+	return ipsec.NewSeqs(v, lost)
 }
 
 // kickTunnels asks the ipsec service to set the tunnels up again (the
@@ -221,7 +245,11 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 			r.tunnelDown(t, err.Error())
 			continue
 		}
-		if err := ts.h.Install(*t.x); err != nil {
+		if ts.seqs == nil {
+			r.tunnelDown(t, "no store on the card to keep its sequence numbers in across restarts")
+			continue
+		}
+		if err := ts.seqs.Install(ts.h, *t.x); err != nil {
 			r.tunnelDown(t, err.Error())
 			continue
 		}
@@ -230,7 +258,7 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 			continue
 		}
 		t.state, t.since, t.route = "up", time.Now(), rt.String()
-		t.silentSaid = false
+		t.silentSaid, t.problem = false, ""
 		r.logf("ipsec: tunnel %s up: %s <-> %s, %s <-> %s, %s %s, out spi 0x%08x, in spi 0x%08x; route %s",
 			t.site.Name, t.x.Local, t.x.Remote, t.x.LocalNet, t.x.RemoteNet, t.site.Cipher, t.site.Auth,
 			t.x.Out.SPI, t.x.In.SPI, t.route)
@@ -359,6 +387,7 @@ func (r *Router) watchTunnels(ts *tunnelSet) {
 			r.tunnelDown(t, fmt.Sprintf("its SAs are gone from the kernel: %v", err))
 			continue
 		}
+		r.keepSeqs(ts, t)
 		switch {
 		case c.Out.Packets > 0 && c.In.Packets == 0 && !t.silentSaid:
 			t.silentSaid = true
@@ -368,12 +397,55 @@ func (r *Router) watchTunnels(ts *tunnelSet) {
 			t.silentSaid = false
 			r.logf("ipsec: tunnel %s: the peer %s answers", t.site.Name, t.x.Remote)
 		}
-		if c.In.IntegrityFailed > t.integritySaw {
-			r.logf("ipsec: tunnel %s: %d packet(s) from %s failed the integrity check: do both ends have the same key file?",
-				t.site.Name, c.In.IntegrityFailed-t.integritySaw, t.x.Remote)
-			t.integritySaw = c.In.IntegrityFailed
+		if p := r.peerProblem(ts, t, c); p != "" {
+			t.problem = p
+			r.logf("ipsec: tunnel %s: %s", t.site.Name, p)
 		}
 	}
+}
+
+// keepSeqs stores t's sequence numbers as they need (ipsec.Seqs.Check)
+// and says when the store cannot keep up.
+func (r *Router) keepSeqs(ts *tunnelSet, t *tunnelRun) {
+	if ts.seqs == nil {
+		return
+	}
+	_, overrun, err := ts.seqs.Check(ts.h, *t.x)
+	switch {
+	case overrun:
+		r.logf("ipsec: tunnel %s: the outbound sequence numbers passed their reservation in the store before it was renewed (renewed now): a power cut in that moment would have made the peer drop this end's packets", t.site.Name)
+	case err != nil && !t.storeSaid:
+		t.storeSaid = true
+		r.logf("ipsec: tunnel %s: %v (a restart may then make the peer drop this end's packets)", t.site.Name, err)
+	case err == nil:
+		t.storeSaid = false
+	}
+}
+
+// peerProblem tells apart, from the inbound SA's refusals, a peer that
+// restarted without its sequence numbers from one with other keys: both
+// fail the integrity check with ESN (a number behind the window is taken
+// for the next 2^32 round), but only a peer with the same keys ever got
+// packets through. "" when nothing new was refused.
+func (r *Router) peerProblem(ts *tunnelSet, t *tunnelRun, c ipsec.TunnelCounters) string {
+	var p string
+	goodBefore := c.In.Packets > 0
+	if !goodBefore && ts.seqs != nil {
+		if _, in, ok, err := ts.seqs.Saved(*t.x); err == nil && ok && in > 0 {
+			goodBefore = true // received under these keys before this boot
+		}
+	}
+	behind := "sequence numbers behind this end's window: did the peer restart without its counters (a peer that is not ocfw, or a card replaced)? roll the keys: a new key file from ocfw tunnel keys on both ends"
+	switch {
+	case c.In.WindowDrops > t.windowSaw:
+		p = fmt.Sprintf("%d packet(s) from %s with %s", c.In.WindowDrops-t.windowSaw, t.x.Remote, behind)
+	case c.In.IntegrityFailed > t.integritySaw && goodBefore && t.x.In.ESN:
+		p = fmt.Sprintf("%d packet(s) from %s failed the integrity check after others with the same keys got through: likely %s", c.In.IntegrityFailed-t.integritySaw, t.x.Remote, behind)
+	case c.In.IntegrityFailed > t.integritySaw:
+		p = fmt.Sprintf("%d packet(s) from %s failed the integrity check: do both ends have the same key file?", c.In.IntegrityFailed-t.integritySaw, t.x.Remote)
+	}
+	t.windowSaw, t.integritySaw = c.In.WindowDrops, c.In.IntegrityFailed
+	return p
 }
 
 // tunnelStatus is every tunnel's state and counters now.
@@ -383,7 +455,7 @@ func (ts *tunnelSet) status() []TunnelState {
 	var out []TunnelState
 	for _, t := range ts.list {
 		st := TunnelState{Name: t.site.Name, Peer: t.site.Peer, RemoteSubnet: t.site.RemoteSubnet,
-			Cipher: t.site.Cipher, Auth: t.site.Auth, Keys: t.site.Keys, State: t.state, Route: t.route,
+			Cipher: t.site.Cipher, Auth: t.site.Auth, Keys: t.site.Keys, State: t.state, Route: t.route, Problem: t.problem,
 			Since: t.since.UTC().Format(time.RFC3339)}
 		if t.addrs.Local.IsValid() {
 			st.Local = t.addrs.Local.String()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocfw/ocfw/router/ipsec"
 	"github.com/ocfw/ocfw/site"
 )
 
@@ -173,6 +174,91 @@ func TestTunnelText(t *testing.T) {
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("ocf net lacks\n%s\nin\n%s", want, b.String())
+		}
+	}
+}
+
+// The inbound SA's refusals tell a peer that restarted without its
+// counters (packets with these keys got through before, now they fail
+// their ICV or fall behind the window) from one with other keys (none
+// ever got through); ocf net shows what was found.
+func TestPeerProblem(t *testing.T) {
+	sc := siteA()
+	ab := keyFile(t, "a-b", "aes-128-cbc", "hmac-sha256", "198.51.100.2", "203.0.113.2")
+	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.keys": ab}}}
+	x, why := r.readTunnelKeys(sc.Tunnels[0])
+	if x == nil {
+		t.Fatal(why)
+	}
+	behind := "did the peer restart without its counters"
+	keys := "do both ends have the same key file?"
+	for _, c := range []struct {
+		name  string
+		in    ipsec.SACounters
+		saved uint64 // the inbound counter in the store from earlier boots
+		want  string
+	}{
+		{"other keys", ipsec.SACounters{IntegrityFailed: 5}, 0, "5 packet(s) from 203.0.113.2 failed the integrity check: " + keys},
+		{"peer restarted", ipsec.SACounters{Packets: 400, IntegrityFailed: 20}, 0, "20 packet(s) from 203.0.113.2 failed the integrity check after others with the same keys got through: likely sequence numbers behind this end's window: " + behind},
+		{"peer restarted while this end did", ipsec.SACounters{IntegrityFailed: 3}, 400, "3 packet(s) from 203.0.113.2 failed the integrity check after others with the same keys got through"},
+		{"behind the window", ipsec.SACounters{Packets: 9, WindowDrops: 2}, 0, "2 packet(s) from 203.0.113.2 with sequence numbers behind this end's window: " + behind},
+		{"nothing refused", ipsec.SACounters{Packets: 9}, 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := &memValues{v: map[string]json.RawMessage{}}
+			if c.saved > 0 {
+				v.SetValue(ipsec.SeqValue, map[string]any{"keys": map[string]any{ipsec.KeyID(*x): map[string]any{"out": 1 << 22, "in": c.saved}}})
+			}
+			ts := &tunnelSet{seqs: ipsec.NewSeqs(v, "")}
+			run := &tunnelRun{site: sc.Tunnels[0], x: x, state: "up"}
+			got := r.peerProblem(ts, run, ipsec.TunnelCounters{In: c.in})
+			if c.want == "" && got != "" || !strings.HasPrefix(got, c.want) {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+			if again := r.peerProblem(ts, run, ipsec.TunnelCounters{In: c.in}); again != "" {
+				t.Errorf("the same counters again: %q, want nothing new", again)
+			}
+			run.problem = got
+			ts.list = []*tunnelRun{run}
+			st := Status{Tunnels: ts.status()}
+			var b strings.Builder
+			st.WriteText(&b)
+			if got != "" && !strings.Contains(b.String(), "\n  "+got+"\n") {
+				t.Errorf("ocf net lacks the problem:\n%s", b.String())
+			}
+		})
+	}
+}
+
+// A store found lost (store.Store's StateLost) lost the tunnels' counters
+// too: keys without a record are refused then, with what to do; keys with
+// one, and any keys in an intact store, are not.
+func TestTunnelSeqsKnowTheStoreWasLost(t *testing.T) {
+	sc := siteA()
+	ab := keyFile(t, "a-b", "aes-128-cbc", "hmac-sha256", "198.51.100.2", "203.0.113.2")
+	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.keys": ab}}}
+	x, why := r.readTunnelKeys(sc.Tunnels[0])
+	if x == nil {
+		t.Fatal(why)
+	}
+	if tunnelSeqs(nil) != nil {
+		t.Error("sequence numbers kept without a store")
+	}
+	for _, c := range []struct {
+		lost, record bool
+		want         string
+	}{
+		{false, false, ""},
+		{true, true, ""},
+		{true, false, "its sequence numbers cannot be trusted: the card's store lost its state (no state copy was readable: damage, not a power cut); so that the peer does not drop every packet, roll the keys: make a new key file with ocfw tunnel keys on the PC, copy it to both cards (ocfw folder) and restart both boxes"},
+	} {
+		v := &memValues{v: map[string]json.RawMessage{}, lost: c.lost}
+		if c.record {
+			v.SetValue(ipsec.SeqValue, map[string]any{"keys": map[string]any{ipsec.KeyID(*x): map[string]any{"out": 1 << 22, "in": 9}}})
+		}
+		err := tunnelSeqs(v).Trusted(*x)
+		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
+			t.Errorf("lost %v, record %v: %v, want %q", c.lost, c.record, err, c.want)
 		}
 	}
 }

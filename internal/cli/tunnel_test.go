@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -112,4 +114,64 @@ func mustRead(t *testing.T, path string) string {
 	data, err := os.ReadFile(path)
 	must(t, err)
 	return string(data)
+}
+
+// --peer-commands prints the second end's ip xfrm commands from the key
+// file it keeps (an existing one is read, not replaced): the SAs mirrored
+// with the file's SPIs and keys, ESN, the 128-packet window, truncated
+// HMAC, and the three policies.
+func TestTunnelKeysPeerCommands(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"site-a.yaml", "site-b.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../../examples/sites", n))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(dir, n), data, 0o644))
+	}
+	a, b := filepath.Join(dir, "site-a.yaml"), filepath.Join(dir, "site-b.yaml")
+	out, errs, code := ocfw(t, "tunnel", "keys", "--site", a, "--site", b, "--peer-commands")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "a-b.keys"))
+	must(t, err)
+	k, kerrs := site.ReadTunnelKeys("a-b.keys", data)
+	if len(kerrs) != 0 {
+		t.Fatal(kerrs)
+	}
+	// SAs[0] runs A -> B: the peer (B) receives with it.
+	ab, ba := k.SAs[0], k.SAs[1]
+	if ab.From != "198.51.100.2" {
+		t.Fatalf("key file's first SA from %s", ab.From)
+	}
+	hexSPI := func(s string) string { // the file's 0x… as %08x
+		v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 32)
+		must(t, err)
+		return fmt.Sprintf("0x%08x", v)
+	}
+	want := []string{
+		"ip xfrm state add src 203.0.113.2 dst 198.51.100.2 proto esp spi " + hexSPI(ba.SPI) + " reqid " + hexSPI(ba.SPI) +
+			" mode tunnel replay-window 128 flag esn enc 'cbc(aes)' 0x" + ba.EncKey + " auth-trunc 'hmac(sha256)' 0x" + ba.AuthKey + " 128",
+		"ip xfrm state add src 198.51.100.2 dst 203.0.113.2 proto esp spi " + hexSPI(ab.SPI) + " reqid " + hexSPI(ab.SPI) +
+			" mode tunnel replay-window 128 flag esn enc 'cbc(aes)' 0x" + ab.EncKey + " auth-trunc 'hmac(sha256)' 0x" + ab.AuthKey + " 128",
+		"ip xfrm policy add src 192.168.2.0/24 dst 192.168.1.0/24 dir out priority 4048 tmpl src 203.0.113.2 dst 198.51.100.2 proto esp reqid " + hexSPI(ba.SPI) + " mode tunnel",
+		"ip xfrm policy add src 192.168.1.0/24 dst 192.168.2.0/24 dir in priority 4048 tmpl src 198.51.100.2 dst 203.0.113.2 proto esp reqid " + hexSPI(ab.SPI) + " mode tunnel",
+		"ip xfrm policy add src 192.168.1.0/24 dst 192.168.2.0/24 dir fwd priority 4048 tmpl src 198.51.100.2 dst 203.0.113.2 proto esp reqid " + hexSPI(ab.SPI) + " mode tunnel",
+	}
+	var cmds []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			cmds = append(cmds, l)
+		}
+	}
+	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
+		t.Errorf("peer commands:\n%s\nwant:\n%s", strings.Join(cmds, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Again: the file is read, not replaced, and gives the same text.
+	again, errs, code := ocfw(t, "tunnel", "keys", "--site", a, "--site", b, "--peer-commands")
+	data2, err := os.ReadFile(filepath.Join(dir, "a-b.keys"))
+	must(t, err)
+	if code != 0 || again != out || string(data2) != string(data) || !strings.Contains(errs, "read ") {
+		t.Errorf("second run: exit %d, same output %v, same file %v\n%s", code, again == out, string(data2) == string(data), errs)
+	}
 }

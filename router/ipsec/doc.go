@@ -3,7 +3,11 @@
 // between a local and a remote subnet, through the kernel's XFRM
 // framework over a NETLINK_XFRM socket. Install puts in both SAs and the
 // out, in and fwd policies (idempotently), Remove takes them out, and
-// Counters reads each SA's bytes, packets and refusals.
+// Counters reads each SA's bytes, packets, refusals and sequence numbers.
+// Seqs keeps those sequence numbers in the power-safe store across
+// restarts (an outbound reservation committed before the SA is
+// installed, the inbound number saved periodically), and PeerCommands
+// prints the iproute2 commands for a Linux peer's end.
 //
 // Keys are manual: the host generates them per tunnel and direction
 // (SPIs, cipher and HMAC keys, replay window, extended sequence numbers),

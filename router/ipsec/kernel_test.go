@@ -34,7 +34,8 @@ func TestKernelInTheLoop(t *testing.T) {
 	if res == nil {
 		return
 	}
-	for _, name := range []string{"TestGuestTunnel", "TestGuestInstallIsIdempotent", "TestGuestTamperedKey", "TestGuestKernelWantsThisLayout"} {
+	for _, name := range []string{"TestGuestTunnel", "TestGuestInstallIsIdempotent", "TestGuestTamperedKey", "TestGuestKernelWantsThisLayout",
+		"TestGuestRestartKeepsSeqs", "TestGuestLinuxPeerCommands"} {
 		if !strings.Contains(res.Output, "--- PASS: "+name) {
 			t.Errorf("the guest did not pass %s", name)
 		}
@@ -251,9 +252,20 @@ func (c *capture) counts() (esp, inClear int) {
 // attacker on the WAN could. Call it before stop.
 func (c *capture) resend(t *testing.T) {
 	t.Helper()
+	c.resendFrame(t, c.frame())
+}
+
+// frame is a copy of the last ESP frame captured.
+func (c *capture) frame() []byte {
 	c.mu.Lock()
-	f := append([]byte(nil), c.lastESP...)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.lastESP...)
+}
+
+// resendFrame puts f (an ESP frame captured earlier) on the wire again.
+// Call it before stop.
+func (c *capture) resendFrame(t *testing.T, f []byte) {
+	t.Helper()
 	if len(f) == 0 {
 		t.Fatal("no ESP frame captured to resend")
 	}

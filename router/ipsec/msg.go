@@ -50,6 +50,11 @@ type saMsg struct {
 	truncBits    uint32
 	replayWindow uint32 // packets; 0 = no anti-replay check
 	esn          bool
+	// oseq and seq start the SA's counters (xfrm_replay_state_esn,
+	// split into the low and, with ESN, high 32 bits): the last
+	// sequence number sent (the next packet carries oseq+1) and the
+	// highest one received. Only with a replay attribute.
+	oseq, seq uint64
 }
 
 func family(a netip.Addr) uint16 {
@@ -151,6 +156,14 @@ func encodeNewSA(a cabi.Arch, m saMsg) ([]byte, error) {
 		esn := newRecord(replayESNDef, a)
 		esn.putU32("bmp_len", words)
 		esn.putU32("replay_window", m.replayWindow)
+		esn.putU32("oseq", uint32(m.oseq))
+		esn.putU32("seq", uint32(m.seq))
+		if m.esn {
+			esn.putU32("oseq_hi", uint32(m.oseq>>32))
+			esn.putU32("seq_hi", uint32(m.seq>>32))
+		} else if m.oseq > 0xffffffff || m.seq > 0xffffffff {
+			return nil, fmt.Errorf("ipsec: sequence numbers %d/%d need extended sequence numbers", m.oseq, m.seq)
+		}
 		if esn.err != nil {
 			return nil, esn.err
 		}
@@ -291,6 +304,11 @@ func decodeSA(a cabi.Arch, body []byte) (*saState, error) {
 			return nil, err
 		}
 		s.replayWindow = esn.u32("replay_window")
+		s.oseq = uint64(esn.u32("oseq_hi"))<<32 | uint64(esn.u32("oseq"))
+		s.seq = uint64(esn.u32("seq_hi"))<<32 | uint64(esn.u32("seq"))
+		if esn.err != nil {
+			return nil, esn.err
+		}
 	}
 	return s, nil
 }

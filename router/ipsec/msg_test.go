@@ -3,6 +3,7 @@ package ipsec
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"net"
 	"net/netip"
 	"strings"
@@ -309,5 +310,84 @@ func TestDecodeSA(t *testing.T) {
 	}
 	if _, err := decodeSA(cabi.Arch386, make([]byte, 100)); err == nil || !strings.Contains(err.Error(), "220") {
 		t.Errorf("a short reply: %v, want an error naming the size", err)
+	}
+}
+
+// The counters' start values go into xfrm_replay_state_esn (24 bytes on
+// every target: six __u32): oseq at 4, seq at 8, oseq_hi at 12, seq_hi at
+// 16, low and high halves of the 64-bit numbers with ESN; and a GETSA
+// reply's are read back from there.
+func TestEncodeDecodeSeq(t *testing.T) {
+	for _, c := range []struct {
+		arch     cabi.Arch
+		infoSize int
+	}{{cabi.Arch386, 220}, {cabi.ArchARM, 224}, {cabi.ArchAMD64, 224}} {
+		m := testSA()
+		m.oseq, m.seq = 0x0000000500400007, 0x00000003fffffff0
+		b, err := encodeNewSA(c.arch, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		esn := b[len(b)-(4+24+8)+4:] // the ESN attribute's payload
+		for _, f := range []struct {
+			off  int
+			want uint32
+		}{{0, 2}, {4, 0x00400007}, {8, 0xfffffff0}, {12, 5}, {16, 3}, {20, 64}} {
+			if got := binary.LittleEndian.Uint32(esn[f.off:]); got != f.want {
+				t.Errorf("%s: xfrm_replay_state_esn at %d: %#x, want %#x", c.arch.Name, f.off, got, f.want)
+			}
+		}
+		s, err := decodeSA(c.arch, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.oseq != m.oseq || s.seq != m.seq {
+			t.Errorf("%s: decoded oseq %#x seq %#x, want %#x %#x", c.arch.Name, s.oseq, s.seq, m.oseq, m.seq)
+		}
+	}
+	// Without ESN only 32 bits fit.
+	m := testSA()
+	m.esn, m.oseq = false, 1<<32
+	if _, err := encodeNewSA(cabi.Arch386, m); err == nil {
+		t.Error("a 33-bit sequence number encoded without ESN")
+	}
+	m.oseq = 0xfffffff0
+	b, err := encodeNewSA(cabi.Arch386, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if esn := b[len(b)-(4+24+8)+4:]; binary.LittleEndian.Uint32(esn[4:]) != 0xfffffff0 || binary.LittleEndian.Uint32(esn[12:]) != 0 {
+		t.Errorf("without ESN: oseq %x", esn[4:16])
+	}
+}
+
+// A key's ID changes with any key, SPI or algorithm and never holds the
+// keys themselves.
+func TestKeyID(t *testing.T) {
+	a := testTunnel("aes-128-cbc", "hmac-sha256", true)
+	id := KeyID(a)
+	if !strings.HasPrefix(id, "0cf0a001-") || len(id) != 9+24 {
+		t.Errorf("KeyID %q, want the out SPI and 24 hex digits", id)
+	}
+	if KeyID(a) != id {
+		t.Error("KeyID is not stable")
+	}
+	for _, k := range [][]byte{a.Out.EncKey, a.Out.AuthKey, a.In.EncKey, a.In.AuthKey} {
+		if strings.Contains(id, hex.EncodeToString(k[:4])) {
+			t.Errorf("KeyID %q shows a key", id)
+		}
+	}
+	changes := []func(*Tunnel){
+		func(t *Tunnel) { t.Out.EncKey = key(9, 16) },
+		func(t *Tunnel) { t.In.AuthKey = key(9, 32) },
+		func(t *Tunnel) { t.In.SPI++ },
+		func(t *Tunnel) { t.Out.Auth = "hmac-sha1" },
+	}
+	for i, ch := range changes {
+		b := a
+		ch(&b)
+		if KeyID(b) == id {
+			t.Errorf("change %d: same KeyID", i)
+		}
 	}
 }

@@ -44,6 +44,15 @@ type SA struct {
 	// numbers (RFC 4303), which need a window of at least 1.
 	ReplayWindow uint32
 	ESN          bool
+	// Seq is where a newly installed SA's counter starts, so that a
+	// restart neither repeats nor trails: on an outbound SA the last
+	// sequence number taken as sent (the next packet carries Seq+1), on
+	// an inbound one the highest taken as received (the anti-replay
+	// window ends there, and with ESN the high 32 bits of the next
+	// numbers are inferred from it). Above 2^32-1 only with ESN; with no
+	// replay window it is ignored (the kernel keeps no counter then). An
+	// SA already installed with the same keys keeps its own counters.
+	Seq uint64
 }
 
 // Tunnel is a site-to-site ESP tunnel in tunnel mode between two WAN
@@ -152,12 +161,16 @@ func (sa SA) check() []error {
 func (sa SA) msg() saMsg {
 	c, _ := CipherAlgorithm(sa.Cipher)
 	a, _ := AuthAlgorithm(sa.Auth)
-	return saMsg{
+	m := saMsg{
 		src: sa.Src, dst: sa.Dst, spi: sa.SPI, reqid: sa.SPI, mode: modeTunnel,
 		cryptName: c.Kernel, cryptKey: sa.EncKey,
 		authName: a.Kernel, authKey: sa.AuthKey, truncBits: a.TruncBits,
 		replayWindow: sa.ReplayWindow, esn: sa.ESN,
 	}
+	if sa.ReplayWindow > 0 {
+		m.oseq, m.seq = sa.Seq, sa.Seq
+	}
+	return m
 }
 
 // same reports whether an installed SA already is what m asks for.
@@ -330,6 +343,10 @@ type SACounters struct {
 	ReplayDrops     uint32 // packets seen before (xfrm_stats.replay)
 	WindowDrops     uint32 // packets older than the window (xfrm_stats.replay_window)
 	IntegrityFailed uint32 // ICV mismatch: wrong key or tampering (xfrm_stats.integrity_failed)
+	// Seq is the SA's sequence number (64 bits with ESN): on an
+	// outbound SA the last one sent, on an inbound one the highest
+	// received. 0 on an SA without a replay window.
+	Seq uint64
 }
 
 // Errors is the number of packets the SA refused.
@@ -360,6 +377,11 @@ func (h *Handle) Counters(t Tunnel) (TunnelCounters, error) {
 		}
 		*d.c = SACounters{SPI: s.spi, Bytes: s.bytes, Packets: s.packets,
 			ReplayDrops: s.replayDrops, WindowDrops: s.windowDrops, IntegrityFailed: s.integrityFailed}
+		if d.dir == "out" {
+			d.c.Seq = s.oseq
+		} else {
+			d.c.Seq = s.seq
+		}
 	}
 	return tc, nil
 }

@@ -127,12 +127,37 @@ const RSAHostKeyBits = 3072
 // serves with ed25519 alone (or an unsaved RSA key), and logf says so.
 // Making a 3072-bit key takes seconds to a minute on a slow board, once.
 func LoadHostKeys(ks KeyStore, logf func(format string, args ...any)) ([]ssh.Signer, error) {
+	ed, err := LoadEd25519HostKey(ks, logf)
+	if err != nil {
+		return nil, err
+	}
+	s, err := LoadRSAHostKey(ks, logf)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return []ssh.Signer{ed}, nil
+	}
+	return []ssh.Signer{ed, s}, nil
+}
+
+// LoadEd25519HostKey is LoadHostKeys' first half: the ed25519 key, the
+// first block of the stored document. The router serves with it at once
+// and adds the RSA key (Server.AddHostKey) once LoadRSAHostKey has it:
+// making a 3072-bit key at a first start must not keep SSH closed.
+func LoadEd25519HostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	ed, err := LoadHostKey(firstKey{ks}, logf)
-	if err != nil {
-		return nil, err
+	return LoadHostKey(firstKey{ks}, logf)
+}
+
+// LoadRSAHostKey is LoadHostKeys' second half: the stored RSA key, or a
+// new one saved after the ed25519 key. It returns no key and no error
+// when one cannot be made (logged): the server then serves ed25519 only.
+func LoadRSAHostKey(ks KeyStore, logf func(format string, args ...any)) (ssh.Signer, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
 	}
 	stored, _, err := ks.Load()
 	if err != nil {
@@ -141,14 +166,14 @@ func LoadHostKeys(ks KeyStore, logf func(format string, args ...any)) ([]ssh.Sig
 	first, rest := splitFirst(stored)
 	if block, _ := pem.Decode(rest); block != nil {
 		if s, err := ssh.ParsePrivateKey(pem.EncodeToMemory(block)); err == nil && s.PublicKey().Type() == ssh.KeyAlgoRSA {
-			return []ssh.Signer{ed, s}, nil
+			return s, nil
 		}
 		logf("ssh: WARNING: the stored RSA host key is unreadable: replacing it")
 	}
 	priv, err := rsa.GenerateKey(rand.Reader, RSAHostKeyBits)
 	if err != nil {
 		logf("ssh: WARNING: could not make an RSA host key (%v): ed25519 only", err)
-		return []ssh.Signer{ed}, nil
+		return nil, nil
 	}
 	block, err := ssh.MarshalPrivateKey(priv, "ocfw host key")
 	if err != nil {
@@ -163,7 +188,7 @@ func LoadHostKeys(ks KeyStore, logf func(format string, args ...any)) ([]ssh.Sig
 	} else {
 		logf("ssh: made an RSA host key %s", Fingerprint(s.PublicKey()))
 	}
-	return []ssh.Signer{ed, s}, nil
+	return s, nil
 }
 
 // splitFirst splits a stored document after its first PEM block. A

@@ -499,3 +499,38 @@ func TestOpenSSHPtyShellAndBusy(t *testing.T) {
 		t.Errorf("a second login with MaxConns 1: exit %d, stderr %q; want 255 and the reason", code, errOut)
 	}
 }
+
+// TestAddHostKeyLater: the router serves with ed25519 while the RSA key
+// is made; a client that only takes RSA gets in once AddHostKey has it.
+func TestAddHostKeyLater(t *testing.T) {
+	tool(t, "ssh")
+	path, signer := keyFile(t, ed25519Key(t))
+	ks := &memKeys{}
+	ed, err := LoadEd25519HostKey(ks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startWithKeys(t, func(c *Config) { c.HostKey = ed }, signer)
+	ts.hostKey = ed.PublicKey()
+	o := newOpenSSH(t, ts, path)
+	o.extra = []string{"HostKeyAlgorithms=rsa-sha2-512"}
+	if _, errOut, code := o.ssh(t, "true"); code == 0 || !strings.Contains(errOut, "no matching host key type") {
+		t.Fatalf("before the RSA key: exit %d, %q; want no matching host key type", code, errOut)
+	}
+	rk, err := LoadRSAHostKey(ks, nil)
+	if err != nil || rk == nil {
+		t.Fatalf("LoadRSAHostKey: %v, %v", rk, err)
+	}
+	if err := ts.srv.AddHostKey(rk); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := o.ssh(t, "echo rsa"); code != 0 || out != "rsa\n" {
+		t.Fatalf("after AddHostKey: exit %d, %q, %q", code, out, errOut)
+	}
+	// The two halves keep one document: LoadHostKeys reads both back.
+	hks, err := LoadHostKeys(ks, nil)
+	if err != nil || len(hks) != 2 || !bytes.Equal(hks[0].PublicKey().Marshal(), ed.PublicKey().Marshal()) ||
+		!bytes.Equal(hks[1].PublicKey().Marshal(), rk.PublicKey().Marshal()) {
+		t.Errorf("LoadHostKeys after the two halves: %d keys, %v", len(hks), err)
+	}
+}

@@ -124,7 +124,9 @@ type Config struct {
 // share its connection limits.
 type Server struct {
 	cfg    Config
-	ssh    *ssh.ServerConfig
+	ssh    atomic.Pointer[ssh.ServerConfig] // replaced whole by AddHostKey
+	hkMu   sync.Mutex
+	hks    []ssh.Signer // the host keys ssh offers, as AddHostKey adds them
 	gate   *gate
 	keys   map[string]string // marshalled key -> "SHA256:... (comment)"
 	logf   func(string, ...any)
@@ -197,15 +199,45 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.keys[string(k.Key.Marshal())] = who
 	}
-	// Only PublicKeyCallback is set: x/crypto/ssh then offers the
-	// client "publickey" and nothing else, so a password or
-	// keyboard-interactive attempt fails before any secret is sent.
-	s.ssh = &ssh.ServerConfig{
+	for _, k := range append([]ssh.Signer{cfg.HostKey}, cfg.OtherHostKeys...) {
+		if err := s.AddHostKey(k); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// AddHostKey offers k beside the host keys the server has: to the
+// connections that start from now on (those under way keep theirs).
+func (s *Server) AddHostKey(k ssh.Signer) error {
+	if k.PublicKey().Type() == ssh.KeyAlgoRSA {
+		as, ok := k.(ssh.AlgorithmSigner)
+		if !ok {
+			return errors.New("sshd: an RSA host key that cannot choose its signature algorithm")
+		}
+		var err error
+		if k, err = ssh.NewSignerWithAlgorithms(as, RSAHostKeyAlgorithms); err != nil {
+			return fmt.Errorf("sshd: %w", err)
+		}
+	}
+	s.hkMu.Lock()
+	defer s.hkMu.Unlock()
+	s.hks = append(s.hks[:len(s.hks):len(s.hks)], k)
+	s.ssh.Store(s.sshConfig(s.hks))
+	return nil
+}
+
+// sshConfig is x/crypto/ssh's config with the given host keys. Only
+// PublicKeyCallback is set: x/crypto/ssh then offers the client
+// "publickey" and nothing else, so a password or keyboard-interactive
+// attempt fails before any secret is sent.
+func (s *Server) sshConfig(hostKeys []ssh.Signer) *ssh.ServerConfig {
+	c := &ssh.ServerConfig{
 		Config: ssh.Config{KeyExchanges: KeyExchanges, Ciphers: Ciphers, MACs: MACs},
 		// Client keys: all but ssh-rsa (SHA-1 signatures), as
 		// OpenSSH since 8.8.
 		PublicKeyAuthAlgorithms: ssh.SupportedAlgorithms().PublicKeyAuths,
-		MaxAuthTries:            cfg.MaxAuthTries,
+		MaxAuthTries:            s.cfg.MaxAuthTries,
 		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 			who, ok := s.keys[string(key.Marshal())]
 			if !ok {
@@ -216,20 +248,10 @@ func New(cfg Config) (*Server, error) {
 		AuthLogCallback: s.authLog,
 		ServerVersion:   "SSH-2.0-ocfw",
 	}
-	for _, k := range append([]ssh.Signer{cfg.HostKey}, cfg.OtherHostKeys...) {
-		if k.PublicKey().Type() == ssh.KeyAlgoRSA {
-			as, ok := k.(ssh.AlgorithmSigner)
-			if !ok {
-				return nil, errors.New("sshd: an RSA host key that cannot choose its signature algorithm")
-			}
-			var err error
-			if k, err = ssh.NewSignerWithAlgorithms(as, RSAHostKeyAlgorithms); err != nil {
-				return nil, fmt.Errorf("sshd: %w", err)
-			}
-		}
-		s.ssh.AddHostKey(k)
+	for _, k := range hostKeys {
+		c.AddHostKey(k)
 	}
-	return s, nil
+	return c
 }
 
 // Fingerprint is the server's host key fingerprint.
@@ -315,7 +337,7 @@ func (s *Server) handle(ctx context.Context, raw net.Conn, st *startup) {
 		s.gate.identSeen(st)
 	})
 	addr := raw.RemoteAddr().String()
-	conn, chans, reqs, err := ssh.NewServerConn(c, s.ssh)
+	conn, chans, reqs, err := ssh.NewServerConn(c, s.ssh.Load())
 	failed := s.takeAttempts(addr)
 	if err != nil {
 		switch {
