@@ -345,3 +345,32 @@ func TestIKEJSONRoundTrip(t *testing.T) {
 		t.Errorf("board %+v\nhost  %+v", got, want)
 	}
 }
+
+// The router's reader: the file on its own and for this tunnel.
+func TestTunnelPSKFor(t *testing.T) {
+	a, _ := ikeAB()
+	p, err := NewTunnelPSK(rand.Reader, "a-b", time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := p.JSON()
+	if q, errs := TunnelPSKFor(a.Tunnels[0], data); len(errs) != 0 || !SamePSK(p, q) {
+		t.Errorf("the tunnel's own file: %v", errs)
+	}
+	other, _ := NewTunnelPSK(rand.Reader, "a-c", time.Unix(0, 0))
+	od, _ := other.JSON()
+	for _, tc := range []struct {
+		t    Tunnel
+		data []byte
+		want string
+	}{
+		{a.Tunnels[0], od, `a-b.psk: the PSK file is for tunnel "a-c", this is a-b`},
+		{a.Tunnels[0], []byte(`{"kind": "tunnel-psk", "version": 1, "tunnel": "a-b", "secret": "0x00"}`), "a-b.psk: secret: 1 bytes: want at least 32"},
+		{Tunnel{Name: "a-b", Keys: "a-b.keys"}, data, "tunnel a-b has manual keys"},
+	} {
+		_, errs := TunnelPSKFor(tc.t, tc.data)
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("want %q, got %v", tc.want, errs)
+		}
+	}
+}

@@ -99,6 +99,24 @@ func ReadTunnelPSK(name string, data []byte) (*TunnelPSK, []error) {
 	return &p, nil
 }
 
+// TunnelPSKFor reads tunnel t's PSK file (named t.PSK, in the card's
+// ocfw folder on the board, beside the site config on the host), checks
+// it on its own and that it is for t: what the router needs before the
+// key is used. Every problem is returned, each naming the file.
+func TunnelPSKFor(t Tunnel, data []byte) (*TunnelPSK, []error) {
+	if t.Mode() != KeyingIKEv2 {
+		return nil, []error{fmt.Errorf("tunnel %s has manual keys, no PSK file", t.Name)}
+	}
+	p, errs := ReadTunnelPSK(t.PSK, data)
+	if errs != nil {
+		return nil, errs
+	}
+	if p.Tunnel != t.Name {
+		return nil, []error{fmt.Errorf("%s: the PSK file is for tunnel %q, this is %s: each tunnel has its own (make it with ocfw tunnel psk)", t.PSK, p.Tunnel, t.Name)}
+	}
+	return p, nil
+}
+
 // Octets is the PSK as IKEv2's AUTH uses it (RFC 7296 2.15). The file
 // must have passed Check.
 func (p *TunnelPSK) Octets() []byte {
