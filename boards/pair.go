@@ -49,7 +49,10 @@ type CheckedSite struct {
 
 // CheckedTunnel is one tunnel of a CheckedSite.
 type CheckedTunnel struct {
-	Name, Peer, Keys string
+	Name, Peer string
+	// Keying is site.KeyingIKEv2 or site.KeyingManual; Keys is the key
+	// file (manual) or the PSK file (IKEv2).
+	Keying, Keys string
 }
 
 // CheckSites checks site configs, each read with read, and their tunnels'
@@ -74,9 +77,9 @@ func (c *Catalog) CheckSites(files []string, read func(string) ([]byte, error)) 
 		right := !wrong[d.File]
 		cs := CheckedSite{File: d.File, Hostname: d.Site.Hostname, Board: d.Site.Board}
 		for _, t := range d.Site.Tunnels {
-			k := TunnelKeysPath(d.File, t)
+			k := TunnelSecretPath(d.File, t)
 			right = right && !wrong[k]
-			cs.Tunnels = append(cs.Tunnels, CheckedTunnel{Name: t.Name, Peer: t.Peer, Keys: k})
+			cs.Tunnels = append(cs.Tunnels, CheckedTunnel{Name: t.Name, Peer: t.Peer, Keying: t.Mode(), Keys: k})
 		}
 		if right {
 			ok = append(ok, cs)
@@ -238,4 +241,65 @@ func tunnelNames(d *SiteDoc) string {
 		return " (it has no tunnels: add one under tunnels:)"
 	}
 	return fmt.Sprintf(" (%s has %s)", d.File, strings.Join(n, ", "))
+}
+
+// Keying is how the pair's tunnel is keyed (both ends alike: PairTunnel
+// checked).
+func (p *TunnelPair) Keying() string { return p.A.Site.Tunnels[p.AI].Mode() }
+
+// PSKPaths is where the sites' psk fields put the PSK file, beside each
+// site config: one path when both name the same file.
+func (p *TunnelPair) PSKPaths() []string {
+	paths := []string{TunnelPSKPath(p.A.File, p.A.Site.Tunnels[p.AI])}
+	if pb := TunnelPSKPath(p.B.File, p.B.Site.Tunnels[p.BI]); pb != paths[0] {
+		paths = append(paths, pb)
+	}
+	return paths
+}
+
+// KeyingError is a tunnel keyed otherwise than the command asked for.
+type KeyingError struct {
+	File, Tunnel, Keying string
+}
+
+func (e *KeyingError) Error() string {
+	if e.Keying == site.KeyingIKEv2 {
+		return fmt.Sprintf("%s: tunnel %s has keying: ikev2 (no keys, cipher or auth): it needs a PSK file, made by ocfw tunnel psk", e.File, e.Tunnel)
+	}
+	return fmt.Sprintf("%s: tunnel %s has manual keys: its key file is made by ocfw tunnel keys (for IKEv2 write keying: ikev2 and psk instead of keys, cipher and auth)", e.File, e.Tunnel)
+}
+
+// IKETunnel reads one site config and finds its IKEv2 tunnel name (name
+// "": the site's one IKEv2 tunnel), for a PSK made from one end alone.
+// Problems in the config come as an ErrorList.
+func (c *Catalog) IKETunnel(file, name string, read func(string) ([]byte, error)) (*SiteDoc, int, error) {
+	docs, err := c.ReadSites([]string{file}, read)
+	if err != nil {
+		return nil, 0, err
+	}
+	d := docs[0]
+	if name == "" {
+		var ike []string
+		for _, t := range d.Site.Tunnels {
+			if t.Mode() == site.KeyingIKEv2 {
+				ike = append(ike, t.Name)
+			}
+		}
+		switch {
+		case len(ike) == 1:
+			name = ike[0]
+		case len(d.Site.Tunnels) == 1:
+			name = d.Site.Tunnels[0].Name // manual: refused below, saying so
+		default:
+			return nil, 0, fmt.Errorf("%s has %d IKEv2 tunnels%s: say which", file, len(ike), tunnelNames(d))
+		}
+	}
+	i := d.Tunnel(name)
+	if i < 0 {
+		return nil, 0, fmt.Errorf("%s has no tunnel %q%s", file, name, tunnelNames(d))
+	}
+	if m := d.Site.Tunnels[i].Mode(); m != site.KeyingIKEv2 {
+		return nil, 0, &KeyingError{File: file, Tunnel: name, Keying: m}
+	}
+	return d, i, nil
 }

@@ -12,8 +12,10 @@ import (
 // Tunnel is one site-to-site IPsec tunnel: ESP in tunnel mode between
 // this box's WAN address and the peer's, carrying traffic between
 // LocalSubnet (behind this box) and RemoteSubnet (behind the peer). Keys
-// are manual: generated on the host for both ends (TunnelKeys), never
-// renegotiated.
+// come from IKEv2 with a pre-shared key (keying: ikev2, the default; see
+// ike.go) or are manual: generated on the host for both ends (TunnelKeys),
+// never renegotiated (keying: manual, or any tunnel naming keys, cipher or
+// auth without keying, as every tunnel did before IKEv2).
 type Tunnel struct {
 	// Name identifies the tunnel in both sites' configs and in its key
 	// file: the two ends use the same name.
@@ -29,14 +31,37 @@ type Tunnel struct {
 	LocalSubnet string `yaml:"local_subnet" json:"local_subnet,omitempty"`
 	// RemoteSubnet is the network behind the peer.
 	RemoteSubnet string `yaml:"remote_subnet" json:"remote_subnet"`
-	// Cipher is one of TunnelCiphers and Auth one of TunnelAuths, as the
-	// catalog names them.
-	Cipher string `yaml:"cipher" json:"cipher"`
-	Auth   string `yaml:"auth" json:"auth"`
+	// Keying is KeyingIKEv2 or KeyingManual; "" means Mode's default.
+	Keying string `yaml:"keying" json:"keying,omitempty"`
+	// Manual keys. Cipher is one of TunnelCiphers and Auth one of
+	// TunnelAuths, as the catalog names them.
+	Cipher string `yaml:"cipher" json:"cipher,omitempty"`
+	Auth   string `yaml:"auth" json:"auth,omitempty"`
 	// Keys is the key file's name: on the host beside the site config, on
 	// the box in the data partition's ocfw folder (beside site.json). It
 	// is never built into an image.
-	Keys string `yaml:"keys" json:"keys"`
+	Keys string `yaml:"keys" json:"keys,omitempty"`
+
+	// IKEv2. PSK is the PSK file's name, kept like the key file (on the
+	// card, never in an image).
+	PSK string `yaml:"psk" json:"psk,omitempty"`
+	// IKEProposals and ESPProposals are proposals in strongSwan's syntax
+	// (aes128-sha256-modp2048), most wanted first; default
+	// DefaultIKEProposals and DefaultESPProposals.
+	IKEProposals []string `yaml:"ike_proposals" json:"ike_proposals,omitempty"`
+	ESPProposals []string `yaml:"esp_proposals" json:"esp_proposals,omitempty"`
+	// LocalID and RemoteID are the IKE identities; default the two WAN
+	// addresses.
+	LocalID  string `yaml:"local_id" json:"local_id,omitempty"`
+	RemoteID string `yaml:"remote_id" json:"remote_id,omitempty"`
+	// IKELifetime and Lifetime (the CHILD SAs') are Go durations; DPD is
+	// the liveness check's interval, or "off".
+	IKELifetime string `yaml:"ike_lifetime" json:"ike_lifetime,omitempty"`
+	Lifetime    string `yaml:"lifetime" json:"lifetime,omitempty"`
+	DPD         string `yaml:"dpd" json:"dpd,omitempty"`
+	// PFS: each CHILD SA rekey runs a Diffie-Hellman of its own in the
+	// IKE SA's group; default true.
+	PFS *bool `yaml:"pfs" json:"pfs,omitempty"`
 }
 
 // LocalWAN is the Local value for the WAN's static address.
@@ -199,23 +224,37 @@ func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Pre
 			}
 			remotes = append(remotes, remote{i, rs})
 		}
-		if !contains(TunnelCiphers, t.Cipher) {
-			bad(p+".cipher", "%s: want one of %s%s", catalog.Quote(t.Cipher), strings.Join(TunnelCiphers, ", "), catalog.Suggest(t.Cipher, TunnelCiphers))
-		}
-		if !contains(TunnelAuths, t.Auth) {
-			bad(p+".auth", "%s: want one of %s%s", catalog.Quote(t.Auth), strings.Join(TunnelAuths, ", "), catalog.Suggest(t.Auth, TunnelAuths))
-		}
-		switch j, dup := keys[t.Keys]; {
-		case t.Keys == "":
-			bad(p+".keys", "name the tunnel's key file (made by ocfw tunnel keys), e.g. keys: %s.keys", orDefault(t.Name, "a-b"))
-		case !keysNameRE.MatchString(t.Keys) || reservedName(t.Keys):
-			bad(p+".keys", "%s: want a plain file name (letters, digits, . _ -; not site.json or the store's files): the file beside the site config, and in the card's ocfw folder", catalog.Quote(t.Keys))
-		case dup:
-			bad(p+".keys", "%s is already tunnels[%d]'s key file: each tunnel has its own", t.Keys, j)
+		switch t.Mode() {
+		case KeyingManual:
+			checkManual(bad, p, t)
+			if !contains(TunnelCiphers, t.Cipher) {
+				bad(p+".cipher", "%s: want one of %s%s", catalog.Quote(t.Cipher), strings.Join(TunnelCiphers, ", "), catalog.Suggest(t.Cipher, TunnelCiphers))
+			}
+			if !contains(TunnelAuths, t.Auth) {
+				bad(p+".auth", "%s: want one of %s%s", catalog.Quote(t.Auth), strings.Join(TunnelAuths, ", "), catalog.Suggest(t.Auth, TunnelAuths))
+			}
+			switch j, dup := keys[t.Keys]; {
+			case t.Keys == "":
+				bad(p+".keys", "name the tunnel's key file (made by ocfw tunnel keys), e.g. keys: %s.keys", orDefault(t.Name, "a-b"))
+			case !keysNameRE.MatchString(t.Keys) || reservedName(t.Keys):
+				bad(p+".keys", "%s: want a plain file name (letters, digits, . _ -; not site.json or the store's files): the file beside the site config, and in the card's ocfw folder", catalog.Quote(t.Keys))
+			case dup:
+				bad(p+".keys", "%s is already tunnels[%d]'s key file: each tunnel has its own", t.Keys, j)
+			default:
+				keys[t.Keys] = i
+			}
+		case KeyingIKEv2:
+			s.checkIKE(bad, p, t, local)
+			if j, dup := keys[t.PSK]; dup && t.PSK != "" {
+				bad(p+".psk", "%s is already tunnels[%d]'s file: each tunnel has its own", t.PSK, j)
+			} else if t.PSK != "" {
+				keys[t.PSK] = i
+			}
 		default:
-			keys[t.Keys] = i
+			bad(p+".keying", "%s: want %s (the default: IKEv2 with a pre-shared key) or %s (a key file made by ocfw tunnel keys)%s", catalog.Quote(t.Keying), KeyingIKEv2, KeyingManual, catalog.Suggest(t.Keying, Keyings))
 		}
 	}
+	s.checkIKEPorts(bad)
 }
 
 // reservedName says whether a file name in the ocfw folder is taken by

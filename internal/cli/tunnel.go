@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/router/ipsec"
 	"github.com/ocfw/ocfw/site"
 )
@@ -17,7 +18,7 @@ import (
 func newTunnelCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tunnel",
-		Short: "Work with site-to-site IPsec tunnels (manual keys)",
+		Short: "Work with site-to-site IPsec tunnels (IKEv2 PSK files, manual key files)",
 	}
 	var f tunnelKeysFlags
 	keys := &cobra.Command{
@@ -66,6 +67,9 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
 			case err != nil:
 				return err
 			}
+			if m := pair.Keying(); m != site.KeyingManual {
+				return &boards.KeyingError{File: pair.A.File, Tunnel: pair.Name, Keying: m}
+			}
 			paths, flag := []string{f.out}, "-o"
 			if f.out == "" {
 				paths, flag = pair.KeyPaths(), "the sites' keys field:"
@@ -111,7 +115,7 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
 	keys.Flags().StringVarP(&f.out, "output", "o", "", "write the key file here (default: the sites' keys field, beside each site config)")
 	keys.Flags().BoolVar(&f.force, "force", false, "replace an existing key file")
 	keys.Flags().BoolVar(&f.peerCommands, "peer-commands", false, "print the ip xfrm commands for the second site's end, a Linux box that is not ocfw")
-	cmd.AddCommand(keys)
+	cmd.AddCommand(keys, newTunnelPSKCmd(g))
 	return cmd
 }
 
@@ -153,6 +157,109 @@ func peerTunnel(pair *boards.TunnelPair, k *site.TunnelKeys) (*ipsec.Tunnel, err
 	}
 	return &ipsec.Tunnel{Name: s.Name, Local: s.Local, Remote: s.Peer, LocalNet: s.LocalSubnet, RemoteNet: s.RemoteSubnet,
 		Out: sa(s.Out), In: sa(s.In)}, nil
+}
+
+// pskFlags are tunnel psk's flags.
+type pskFlags struct {
+	sites []string
+	name  string
+	out   string
+	force bool
+}
+
+func newTunnelPSKCmd(g *globalFlags) *cobra.Command {
+	f := &pskFlags{}
+	cmd := &cobra.Command{
+		Use:   "psk --site A.yaml [--site B.yaml] [--tunnel NAME]",
+		Short: "Make the pre-shared key file both ends of an IKEv2 tunnel share",
+		Long: `psk writes a strong pre-shared key for an IKEv2 tunnel (keying: ikev2): 32 random
+bytes from the system's random source, as 43 characters of base64url text, so the
+same string can be pasted into any peer's PSK field (strongSwan's swanctl.conf,
+OpenWrt, pfSense, MikroTik). With two site configs it first checks that they are
+the tunnel's two ends (addresses and subnets mirrored, ids, a common proposal, the
+same pfs); with one it makes the file for a peer that is not an ocfw box.
+
+The file goes where the sites' "psk" field says, beside the site configs (-o
+writes it elsewhere), mode 0600, written atomically; an existing file is kept unless
+--force, and a device, FIFO or directory is never written. Copy it to each box's
+card, into its ocfw folder beside site.json: the firmware reads it from there and
+never from the image. To change the key, run this again with --force and install
+the new file on both ends.`,
+		Example: `  ocfw tunnel psk --site site-ike-a.yaml --site site-ike-b.yaml --tunnel a-b
+  ocfw tunnel psk --site site-ike-a.yaml -o a-b.psk
+  ocfw validate site-ike-a.yaml site-ike-b.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runTunnelPSK(cmd, g, f) },
+	}
+	cmd.Flags().StringArrayVar(&f.sites, "site", nil, "a site config at one end of the tunnel (one, or both ends)")
+	cmd.Flags().StringVar(&f.name, "tunnel", "", "the tunnel's name (default: the one IKEv2 tunnel the sites share)")
+	cmd.Flags().StringVarP(&f.out, "output", "o", "", "write the PSK file here (default: the sites' psk field, beside each site config)")
+	cmd.Flags().BoolVar(&f.force, "force", false, "replace an existing PSK file")
+	return cmd
+}
+
+func runTunnelPSK(cmd *cobra.Command, g *globalFlags, f *pskFlags) error {
+	if len(f.sites) < 1 || len(f.sites) > 2 {
+		return fmt.Errorf("--site: give the tunnel's site config, or both ends' (--site A.yaml --site B.yaml), got %d", len(f.sites))
+	}
+	cat, err := g.catalog()
+	if err != nil {
+		return err
+	}
+	var name string
+	var paths []string
+	var l boards.ErrorList
+	var mismatch *boards.PairMismatchError
+	if len(f.sites) == 2 {
+		pair, err := cat.PairTunnel(f.sites[0], f.sites[1], f.name, readProfileFile)
+		switch {
+		case errors.As(err, &l):
+			return printErrors(cmd, l, "in the site configs")
+		case errors.As(err, &mismatch):
+			return printErrors(cmd, mismatch.Errs, "between the two ends")
+		case err != nil:
+			return err
+		}
+		if m := pair.Keying(); m != site.KeyingIKEv2 {
+			return &boards.KeyingError{File: pair.A.File, Tunnel: pair.Name, Keying: m}
+		}
+		name, paths = pair.Name, pair.PSKPaths()
+	} else {
+		d, i, err := cat.IKETunnel(f.sites[0], f.name, readProfileFile)
+		if errors.As(err, &l) {
+			return printErrors(cmd, l, "in the site config")
+		} else if err != nil {
+			return err
+		}
+		name, paths = d.Site.Tunnels[i].Name, []string{boards.TunnelPSKPath(d.File, d.Site.Tunnels[i])}
+	}
+	flag := "the sites' psk field:"
+	if f.out != "" {
+		paths, flag = []string{f.out}, "-o"
+	}
+	// Every target is checked before anything is written: an existing
+	// file may be what the boxes authenticate with.
+	for i, p := range paths {
+		if paths[i], err = checkOut(p, flag, f.force); err != nil {
+			return err
+		}
+	}
+	psk, err := site.NewTunnelPSK(rand.Reader, name, time.Now())
+	if err != nil {
+		return err
+	}
+	data, err := psk.JSON()
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if err := atomicfile.WriteFile(p, data, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: tunnel %s, a %d-byte random pre-shared key\n", p, name, site.PSKGenBytes)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "copy it to both ends (an ocfw box's card: the ocfw folder, beside site.json; another peer: its secret field) and keep it secret\n")
+	return nil
 }
 
 // printErrors prints each problem on its own line and returns the

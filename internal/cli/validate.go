@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/regfile"
+	"github.com/ocfw/ocfw/site"
 )
 
 func newValidateCmd(g *globalFlags) *cobra.Command {
@@ -85,6 +86,10 @@ func validateSites(cmd *cobra.Command, g *globalFlags, sites []string, profiles 
 	for _, s := range ok {
 		var ks []string
 		for _, t := range s.Tunnels {
+			if t.Keying == site.KeyingIKEv2 {
+				ks = append(ks, fmt.Sprintf("; tunnel %s to %s, ikev2, psk %s", t.Name, t.Peer, t.Keys))
+				continue
+			}
 			ks = append(ks, fmt.Sprintf("; tunnel %s to %s, keys %s", t.Name, t.Peer, t.Keys))
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (site %s for %s%s)\n", s.File, s.Hostname, s.Board, strings.Join(ks, ""))

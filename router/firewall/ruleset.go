@@ -42,6 +42,13 @@ const (
 	CounterSpoofDrop = "spoof_drop"
 )
 
+// The UDP ports an IKEv2 tunnel's peer reaches the router on: IKE, and
+// IKE and ESP in UDP behind a NAT (RFC 7296 2.23, RFC 3948).
+const (
+	IKEPort    = 500
+	IKENATPort = 4500
+)
+
 // impossibleOnWAN are source networks no packet arriving on the WAN can
 // honestly carry, whatever network the WAN is on: "this network"
 // (0/8), loopback, IPv4 link-local, multicast, and the reserved 240/4,
@@ -158,7 +165,8 @@ type Counter struct {
 // masquerade out of the WAN, so the LAN leaves with the WAN address,
 // static or from DHCP.
 //
-// Each tunnel adds: ESP on the WAN from its peer's address only (input);
+// Each tunnel adds: ESP on the WAN from its peer's address only (input),
+// and for an IKEv2 tunnel UDP to ports 500 and 4500 from that address;
 // its remote subnet in the clear dropped (antispoof); decrypted packets
 // from its remote subnet to its local subnet (forward); and no masquerade
 // for packets to its remote subnet (postrouting), which must enter the
@@ -377,9 +385,21 @@ func (s *spec) inputChain() Chain {
 			Rule{IIf: wan, Proto: "tcp", DPort: uint16(s.sshPort), Verdict: "accept", Comment: "SSH from the WAN (wan_services: ssh)"})
 	}
 	for i, a := range s.tunnels {
+		t := s.cfg.Tunnels[i]
+		peer := netip.PrefixFrom(a.Peer, 32)
 		input.Rules = append(input.Rules, Rule{
-			IIf: wan, IPv4: true, SAddr: netip.PrefixFrom(a.Peer, 32), Proto: "esp", Verdict: "accept",
-			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", s.cfg.Tunnels[i].Name)})
+			IIf: wan, IPv4: true, SAddr: peer, Proto: "esp", Verdict: "accept",
+			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", t.Name)})
+		if t.Mode() == site.KeyingIKEv2 {
+			// IKE on 500, and on 4500 IKE and ESP in UDP once either
+			// end finds a NAT (RFC 3948): from the peer's address only,
+			// from any port, since a NAT picks the source port.
+			input.Rules = append(input.Rules,
+				Rule{IIf: wan, IPv4: true, SAddr: peer, Proto: "udp", DPort: IKEPort, Verdict: "accept",
+					Comment: fmt.Sprintf("tunnel %s: IKE from its peer only", t.Name)},
+				Rule{IIf: wan, IPv4: true, SAddr: peer, Proto: "udp", DPort: IKENATPort, Verdict: "accept",
+					Comment: fmt.Sprintf("tunnel %s: IKE and ESP in UDP (NAT traversal) from its peer only", t.Name)})
+		}
 	}
 	input.Rules = append(input.Rules,
 		Rule{Counter: CounterInputDrop, Verdict: "drop", Comment: "everything else, counted"})

@@ -3,6 +3,7 @@ package firewall
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -43,6 +44,13 @@ func tunnelSite() *site.Site {
 	return s
 }
 
+// ikeSite is tunnelSite with a-b keyed by IKEv2 and a-c still manual.
+func ikeSite() *site.Site {
+	s := tunnelSite()
+	s.Tunnels[0] = site.Tunnel{Name: "a-b", Keying: site.KeyingIKEv2, Peer: "203.0.113.2", RemoteSubnet: "192.168.2.0/24", PSK: "a-b.psk"}
+	return s
+}
+
 // The golden files are the whole policy in nft's syntax: a change to what
 // the router lets through shows up as a diff a reviewer reads.
 func TestBuildGolden(t *testing.T) {
@@ -59,7 +67,7 @@ func TestBuildGolden(t *testing.T) {
 	host := baseSite()
 	host.LAN = site.LAN{}
 	host.Firewall.WANServices = []string{"ssh"}
-	for name, site := range map[string]*site.Site{"closed": baseSite(), "forwards-ssh": forwards, "host-no-lan": host, "tunnels": tunnelSite()} {
+	for name, site := range map[string]*site.Site{"closed": baseSite(), "forwards-ssh": forwards, "host-no-lan": host, "tunnels": tunnelSite(), "tunnels-ikev2": ikeSite()} {
 		t.Run(name, func(t *testing.T) {
 			lan, addr := "br0", lanAddr
 			if !site.LAN.HasLAN() {
@@ -513,5 +521,47 @@ func TestReversePathSysctls(t *testing.T) {
 	}
 	if len(got) != 4 {
 		t.Errorf("%d settings %v, want all, default and the two interfaces", len(got), got)
+	}
+}
+
+// An IKEv2 tunnel opens UDP 500 and 4500 (IKE, and NAT traversal) and
+// ESP to its peer's address only, from any source port; a manual tunnel
+// opens ESP alone; nothing else on the WAN accepts UDP to those ports.
+func TestBuildIKEPolicy(t *testing.T) {
+	rs, err := Build(ikeSite(), "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := map[string][]string{} // peer -> what it may send
+	for _, ch := range rs.Chains {
+		for _, r := range ch.Rules {
+			if r.Verdict != "accept" || r.IIf != "eth0" || r.Proto != "esp" && !(r.Proto == "udp" && (r.DPort == 500 || r.DPort == 4500)) {
+				continue
+			}
+			if ch.Name != "input" || !r.SAddr.IsValid() || r.SAddr.Bits() != 32 || r.SPort != 0 {
+				t.Errorf("chain %s: %q: want input from one address, any source port", ch.Name, r)
+				continue
+			}
+			what := r.Proto
+			if r.Proto == "udp" {
+				what = fmt.Sprintf("udp/%d", r.DPort)
+			}
+			opened[r.SAddr.Addr().String()] = append(opened[r.SAddr.Addr().String()], what)
+		}
+	}
+	want := map[string][]string{"203.0.113.2": {"esp", "udp/500", "udp/4500"}, "192.0.2.7": {"esp"}}
+	if fmt.Sprint(opened) != fmt.Sprint(want) {
+		t.Errorf("opened %v, want %v", opened, want)
+	}
+	if !strings.Contains(rs.String(), `iifname "eth0" meta nfproto ipv4 ip saddr 203.0.113.2 udp dport 4500 accept`) {
+		t.Errorf("no UDP 4500 rule from the peer in nft's syntax:\n%s", rs)
+	}
+	// Without tunnels IKE's ports stay closed.
+	rs, err = Build(baseSite(), "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rs.String(); strings.Contains(s, "dport 500") || strings.Contains(s, "dport 4500") {
+		t.Errorf("IKE open without an IKEv2 tunnel:\n%s", s)
 	}
 }
