@@ -280,6 +280,9 @@ func (r *Router) tunnelDown(t *tunnelRun, why string) {
 // against the site: the ipsec tunnel, or why there is none.
 func (r *Router) readTunnelKeys(t site.Tunnel) (*ipsec.Tunnel, string) {
 	const where = "the card's ocfw folder"
+	if t.Mode() == site.KeyingIKEv2 {
+		return nil, site.NoIKEv2Yet
+	}
 	if r.cfg.Files == nil {
 		return nil, fmt.Sprintf("no data partition: the key file %s is read from %s", t.Keys, where)
 	}

@@ -262,3 +262,17 @@ func TestTunnelSeqsKnowTheStoreWasLost(t *testing.T) {
 		}
 	}
 }
+
+// TestIKEv2TunnelStaysDownAndSaysWhy: until router/ike is wired in, an
+// IKEv2 tunnel is left down with the reason validate also prints.
+func TestIKEv2TunnelStaysDownAndSaysWhy(t *testing.T) {
+	sc := siteA()
+	ike := site.Tunnel{Name: "a-b", Peer: "203.0.113.2", RemoteSubnet: "192.168.2.0/24", PSK: "a-b.psk"}
+	if ike.Mode() != site.KeyingIKEv2 {
+		t.Fatalf("mode %s", ike.Mode())
+	}
+	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.psk": []byte("{}")}}}
+	if x, why := r.readTunnelKeys(ike); x != nil || why != site.NoIKEv2Yet {
+		t.Errorf("IKEv2 tunnel: %v, %q", x, why)
+	}
+}
