@@ -1,0 +1,80 @@
+package ike
+
+import (
+	"time"
+)
+
+// informationalRequest answers INFORMATIONAL: deletes of CHILD SAs (we
+// answer with our halves' SPIs), a delete of the IKE SA, or nothing (a
+// liveness check).
+func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, func()) {
+	out := []Payload{}
+	for _, p := range ps {
+		d, ok := p.(*Delete)
+		if !ok {
+			continue
+		}
+		switch d.Protocol {
+		case ProtoIKE:
+			reason := "deleted by the peer"
+			if sa.state == stateRekeyed {
+				reason = ""
+			}
+			return []Payload{}, func() { e.removeSA(sa, reason) }
+		case ProtoESP:
+			var ours [][]byte
+			for _, spi := range d.SPIs {
+				if c := sa.childByOut(spi); c != nil {
+					ours = append(ours, be32(c.sa.InSPI))
+					e.forgetChild(c)
+				}
+			}
+			if len(ours) > 0 {
+				out = append(out, &Delete{Protocol: ProtoESP, SPISize: 4, SPIs: ours})
+			}
+		}
+	}
+	return out, nil
+}
+
+// timers runs an established SA's clocks: liveness check, rekeys, NAT
+// keepalive.
+func (e *Endpoint) timers(sa *ikeSA, now time.Time) {
+	p := sa.peer
+	if p.cfg.DPD > 0 && sa.pending == nil && len(sa.queue) == 0 && now.Sub(sa.lastIn) >= p.cfg.DPD {
+		e.queueRequest(sa, &request{exch: INFORMATIONAL,
+			build:  func() []Payload { return []Payload{} },
+			handle: func(*Message, []byte, []Payload) {}})
+	}
+	if !sa.rekeying && !now.Before(sa.rekeyAt) {
+		e.rekeyIKE(sa)
+	}
+	for _, c := range sa.children {
+		if !c.rekeying && !c.replaced && !now.Before(c.rekeyAt) {
+			e.rekeyChild(sa, c)
+		}
+	}
+	if sa.natt && sa.natLocal && e.cfg.NATT != nil && now.Sub(sa.lastKeepalive) >= e.cfg.Keepalive {
+		sa.lastKeepalive = now
+		e.cfg.NATT.WriteTo([]byte{0xff}, sa.remote)
+	}
+}
+
+// Delete sends a delete of the peer's IKE SA (and with it its CHILD SAs)
+// and forgets it once answered, or when the peer does not answer.
+func (e *Endpoint) Delete(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, sa := range e.sas {
+		if sa.peer.cfg.Name == name && sa.state == stateEstablished {
+			sa.state = stateRekeyed // no new exchanges on it
+			for _, c := range sa.children {
+				e.uninstall(c)
+			}
+			sa.children = nil
+			e.queueRequest(sa, &request{exch: INFORMATIONAL,
+				build:  func() []Payload { return []Payload{&Delete{Protocol: ProtoIKE}} },
+				handle: func(*Message, []byte, []Payload) { e.removeSA(sa, "") }})
+		}
+	}
+}
