@@ -46,7 +46,10 @@ func (e *Endpoint) fillChild(sa *ikeSA, c *child, cs *Suite, k *ChildKeys, weIni
 	now := e.now()
 	c.created = now
 	c.rekeyAt = now.Add(p.cfg.ChildLifetime - p.cfg.Margin - e.jitter(p))
-	sa.children = append(sa.children, c)
+	// An exchange that ran on an IKE SA rekeyed meanwhile keeps its keys
+	// (they come from that SA's SK_d) but its CHILD SA lives on the successor.
+	cur := latest(sa)
+	cur.children = append(cur.children, c)
 	if e.cfg.Sink != nil {
 		if err := e.cfg.Sink.Install(c.sa); err != nil {
 			e.logf("ike %s: installing %s: %v", p.cfg.Name, c.sa, err)
@@ -159,7 +162,13 @@ func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bo
 	if err := CheckOffer(sap.Proposals, false); err != nil {
 		return refuse(&Notify{Notify: NO_PROPOSAL_CHOSEN}, "CHILD SA offer: %v", err)
 	}
-	chosen, err := Choose(offer(p.cfg.Child, ProtoESP, nil, inAuth), sap.Proposals)
+	theirs := sap.Proposals
+	if inAuth {
+		// IKE_AUTH carries no KE: a DH transform offered there is ignored
+		// (RFC 7296 1.2), as strongSwan does.
+		theirs = withoutDH(theirs)
+	}
+	chosen, err := Choose(offer(p.cfg.Child, ProtoESP, nil, inAuth), theirs)
 	if err != nil {
 		return refuse(&Notify{Notify: NO_PROPOSAL_CHOSEN}, "the peer's ESP proposals match none of ours (NO_PROPOSAL_CHOSEN)")
 	}
@@ -314,10 +323,27 @@ func (e *Endpoint) adopt(old, ns *ikeSA) {
 	ns.children, old.children = old.children, nil
 	e.established(ns, old.peerID)
 	old.state = stateRekeyed
+	old.next = ns
+	for _, r := range old.queue {
+		if r.movable {
+			ns.queue = append(ns.queue, r)
+		} else if r.abort != nil {
+			r.abort()
+		}
+	}
 	old.queue = nil
 	old.rekeying = false
 	old.expire = e.now().Add(e.retransmitSpan())
 	e.logf("ike %s: IKE SA rekeyed: %016x_%016x replaces %016x_%016x", ns.peer.cfg.Name, ns.spii, ns.spir, old.spii, old.spir)
+	e.pump(ns)
+}
+
+// latest follows rekeys to the IKE SA that is current now.
+func latest(sa *ikeSA) *ikeSA {
+	for sa.next != nil {
+		sa = sa.next
+	}
+	return sa
 }
 
 // RekeyIKE rekeys the peer's IKE SA now (normally its lifetime does).
@@ -364,7 +390,7 @@ func (e *Endpoint) rekeyIKE(sa *ikeSA) {
 	var ni []byte
 	var spi uint64
 	var off []Proposal
-	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, build: func() []Payload {
+	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, abort: func() { sa.rekeying = false }, build: func() []Payload {
 		if sa.state != stateEstablished {
 			sa.rekeying = false
 			return nil
@@ -429,7 +455,7 @@ func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
 	nc := &child{}
 	var dh *DHKey
 	var ni []byte
-	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, build: func() []Payload {
+	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, abort: func() { c.rekeying = false }, build: func() []Payload {
 		if c.replaced || c.gone || sa.state != stateEstablished {
 			c.rekeying = false
 			return nil
@@ -449,10 +475,13 @@ func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
 		return append(ps, &TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
 	}, handle: func(_ *Message, _ []byte, ps []Payload) {
 		c.rekeying = false
-		nr, ok := first[*Nonce](ps)
-		err := errors.New("answer without a nonce")
-		if ok {
+		var err error
+		if nr, ok := first[*Nonce](ps); ok {
 			err = e.finishChild(sa, nc, ps, dh, ni, nr.Data)
+		} else if n := errorNotify(ps); n != nil {
+			err = fmt.Errorf("the peer answered %s", n.Notify)
+		} else {
+			err = errors.New("answer without a nonce")
 		}
 		if err != nil {
 			e.logf("ike %s: CHILD SA rekey: %v", p.cfg.Name, err)
@@ -462,11 +491,26 @@ func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
 			return
 		}
 		c.replaced = true
-		target := sa
-		e.queueRequest(target, &request{exch: INFORMATIONAL,
+		e.queueRequest(latest(sa), &request{exch: INFORMATIONAL, movable: true,
 			build: func() []Payload {
 				return []Payload{&Delete{Protocol: ProtoESP, SPISize: 4, SPIs: [][]byte{be32(c.sa.InSPI)}}}
 			},
 			handle: func(*Message, []byte, []Payload) { e.forgetChild(c) }})
 	}})
+}
+
+// withoutDH copies proposals without their DH transforms, keeping numbers
+// and SPIs.
+func withoutDH(ps []Proposal) []Proposal {
+	out := make([]Proposal, len(ps))
+	for i, p := range ps {
+		q := Proposal{Num: p.Num, Protocol: p.Protocol, SPI: p.SPI}
+		for _, t := range p.Transforms {
+			if t.Type != TransformDH {
+				q.Transforms = append(q.Transforms, t)
+			}
+		}
+		out[i] = q
+	}
+	return out
 }

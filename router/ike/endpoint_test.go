@@ -52,7 +52,7 @@ func (c *fakeConn) WriteTo(b []byte, to netip.AddrPort) error {
 	return nil
 }
 func (c *fakeConn) LocalAddr() netip.AddrPort { return c.addr }
-func (c *fakeConn) Close() error             { return nil }
+func (c *fakeConn) Close() error              { return nil }
 
 func newFakeNet(t testing.TB) *fakeNet {
 	return &fakeNet{t: t, conns: map[netip.AddrPort]*fakeConn{}, nat: map[netip.AddrPort]netip.AddrPort{}}
@@ -139,7 +139,7 @@ type side struct {
 }
 
 type pair struct {
-	t     *testing.T
+	t     testing.TB
 	net   *fakeNet
 	clock *fakeClock
 	a, b  *side
@@ -171,15 +171,15 @@ var aes128T = T(TransformENCR, ENCR_AES_CBC, 128)
 
 func peerCfg(name, local, remote string, lts, rts string) Peer {
 	return Peer{Name: name, Local: netip.MustParseAddrPort(local + ":500"), Remote: netip.MustParseAddrPort(remote + ":500"),
-		PSK: []byte("correct horse battery staple, long enough"),
-		IKE: suiteIKE(aes128T, AUTH_HMAC_SHA2_256_128, PRF_HMAC_SHA2_256, Curve25519),
-		Child: suiteESP(aes128T, AUTH_HMAC_SHA2_256_128),
+		PSK:     []byte("correct horse battery staple, long enough"),
+		IKE:     suiteIKE(aes128T, AUTH_HMAC_SHA2_256_128, PRF_HMAC_SHA2_256, Curve25519),
+		Child:   suiteESP(aes128T, AUTH_HMAC_SHA2_256_128),
 		LocalTS: []netip.Prefix{netip.MustParsePrefix(lts)}, RemoteTS: []netip.Prefix{netip.MustParsePrefix(rts)}}
 }
 
 // newPair makes A (initiator) and B (responder) on a fake network; mod
 // may change both configurations before the endpoints are made.
-func newPair(t *testing.T, mod func(a, b *Config)) *pair {
+func newPair(t testing.TB, mod func(a, b *Config)) *pair {
 	n := newFakeNet(t)
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	pa := peerCfg("b", aAddr, bAddr, "10.1.0.0/24", "10.2.0.0/24")

@@ -59,7 +59,8 @@ type ikeSA struct {
 
 	created, established, lastRekey, lastIn, lastKeepalive time.Time
 	rekeyAt, expire                                        time.Time
-	rekeying                                               bool // our IKE rekey is outstanding
+	rekeying                                               bool   // our IKE rekey is outstanding
+	next                                                   *ikeSA // the SA that replaced this one
 	err                                                    string
 }
 
@@ -71,10 +72,15 @@ type request struct {
 	exch   ExchangeType
 	build  func() []Payload
 	handle func(m *Message, pkt []byte, ps []Payload)
-	id     uint32
-	pkt    []byte
-	sent   int
-	next   time.Time
+	// movable requests (CHILD SA deletes) go over to the successor when
+	// the IKE SA is rekeyed before they were sent; abort undoes what
+	// queueing the others promised (a rekey marked as running).
+	movable bool
+	abort   func()
+	id      uint32
+	pkt     []byte
+	sent    int
+	next    time.Time
 }
 
 func (sa *ikeSA) flags(response bool) Flags {
