@@ -256,6 +256,7 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 	}
 	if old != nil {
 		old.replaced = true // the peer deletes it next
+		sa.lastRekey = e.now()
 	}
 	return out, nil
 }
@@ -491,6 +492,7 @@ func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
 			return
 		}
 		c.replaced = true
+		latest(sa).lastRekey = e.now()
 		e.queueRequest(latest(sa), &request{exch: INFORMATIONAL, movable: true,
 			build: func() []Payload {
 				return []Payload{&Delete{Protocol: ProtoESP, SPISize: 4, SPIs: [][]byte{be32(c.sa.InSPI)}}}

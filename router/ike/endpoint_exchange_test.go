@@ -47,6 +47,22 @@ func TestEndpointWrongPSK(t *testing.T) {
 	}
 }
 
+// TestEndpointWrongIdentity: B accepts A, A refuses B's identity and
+// tells it; both end without a CHILD SA and say why.
+func TestEndpointWrongIdentity(t *testing.T) {
+	p := newPair(t, func(a, b *Config) { b.Peers[0].LocalID = Identity{IDType: ID_FQDN, Data: []byte("b.example")} })
+	p.run(3*time.Second, func() bool { return false })
+	if e := p.a.ep.Status()[0].LastError; !strings.Contains(e, `the peer is "b.example"`) {
+		t.Errorf("A's error %q", e)
+	}
+	if e := p.b.ep.Status()[0].LastError; !strings.Contains(e, "the peer rejected our AUTH") {
+		t.Errorf("B's error %q", e)
+	}
+	if len(p.b.sink.installed) != 1 || len(p.b.sink.live()) != 0 || len(p.a.sink.installed) != 0 {
+		t.Errorf("CHILD SAs: B installed %d, live %d; A installed %d", len(p.b.sink.installed), len(p.b.sink.live()), len(p.a.sink.installed))
+	}
+}
+
 func TestEndpointRetransmission(t *testing.T) {
 	p := newPair(t, nil)
 	lost := map[ExchangeType]bool{}
@@ -210,8 +226,8 @@ func TestEndpointTSUnacceptable(t *testing.T) {
 	}
 }
 
-// rekeyPair sets a lifetime on one side (or both) and runs past it.
-func testChildRekey(t *testing.T, mod func(a, b *Config)) {
+// testChildRekey sets a lifetime on one side (or both) and runs past it.
+func testChildRekey(t *testing.T, mod func(a, b *Config)) *pair {
 	p := newPair(t, mod)
 	p.mustComeUp()
 	oa, ob := p.checkChildren()
@@ -233,13 +249,17 @@ func testChildRekey(t *testing.T, mod func(a, b *Config)) {
 	if len(established(p.a)) != 1 || len(established(p.b)) != 1 {
 		t.Error("the IKE SA did not survive the CHILD SA rekey")
 	}
+	return p
 }
 
 func TestEndpointChildRekey(t *testing.T) {
 	short := func(c *Config) { c.Peers[0].ChildLifetime, c.Peers[0].Margin = 10*time.Minute, time.Minute }
 	t.Run("initiator", func(t *testing.T) { testChildRekey(t, func(a, b *Config) { short(a) }) })
 	t.Run("responder", func(t *testing.T) { testChildRekey(t, func(a, b *Config) { short(b) }) })
-	t.Run("collision", func(t *testing.T) { testChildRekey(t, func(a, b *Config) { short(a); short(b) }) })
+	t.Run("collision", func(t *testing.T) {
+		p := testChildRekey(t, func(a, b *Config) { short(a); short(b) })
+		bothRekeyed(t, p)
+	})
 	t.Run("pfs", func(t *testing.T) {
 		testChildRekey(t, func(a, b *Config) {
 			short(b)
@@ -249,7 +269,7 @@ func TestEndpointChildRekey(t *testing.T) {
 	})
 }
 
-func testIKERekey(t *testing.T, mod func(a, b *Config)) {
+func testIKERekey(t *testing.T, mod func(a, b *Config)) *pair {
 	p := newPair(t, mod)
 	p.mustComeUp()
 	old := established(p.a)[0]
@@ -274,13 +294,37 @@ func testIKERekey(t *testing.T, mod func(a, b *Config)) {
 	if na, _ = p.checkChildren(); na.InSPI == oa.InSPI {
 		t.Error("no CHILD SA rekey over the new IKE SA")
 	}
+	return p
+}
+
+// bothRekeyed checks a collision happened: both ends sent a
+// CREATE_CHILD_SA request at the same moment.
+func bothRekeyed(t *testing.T, p *pair) {
+	t.Helper()
+	var ta, tb time.Duration = -1, -1
+	for i, pk := range p.net.sent {
+		if h, _ := ikeOf(pk); h.Exchange == CREATE_CHILD_SA && !h.Response() {
+			if pk.from.Addr() == aIP && ta < 0 {
+				ta = time.Duration(i)
+			}
+			if pk.from.Addr() == bIP && tb < 0 {
+				tb = time.Duration(i)
+			}
+		}
+	}
+	if ta < 0 || tb < 0 || ta-tb > 1 || tb-ta > 1 {
+		t.Errorf("no collision: first CREATE_CHILD_SA requests at packets %d and %d", ta, tb)
+	}
 }
 
 func TestEndpointIKERekey(t *testing.T) {
 	short := func(c *Config) { c.Peers[0].IKELifetime, c.Peers[0].Margin = 20*time.Minute, 2*time.Minute }
 	t.Run("initiator", func(t *testing.T) { testIKERekey(t, func(a, b *Config) { short(a) }) })
 	t.Run("responder", func(t *testing.T) { testIKERekey(t, func(a, b *Config) { short(b) }) })
-	t.Run("collision", func(t *testing.T) { testIKERekey(t, func(a, b *Config) { short(a); short(b) }) })
+	t.Run("collision", func(t *testing.T) {
+		p := testIKERekey(t, func(a, b *Config) { short(a); short(b) })
+		bothRekeyed(t, p)
+	})
 }
 
 func TestEndpointDPD(t *testing.T) {

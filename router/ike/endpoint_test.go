@@ -2,7 +2,9 @@ package ike
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -143,6 +145,7 @@ type pair struct {
 	net   *fakeNet
 	clock *fakeClock
 	a, b  *side
+	logs  []string
 }
 
 var (
@@ -201,7 +204,11 @@ func (p *pair) makeSide(cfg Config, addr string) *side {
 	s.conn = p.net.conn(addr+":500", false)
 	s.natt = p.net.conn(addr+":4500", true)
 	cfg.Conn, cfg.NATT, cfg.Sink = s.conn, s.natt, s.sink
-	cfg.Logf = func(f string, args ...any) { p.t.Logf(addr+" "+f, args...) }
+	cfg.Logf = func(f string, args ...any) {
+		line := fmt.Sprintf(addr+" "+f, args...)
+		p.logs = append(p.logs, line)
+		p.t.Log(line)
+	}
 	ep, err := New(cfg)
 	if err != nil {
 		p.t.Fatal(err)
@@ -315,5 +322,30 @@ func TestEndpointSuites(t *testing.T) {
 				t.Errorf("B sees peer %q, want %s", got, aAddr)
 			}
 		})
+	}
+}
+
+// TestEndpointLogsNoSecrets: across a good negotiation, a rekey and a
+// wrong PSK, no log line or status holds the PSK or a key.
+func TestEndpointLogsNoSecrets(t *testing.T) {
+	p := newPair(t, nil)
+	p.mustComeUp()
+	p.a.ep.RekeyChild("b")
+	p.run(time.Second, func() bool { return false })
+	q := newPair(t, func(a, b *Config) { b.Peers[0].PSK = []byte("a different secret, equally long!") })
+	q.run(2*time.Second, func() bool { return false })
+	var secrets [][]byte
+	for _, c := range append(p.a.sink.installed, p.b.sink.installed...) {
+		secrets = append(secrets, c.InEncr, c.InInteg, c.OutEncr, c.OutInteg)
+	}
+	secrets = append(secrets, p.a.cfg.Peers[0].PSK, q.b.cfg.Peers[0].PSK)
+	text := strings.Join(append(p.logs, q.logs...), "\n") + fmt.Sprintf("%+v %+v %#v", p.a.ep.Status(), q.b.ep.Status(), p.a.sink.installed)
+	for _, s := range secrets {
+		if bytes.Contains([]byte(text), s) || strings.Contains(text, hex.EncodeToString(s)) || strings.Contains(text, fmt.Sprint(s)) {
+			t.Fatal("a secret appears in the logs or the status")
+		}
+	}
+	if len(p.logs) == 0 || len(q.logs) == 0 {
+		t.Fatal("nothing logged: the test checks nothing")
 	}
 }

@@ -9,6 +9,10 @@ import (
 // liveness check).
 func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, func()) {
 	out := []Payload{}
+	if notify(ps, AUTHENTICATION_FAILED) != nil {
+		// The initiator did not accept our AUTH (RFC 7296 2.21.2).
+		return out, func() { e.closeSA(sa, authFailedPSK+" (the peer rejected our AUTH)") }
+	}
 	for _, p := range ps {
 		d, ok := p.(*Delete)
 		if !ok {

@@ -324,12 +324,12 @@ func (e *Endpoint) authResponse(sa *ikeSA, ps []Payload) {
 		return
 	}
 	if idr.IDType != p.cfg.RemoteID.IDType || !bytes.Equal(idr.Data, p.cfg.RemoteID.Data) {
-		e.closeSA(sa, fmt.Sprintf("authentication failed: the peer is %s, the configuration says %s", idr.Identity, p.cfg.RemoteID))
+		e.rejectResponder(sa, fmt.Sprintf("authentication failed: the peer is %s, the configuration says %s", idr.Identity, p.cfg.RemoteID))
 		return
 	}
 	signed := SignedOctets(sa.suite.PRF, sa.initResp, sa.ni, sa.keys.Pr, idr.Body())
 	if auth.Method != AuthSharedKeyMIC || VerifyPSK(sa.suite.PRF, p.cfg.PSK, signed, auth.Data) != nil {
-		e.closeSA(sa, authFailedPSK+" (the peer's AUTH does not verify)")
+		e.rejectResponder(sa, authFailedPSK+" (the peer's AUTH does not verify)")
 		return
 	}
 	e.established(sa, idr.Identity)
@@ -340,6 +340,17 @@ func (e *Endpoint) authResponse(sa *ikeSA, ps []Payload) {
 		p.lastErr = sa.err
 		e.logf("ike %s: IKE SA up, CHILD SA refused: %v", p.cfg.Name, err)
 	}
+}
+
+// rejectResponder ends an IKE SA whose responder we do not accept. The
+// responder considers it up, so it is told (RFC 7296 2.21.2), once and
+// unanswered: the SA is gone here either way.
+func (e *Endpoint) rejectResponder(sa *ikeSA, reason string) {
+	if pkt, err := sa.out.Seal(Header{SPIi: sa.spii, SPIr: sa.spir, Exchange: INFORMATIONAL, Flags: sa.flags(false), MessageID: sa.nextID},
+		nil, []Payload{&Notify{Notify: AUTHENTICATION_FAILED}}, e.cfg.Rand); err == nil {
+		e.send(sa, pkt)
+	}
+	e.closeSA(sa, reason)
 }
 
 // established marks an SA authenticated and schedules its rekey.
