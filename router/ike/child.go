@@ -38,6 +38,7 @@ func (e *Endpoint) fillChild(sa *ikeSA, c *child, cs *Suite, k *ChildKeys, weIni
 	}
 	c.sa.Local, c.sa.Remote = p.cfg.Local.Addr(), sa.remote.Addr()
 	c.sa.LocalTS, c.sa.RemoteTS = p.cfg.LocalTS, p.cfg.RemoteTS
+	c.sa.Lifetime = p.cfg.ChildLifetime
 	c.sa.Encap = nil
 	if sa.natt {
 		c.sa.Encap = &Encap{LocalPort: e.localAddr(p, true).Port(), RemotePort: sa.remote.Port()}

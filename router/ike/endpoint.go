@@ -57,6 +57,9 @@ type ChildSA struct {
 	Local, Remote     netip.Addr
 	LocalTS, RemoteTS []netip.Prefix
 	Encap             *Encap
+	// Lifetime is the configured CHILD SA lifetime: the endpoint rekeys
+	// before it ends; the sink may set it as the kernel SA's hard limit.
+	Lifetime time.Duration
 }
 
 func (c ChildSA) String() string {
