@@ -323,8 +323,8 @@ func (e *Endpoint) keySuccessor(old, ns *ikeSA, gir []byte) error {
 func (e *Endpoint) adopt(old, ns *ikeSA) {
 	e.sas[ns.ourSPI()] = ns
 	ns.children, old.children = old.children, nil
+	old.state = stateRekeyed // before: the new SA is no duplicate of it
 	e.established(ns, old.peerID)
-	old.state = stateRekeyed
 	old.next = ns
 	for _, r := range old.queue {
 		if r.movable {

@@ -222,6 +222,10 @@ func New(cfg Config) (*Endpoint, error) {
 		if p.Margin == 0 {
 			p.Margin = p.ChildLifetime / 10
 		}
+		if p.Margin < 0 || p.Jitter < 0 || p.Margin+p.Jitter >= min(p.ChildLifetime, p.IKELifetime) {
+			return nil, fmt.Errorf("ike: peer %s: rekey margin %v plus jitter %v must be shorter than both lifetimes (IKE %v, CHILD %v)",
+				p.Name, p.Margin, p.Jitter, p.IKELifetime, p.ChildLifetime)
+		}
 		e.peers = append(e.peers, &peerState{cfg: p})
 	}
 	return e, nil

@@ -471,3 +471,41 @@ func TestEndpointBoundedState(t *testing.T) {
 		t.Errorf("B holds %d half-open SAs, cap 5", n)
 	}
 }
+
+func TestEndpointConfigErrors(t *testing.T) {
+	n := newFakeNet(t)
+	good := peerCfg("b", aAddr, bAddr, "10.1.0.0/24", "10.2.0.0/24")
+	for name, mod := range map[string]func(p *Peer){
+		"margin":  func(p *Peer) { p.ChildLifetime, p.Margin = time.Minute, time.Minute },
+		"no psk":  func(p *Peer) { p.PSK = nil },
+		"no name": func(p *Peer) { p.Name = "" },
+	} {
+		p := good
+		mod(&p)
+		if _, err := New(Config{Peers: []Peer{p}, Conn: n.conn(aAddr+":500", false)}); err == nil || !strings.Contains(err.Error(), "ike: peer") {
+			t.Errorf("%s: error %v", name, err)
+		}
+	}
+	if _, err := New(Config{Peers: []Peer{good}, Conn: n.conn(aAddr+":500", false)}); err != nil {
+		t.Errorf("a good peer refused: %v", err)
+	}
+}
+
+// TestEndpointBothInitiate: both ends configured to initiate start at the
+// same moment; one IKE SA and one CHILD SA pair remain.
+func TestEndpointBothInitiate(t *testing.T) {
+	p := newPair(t, func(a, b *Config) { b.Peers[0].Initiate = true })
+	ok := p.run(10*time.Second, func() bool {
+		return p.up() && len(p.a.ep.Status()[0].SAs) == 1 && len(p.b.ep.Status()[0].SAs) == 1
+	})
+	if !ok {
+		t.Fatalf("A %+v, B %+v", p.a.ep.Status(), p.b.ep.Status())
+	}
+	p.checkChildren()
+	if p.net.count(IKE_SA_INIT, false, aIP) == 0 || p.net.count(IKE_SA_INIT, false, bIP) == 0 {
+		t.Error("not both ends initiated")
+	}
+	if len(p.a.sink.installed) != 2 || len(p.b.sink.installed) != 2 {
+		t.Errorf("installed A %d, B %d: want two each, one of them deleted", len(p.a.sink.installed), len(p.b.sink.installed))
+	}
+}

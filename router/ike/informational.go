@@ -21,7 +21,7 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 		switch d.Protocol {
 		case ProtoIKE:
 			reason := "deleted by the peer"
-			if sa.state == stateRekeyed {
+			if sa.state.retiring() {
 				reason = ""
 			}
 			return []Payload{}, func() { e.removeSA(sa, reason) }
@@ -71,14 +71,24 @@ func (e *Endpoint) Delete(name string) {
 	defer e.mu.Unlock()
 	for _, sa := range e.sas {
 		if sa.peer.cfg.Name == name && sa.state == stateEstablished {
-			sa.state = stateRekeyed // no new exchanges on it
-			for _, c := range sa.children {
-				e.uninstall(c)
-			}
-			sa.children = nil
-			e.queueRequest(sa, &request{exch: INFORMATIONAL,
-				build:  func() []Payload { return []Payload{&Delete{Protocol: ProtoIKE}} },
-				handle: func(*Message, []byte, []Payload) { e.removeSA(sa, "") }})
+			e.deleteSA(sa)
 		}
 	}
+}
+
+func (e *Endpoint) deleteSA(sa *ikeSA) {
+	sa.state = stateDeleting // no new exchanges on it
+	for _, c := range sa.children {
+		e.uninstall(c)
+	}
+	sa.children = nil
+	for _, r := range sa.queue {
+		if r.abort != nil {
+			r.abort()
+		}
+	}
+	sa.queue = nil
+	e.queueRequest(sa, &request{exch: INFORMATIONAL,
+		build:  func() []Payload { return []Payload{&Delete{Protocol: ProtoIKE}} },
+		handle: func(*Message, []byte, []Payload) { e.removeSA(sa, "") }})
 }

@@ -19,7 +19,7 @@ type PeerStatus struct {
 
 // SAStatus is one IKE SA.
 type SAStatus struct {
-	State                               string // connecting, authenticating, half-open, established, rekeyed, closing
+	State                               string // connecting, authenticating, half-open, established, rekeyed, closing, deleting
 	Initiator                           bool
 	SPIi, SPIr                          uint64
 	PeerID                              string
@@ -60,7 +60,7 @@ func (e *Endpoint) Status() []PeerStatus {
 				Remote: sa.remote, Established: sa.established, LastRekey: sa.lastRekey, LastInbound: sa.lastIn,
 				Alive: sa.pending == nil || sa.pending.sent <= 1, NATLocal: sa.natLocal, NATRemote: sa.natRemote,
 				UDPEncap: sa.natt, Error: sa.err}
-			if sa.state == stateEstablished || sa.state == stateRekeyed {
+			if sa.state == stateEstablished || sa.state.retiring() {
 				s.PeerID = sa.peerID.String()
 			}
 			if sa.suite != nil {

@@ -14,10 +14,14 @@ const (
 	stateEstablished                // authenticated
 	stateRekeyed                    // replaced by a newer IKE SA; waits for its delete
 	stateClosing                    // failed or deleted: answers retransmissions only
+	stateDeleting                   // we sent its delete
 )
 
+// retiring reports an SA that is on its way out but still answers.
+func (s saState) retiring() bool { return s == stateRekeyed || s == stateDeleting }
+
 func (s saState) String() string {
-	return [...]string{"connecting", "authenticating", "half-open", "established", "rekeyed", "closing"}[s]
+	return [...]string{"connecting", "authenticating", "half-open", "established", "rekeyed", "closing", "deleting"}[s]
 }
 
 // ikeSA is one IKE SA and its two windows of size 1 (RFC 7296 2.3): the
@@ -34,16 +38,17 @@ type ikeSA struct {
 	natLocal  bool // we are behind a NAT
 	natRemote bool // the peer is behind a NAT
 
-	suite    *Suite
-	keys     *IKEKeys
-	out, in  *SKCipher
-	ni, nr   []byte
-	dh       *DHKey
-	group    DHGroup
-	cookie   []byte
-	initReq  []byte // IKE_SA_INIT request as sent (initiator) or received
-	initResp []byte
-	peerID   Identity
+	suite     *Suite
+	keys      *IKEKeys
+	out, in   *SKCipher
+	ni, nr    []byte
+	dh        *DHKey
+	group     DHGroup
+	cookie    []byte
+	initTries int    // IKE_SA_INIT restarts after COOKIE or INVALID_KE_PAYLOAD
+	initReq   []byte // IKE_SA_INIT request as sent (initiator) or received
+	initResp  []byte
+	peerID    Identity
 
 	nextID   uint32
 	pending  *request
@@ -206,12 +211,12 @@ func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, f
 		}
 		resp, after = e.authRequest(sa, natt, ps, from)
 	case CREATE_CHILD_SA:
-		if sa.state != stateEstablished && sa.state != stateRekeyed {
+		if sa.state != stateEstablished && !sa.state.retiring() {
 			return
 		}
 		resp, after = e.createChildRequest(sa, ps)
 	case INFORMATIONAL:
-		if sa.state != stateEstablished && sa.state != stateRekeyed {
+		if sa.state != stateEstablished && !sa.state.retiring() {
 			return
 		}
 		resp, after = e.informationalRequest(sa, ps)
@@ -270,7 +275,7 @@ func (e *Endpoint) allSAs() []*ikeSA {
 // hasActive reports an IKE SA of the peer that is up or on its way.
 func (e *Endpoint) hasActive(p *peerState) bool {
 	for _, sa := range e.sas {
-		if sa.peer == p && sa.state != stateRekeyed && sa.state != stateClosing {
+		if sa.peer == p && sa.state == stateEstablished || sa.peer == p && sa.state < stateEstablished {
 			return true
 		}
 	}
@@ -317,8 +322,8 @@ func (e *Endpoint) closeSA(sa *ikeSA, reason string) {
 
 // dead is the end of retransmissions: the SA and its children go.
 func (e *Endpoint) dead(sa *ikeSA, reason string) {
-	if sa.state == stateRekeyed {
-		e.removeSA(sa, "") // its successor carries on
+	if sa.state.retiring() {
+		e.removeSA(sa, "") // its successor carries on, or we meant to delete it
 		return
 	}
 	if sa.peer.cfg.Initiate {
