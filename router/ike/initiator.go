@@ -214,29 +214,25 @@ func (e *Endpoint) initResponse(sa *ikeSA, m *Message, pkt []byte, ps []Payload)
 	p := sa.peer
 	if n := notify(ps, COOKIE); n != nil {
 		c, err := n.Cookie()
-		if err != nil || sa.nextID > maxInitRetries {
+		if err != nil || sa.initTries >= maxInitRetries {
 			e.closeSA(sa, "responder's COOKIE not usable")
 			return
 		}
 		sa.cookie = append([]byte(nil), c...)
-		sa.nextID++ // counts the retries; reset by sendInit
-		retries := sa.nextID
+		sa.initTries++
 		e.sendInit(sa)
-		sa.nextID = retries
 		return
 	}
 	if n := notify(ps, INVALID_KE_PAYLOAD); n != nil {
 		g, err := n.Group()
-		if err != nil || g == sa.group || !offersGroup(p.cfg.IKE, g) || sa.nextID > maxInitRetries {
+		if err != nil || g == sa.group || !offersGroup(p.cfg.IKE, g) || sa.initTries >= maxInitRetries {
 			e.closeSA(sa, fmt.Sprintf("the peer asks for Diffie-Hellman group %d, which we do not propose", g))
 			return
 		}
 		e.logf("ike %s: the peer wants %s: retrying", p.cfg.Name, g)
 		sa.group = g
-		sa.nextID++
-		retries := sa.nextID
+		sa.initTries++
 		e.sendInit(sa)
-		sa.nextID = retries
 		return
 	}
 	if n := errorNotify(ps); n != nil {
@@ -298,7 +294,10 @@ func (e *Endpoint) buildAuth(sa *ikeSA) []Payload {
 	c.offer = offer(p.cfg.Child, ProtoESP, be32(c.sa.InSPI), true)
 	sa.authChild = c
 	ps := []Payload{&IDi{p.cfg.LocalID}}
-	if !p.contacted {
+	if !p.contacted && len(e.sasOf(p)) == 1 {
+		// Only when this SA is all we have with the peer: while the peer
+		// is making one with us at the same time, INITIAL_CONTACT would
+		// make it drop that one.
 		ps = append(ps, &Notify{Notify: INITIAL_CONTACT})
 	}
 	auth := PSKAuth(sa.suite.PRF, p.cfg.PSK, SignedOctets(sa.suite.PRF, sa.initReq, sa.nr, sa.keys.Pi, p.cfg.LocalID.Body()))
@@ -373,6 +372,42 @@ func (e *Endpoint) established(sa *ikeSA, peerID Identity) {
 	p.lastErr = ""
 	p.lastEstablished = now
 	e.logf("ike %s: IKE SA %016x_%016x established with %s (%s)", p.cfg.Name, sa.spii, sa.spir, sa.peerID, sa.suite)
+	e.dedupe(p)
+}
+
+// dedupe settles two ends that set up IKE SAs with each other at the same
+// time (both configured to initiate): of two established SAs the one
+// holding the lowest nonce is redundant, as for rekey collisions (RFC
+// 7296 2.8.1), and its original initiator deletes it. Both ends apply the
+// same rule, so exactly one SA stays and nobody waits.
+func (e *Endpoint) dedupe(p *peerState) {
+	var up []*ikeSA
+	for _, sa := range e.sasOf(p) {
+		if sa.state == stateEstablished {
+			up = append(up, sa)
+		}
+	}
+	if len(up) < 2 {
+		return
+	}
+	lowest := func(sa *ikeSA) []byte {
+		if bytes.Compare(sa.ni, sa.nr) < 0 {
+			return sa.ni
+		}
+		return sa.nr
+	}
+	keep := up[0]
+	for _, sa := range up[1:] {
+		if bytes.Compare(lowest(sa), lowest(keep)) > 0 {
+			keep = sa
+		}
+	}
+	for _, sa := range up {
+		if sa != keep && sa.initiator {
+			e.logf("ike %s: deleting IKE SA %016x_%016x: the peer and we set up two at once", p.cfg.Name, sa.spii, sa.spir)
+			e.deleteSA(sa)
+		}
+	}
 }
 
 // jitter is a random part of the margin, so both ends rarely rekey at once.
