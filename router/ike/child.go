@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +18,18 @@ type child struct {
 	rekeying bool // our CREATE_CHILD_SA for it is out
 	replaced bool // a rekey made its successor; its delete is on the way
 	gone     bool // deleted from the kernel
+	// lowNonce is the lower nonce of the exchange that made it; peerNew
+	// the successor the peer made while our own rekey of it was out (a
+	// collision both ends completed, RFC 7296 2.8.1).
+	lowNonce []byte
+	peerNew  *child
+}
+
+func lower(a, b []byte) []byte {
+	if bytes.Compare(a, b) < 0 {
+		return a
+	}
+	return b
 }
 
 // rekeyRetry is the wait before a refused rekey (TEMPORARY_FAILURE, a
@@ -245,17 +258,21 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 		if old = sa.childByOut(n.SPI); old == nil {
 			return []Payload{&Notify{Protocol: ProtoESP, SPI: n.SPI, Notify: CHILD_SA_NOT_FOUND}}, nil
 		}
-		if old.replaced || (old.rekeying && sa.initiator) {
+		if old.replaced || (old.rekeying && sa.initiator && !e.rfcCollisions) {
 			return temp, nil
 		}
 	}
 	nr := e.random(32)
-	out, _, err := e.respondChild(sa, ps, nr, false, ni.Data, nr)
+	out, nc, err := e.respondChild(sa, ps, nr, false, ni.Data, nr)
 	if err != nil {
 		e.logf("ike %s: CREATE_CHILD_SA refused: %v", sa.peer.cfg.Name, err)
 		return out, nil
 	}
+	nc.lowNonce = lower(ni.Data, nr)
 	if old != nil {
+		if old.rekeying {
+			old.peerNew = nc
+		}
 		old.replaced = true // the peer deletes it next
 		sa.lastRekey = e.now()
 	}
@@ -264,7 +281,7 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 
 func (e *Endpoint) rekeyIKERequest(sa *ikeSA, sap *SA, ni []byte, ps []Payload) ([]Payload, func()) {
 	p := sa.peer
-	if sa.rekeying && sa.initiator {
+	if sa.rekeying && sa.initiator && !e.rfcCollisions {
 		return []Payload{&Notify{Notify: TEMPORARY_FAILURE}}, nil
 	}
 	if CheckOffer(sap.Proposals, true) != nil {
@@ -303,7 +320,7 @@ func (e *Endpoint) rekeyIKERequest(sa *ikeSA, sap *SA, ni []byte, ps []Payload) 
 // successor makes the IKE SA that replaces sa; whoever started the rekey
 // is the new SA's initiator (RFC 7296 2.18).
 func (e *Endpoint) successor(sa *ikeSA, suite *Suite, initiator bool, spii, spir uint64, ni, nr []byte) *ikeSA {
-	return &ikeSA{peer: sa.peer, initiator: initiator, spii: spii, spir: spir, remote: sa.remote,
+	return &ikeSA{peer: sa.peer, parent: sa, initiator: initiator, spii: spii, spir: spir, remote: sa.remote,
 		natt: sa.natt, natLocal: sa.natLocal, natRemote: sa.natRemote, suite: suite,
 		ni: append([]byte(nil), ni...), nr: append([]byte(nil), nr...), created: e.now()}
 }
@@ -493,13 +510,27 @@ func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
 			return
 		}
 		c.replaced = true
+		nrp, _ := first[*Nonce](ps)
+		nc.lowNonce = lower(ni, nrp.Data)
 		latest(sa).lastRekey = e.now()
-		e.queueRequest(latest(sa), &request{exch: INFORMATIONAL, movable: true,
-			build: func() []Payload {
-				return []Payload{&Delete{Protocol: ProtoESP, SPISize: 4, SPIs: [][]byte{be32(c.sa.InSPI)}}}
-			},
-			handle: func(*Message, []byte, []Payload) { e.forgetChild(c) }})
+		e.deleteChild(latest(sa), c)
+		if c.peerNew != nil && bytes.Compare(nc.lowNonce, c.peerNew.lowNonce) < 0 {
+			// Both rekeys completed; ours holds the lowest nonce, so it is
+			// the redundant one and ours to delete (RFC 7296 2.8.1).
+			e.logf("ike %s: CHILD SA rekey collision: deleting our redundant %08x", p.cfg.Name, nc.sa.InSPI)
+			e.deleteChild(latest(sa), nc)
+		}
 	}})
+}
+
+// deleteChild sends the delete of a CHILD SA (our inbound SPI) and
+// forgets it when answered.
+func (e *Endpoint) deleteChild(sa *ikeSA, c *child) {
+	e.queueRequest(sa, &request{exch: INFORMATIONAL, movable: true,
+		build: func() []Payload {
+			return []Payload{&Delete{Protocol: ProtoESP, SPISize: 4, SPIs: [][]byte{be32(c.sa.InSPI)}}}
+		},
+		handle: func(*Message, []byte, []Payload) { e.forgetChild(c) }})
 }
 
 // withoutDH copies proposals without their DH transforms, keeping numbers

@@ -141,6 +141,11 @@ type Endpoint struct {
 	secret  [32]byte
 	secretV byte
 	closed  bool
+	// rfcCollisions turns off the TEMPORARY_FAILURE answer of an original
+	// initiator to a colliding rekey: both rekeys then complete and the
+	// redundant SA is deleted by nonces, as strongSwan does (RFC 7296
+	// 2.8.1, 2.8.2). Tests set it to check that path.
+	rfcCollisions bool
 }
 
 type halfKey struct {

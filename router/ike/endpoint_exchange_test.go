@@ -227,8 +227,11 @@ func TestEndpointTSUnacceptable(t *testing.T) {
 }
 
 // testChildRekey sets a lifetime on one side (or both) and runs past it.
-func testChildRekey(t *testing.T, mod func(a, b *Config)) *pair {
+func testChildRekey(t *testing.T, mod func(a, b *Config), prep ...func(*pair)) *pair {
 	p := newPair(t, mod)
+	for _, f := range prep {
+		f(p)
+	}
 	p.mustComeUp()
 	oa, ob := p.checkChildren()
 	ok := p.run(12*time.Minute, func() bool {
@@ -243,8 +246,12 @@ func testChildRekey(t *testing.T, mod func(a, b *Config)) *pair {
 	if na.InSPI == oa.InSPI || nb.InSPI == ob.InSPI || bytes.Equal(na.OutEncr, oa.OutEncr) {
 		t.Error("the rekeyed CHILD SA kept the old SPIs or keys")
 	}
-	if len(p.a.sink.installed) != 2 || len(p.b.sink.installed) != 2 {
-		t.Errorf("installed A %d, B %d: want exactly one rekey", len(p.a.sink.installed), len(p.b.sink.installed))
+	want := 2
+	if p.a.ep.rfcCollisions {
+		want = 3 // both rekeys completed, one of them deleted again
+	}
+	if len(p.a.sink.installed) != want || len(p.b.sink.installed) != want {
+		t.Errorf("installed A %d, B %d: want %d", len(p.a.sink.installed), len(p.b.sink.installed), want)
 	}
 	if len(established(p.a)) != 1 || len(established(p.b)) != 1 {
 		t.Error("the IKE SA did not survive the CHILD SA rekey")
@@ -260,6 +267,13 @@ func TestEndpointChildRekey(t *testing.T) {
 		p := testChildRekey(t, func(a, b *Config) { short(a); short(b) })
 		bothRekeyed(t, p)
 	})
+	t.Run("collision-both-complete", func(t *testing.T) {
+		// As with strongSwan: neither end refuses, the lowest nonce decides.
+		p := testChildRekey(t, func(a, b *Config) { short(a); short(b) }, func(p *pair) {
+			p.a.ep.rfcCollisions, p.b.ep.rfcCollisions = true, true
+		})
+		bothRekeyed(t, p)
+	})
 	t.Run("pfs", func(t *testing.T) {
 		testChildRekey(t, func(a, b *Config) {
 			short(b)
@@ -269,8 +283,11 @@ func TestEndpointChildRekey(t *testing.T) {
 	})
 }
 
-func testIKERekey(t *testing.T, mod func(a, b *Config)) *pair {
+func testIKERekey(t *testing.T, mod func(a, b *Config), prep ...func(*pair)) *pair {
 	p := newPair(t, mod)
+	for _, f := range prep {
+		f(p)
+	}
 	p.mustComeUp()
 	old := established(p.a)[0]
 	oa, _ := p.checkChildren()
@@ -323,6 +340,12 @@ func TestEndpointIKERekey(t *testing.T) {
 	t.Run("responder", func(t *testing.T) { testIKERekey(t, func(a, b *Config) { short(b) }) })
 	t.Run("collision", func(t *testing.T) {
 		p := testIKERekey(t, func(a, b *Config) { short(a); short(b) })
+		bothRekeyed(t, p)
+	})
+	t.Run("collision-both-complete", func(t *testing.T) {
+		p := testIKERekey(t, func(a, b *Config) { short(a); short(b) }, func(p *pair) {
+			p.a.ep.rfcCollisions, p.b.ep.rfcCollisions = true, true
+		})
 		bothRekeyed(t, p)
 	})
 }

@@ -376,7 +376,8 @@ func (e *Endpoint) established(sa *ikeSA, peerID Identity) {
 }
 
 // dedupe settles two ends that set up IKE SAs with each other at the same
-// time (both configured to initiate): of two established SAs the one
+// time (both configured to initiate, or both rekeying one SA and both
+// completing): of two established SAs the one
 // holding the lowest nonce is redundant, as for rekey collisions (RFC
 // 7296 2.8.1), and its original initiator deletes it. Both ends apply the
 // same rule, so exactly one SA stays and nobody waits.
@@ -403,9 +404,22 @@ func (e *Endpoint) dedupe(p *peerState) {
 		}
 	}
 	for _, sa := range up {
-		if sa != keep && sa.initiator {
-			e.logf("ike %s: deleting IKE SA %016x_%016x: the peer and we set up two at once", p.cfg.Name, sa.spii, sa.spir)
+		if sa == keep {
+			continue
+		}
+		if sa.parent != nil && sa.parent == keep.parent {
+			// Two rekeys of one IKE SA both completed (RFC 7296 2.8.2):
+			// the CHILD SAs belong to the one that stays.
+			keep.children = append(keep.children, sa.children...)
+			sa.children = nil
+			keep.parent.next = keep
+		}
+		if sa.initiator {
+			e.logf("ike %s: deleting IKE SA %016x_%016x: a duplicate, the peer and we made one each at once", p.cfg.Name, sa.spii, sa.spir)
 			e.deleteSA(sa)
+		} else {
+			sa.state = stateDeleting // the peer deletes it
+			sa.expire = e.now().Add(2 * e.retransmitSpan())
 		}
 	}
 }

@@ -135,16 +135,17 @@ func (e *Endpoint) authRequest(sa *ikeSA, natt bool, ps []Payload, from netip.Ad
 	if auth.Method != AuthSharedKeyMIC || VerifyPSK(sa.suite.PRF, p.cfg.PSK, signed, auth.Data) != nil {
 		return fail(authFailedPSK + " (the peer's AUTH does not verify)")
 	}
-	e.established(sa, idi.Identity)
 	if notify(ps, INITIAL_CONTACT) != nil {
 		// The peer restarted: whatever it had with us before is gone.
+		// (Before established: those SAs are no duplicates to settle.)
 		for _, old := range e.sasOf(p) {
-			if old != sa && old.peerID.IDType == sa.peerID.IDType && bytes.Equal(old.peerID.Data, sa.peerID.Data) {
+			if old != sa && old.peerID.IDType == idi.IDType && bytes.Equal(old.peerID.Data, idi.Data) {
 				e.logf("ike %s: INITIAL_CONTACT: deleting the older IKE SA %016x_%016x", p.cfg.Name, old.spii, old.spir)
 				e.removeSA(old, "")
 			}
 		}
 	}
+	e.established(sa, idi.Identity)
 	myAuth := PSKAuth(sa.suite.PRF, p.cfg.PSK, SignedOctets(sa.suite.PRF, sa.initResp, sa.ni, sa.keys.Pr, p.cfg.LocalID.Body()))
 	out := []Payload{&IDr{p.cfg.LocalID}, &Auth{Method: AuthSharedKeyMIC, Data: myAuth}}
 	childPs, _, err := e.respondChild(sa, ps, nil, true, sa.ni, sa.nr)

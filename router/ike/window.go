@@ -66,6 +66,7 @@ type ikeSA struct {
 	rekeyAt, expire                                        time.Time
 	rekeying                                               bool   // our IKE rekey is outstanding
 	next                                                   *ikeSA // the SA that replaced this one
+	parent                                                 *ikeSA // the SA this one replaced
 	err                                                    string
 }
 
