@@ -65,19 +65,35 @@ func TestEndpointWrongIdentity(t *testing.T) {
 
 func TestEndpointRetransmission(t *testing.T) {
 	p := newPair(t, nil)
-	lost := map[ExchangeType]bool{}
+	type key struct {
+		x    ExchangeType
+		resp bool
+	}
+	seen := map[key]int{}
 	p.net.filter = func(pk packet) int {
 		h, _ := ikeOf(pk)
-		// Lose the first IKE_SA_INIT request and the first IKE_AUTH response.
-		if (h.Exchange == IKE_SA_INIT && !h.Response() || h.Exchange == IKE_AUTH && h.Response()) && !lost[h.Exchange] {
-			lost[h.Exchange] = true
+		k := key{h.Exchange, h.Response()}
+		seen[k]++
+		// Lose the first IKE_SA_INIT request, the first IKE_SA_INIT
+		// response (B answers the retransmission from its cache) and the
+		// first IKE_AUTH response.
+		if k == (key{IKE_SA_INIT, false}) && seen[k] == 1 || k == (key{IKE_SA_INIT, true}) && seen[k] == 1 || k == (key{IKE_AUTH, true}) && seen[k] == 1 {
 			return 0
 		}
 		return 1
 	}
 	p.mustComeUp()
-	if n := p.net.count(IKE_SA_INIT, false, aIP); n != 2 {
-		t.Errorf("IKE_SA_INIT sent %d times, want 2", n)
+	if n := p.net.count(IKE_SA_INIT, false, aIP); n != 3 {
+		t.Errorf("IKE_SA_INIT sent %d times, want 3", n)
+	}
+	var spirs []uint64
+	for _, pk := range p.net.sent {
+		if h, _ := ikeOf(pk); h.Exchange == IKE_SA_INIT && h.Response() {
+			spirs = append(spirs, h.SPIr)
+		}
+	}
+	if len(spirs) != 2 || spirs[0] != spirs[1] || len(p.b.ep.sas) != 1 {
+		t.Errorf("B's IKE_SA_INIT answers carry SPIs %x and B holds %d SAs: want one SA, answered twice", spirs, len(p.b.ep.sas))
 	}
 	// The IKE_AUTH retransmission is answered from the cache: B sent
 	// two responses but installed one CHILD SA.

@@ -280,6 +280,8 @@ func (e *Endpoint) initResponse(sa *ikeSA, m *Message, pkt []byte, ps []Payload)
 		sa.natt = true
 		sa.remote = netip.AddrPortFrom(sa.remote.Addr(), p.cfg.RemoteNATTPort)
 		e.logf("ike %s: NAT detected (local %v, remote %v): switching to UDP %d", p.cfg.Name, sa.natLocal, sa.natRemote, p.cfg.RemoteNATTPort)
+	} else if sa.natLocal || sa.natRemote {
+		e.logf("ike %s: NAT detected but no NAT-T socket: ESP will not pass it", p.cfg.Name)
 	}
 	sa.state = stateAuth
 	sa.nextID = 1

@@ -276,7 +276,7 @@ func (e *Endpoint) allSAs() []*ikeSA {
 // hasActive reports an IKE SA of the peer that is up or on its way.
 func (e *Endpoint) hasActive(p *peerState) bool {
 	for _, sa := range e.sas {
-		if sa.peer == p && sa.state == stateEstablished || sa.peer == p && sa.state < stateEstablished {
+		if sa.peer == p && sa.state <= stateEstablished {
 			return true
 		}
 	}
