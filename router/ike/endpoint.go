@@ -112,7 +112,8 @@ type Config struct {
 	Clock      Clock     // real time when nil
 	Rand       io.Reader // crypto/rand when nil
 	Sink       ChildSASink
-	// Logf receives one line per event; never a key or the PSK.
+	// Logf receives one line per event; never a key or the PSK. It is
+	// called with the endpoint locked: it must not call back into it.
 	Logf func(format string, args ...any)
 
 	// Retransmission: first after RetransmitBase, doubling, Retries sends
@@ -189,6 +190,9 @@ func New(cfg Config) (*Endpoint, error) {
 	}
 	def(&cfg.RetransmitBase, 500*time.Millisecond)
 	defi(&cfg.Retries, 6)
+	if cfg.Retries < 1 || cfg.Retries > 12 || cfg.RetransmitBase < 0 {
+		return nil, fmt.Errorf("ike: %d retransmissions from %v: want 1..12 from a positive interval", cfg.Retries, cfg.RetransmitBase)
+	}
 	defi(&cfg.CookieThreshold, 8)
 	defi(&cfg.MaxHalfOpen, 64)
 	defi(&cfg.MaxSAsPerPeer, 4)
