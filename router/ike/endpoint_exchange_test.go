@@ -548,3 +548,19 @@ func TestEndpointBothInitiate(t *testing.T) {
 		t.Errorf("installed A %d, B %d: want two each, one of them deleted", len(p.a.sink.installed), len(p.b.sink.installed))
 	}
 }
+
+// TestEndpointReconnectAfterDelete: an initiator whose IKE SA the peer
+// deleted comes back, after the retry interval rather than at once.
+func TestEndpointReconnectAfterDelete(t *testing.T) {
+	p := newPair(t, nil)
+	p.mustComeUp()
+	p.b.ep.Delete("a")
+	p.run(5*time.Second, func() bool { return false })
+	if len(p.a.ep.Status()[0].SAs) != 0 || !strings.Contains(p.a.ep.Status()[0].LastError, "deleted by the peer") {
+		t.Fatalf("A after the delete: %+v", p.a.ep.Status())
+	}
+	if !p.run(30*time.Second, p.up) {
+		t.Fatal("A did not come back within the retry interval")
+	}
+	p.checkChildren()
+}

@@ -298,6 +298,10 @@ func (e *Endpoint) removeSA(sa *ikeSA, reason string) {
 		}
 	}
 	if reason != "" {
+		if sa.peer.cfg.Initiate {
+			// Not straight back: a peer that deletes us gets a pause.
+			sa.peer.retryAt = e.now().Add(e.cfg.RetryInterval)
+		}
 		sa.peer.lastErr = reason
 		e.logf("ike %s: IKE SA %016x_%016x closed: %s", sa.peer.cfg.Name, sa.spii, sa.spir, reason)
 	}
