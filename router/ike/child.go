@@ -262,6 +262,11 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 			return temp, nil
 		}
 	}
+	if len(sa.children) >= e.cfg.MaxChildSAs {
+		// Bounded per IKE SA: a peer cannot make the kernel hold SAs
+		// without end (a rekey makes two or three for a moment).
+		return []Payload{&Notify{Notify: NO_ADDITIONAL_SAS}}, nil
+	}
 	nr := e.random(32)
 	out, nc, err := e.respondChild(sa, ps, nr, false, ni.Data, nr)
 	if err != nil {

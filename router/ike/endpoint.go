@@ -122,8 +122,9 @@ type Config struct {
 	Retries        int
 	// CookieThreshold: half-open SAs from which IKE_SA_INIT needs a COOKIE
 	// (default 8); MaxHalfOpen: above it new ones are dropped (64);
-	// MaxSAsPerPeer: IKE SAs one peer may hold (4).
-	CookieThreshold, MaxHalfOpen, MaxSAsPerPeer int
+	// MaxSAsPerPeer: IKE SAs one peer may hold (4); MaxChildSAs: CHILD
+	// SAs per IKE SA (8).
+	CookieThreshold, MaxHalfOpen, MaxSAsPerPeer, MaxChildSAs int
 	// Keepalive is the NAT keepalive interval when we are behind a NAT
 	// (default 20s); RetryInterval the wait before an initiator tries
 	// again (default 30s).
@@ -196,6 +197,7 @@ func New(cfg Config) (*Endpoint, error) {
 	defi(&cfg.CookieThreshold, 8)
 	defi(&cfg.MaxHalfOpen, 64)
 	defi(&cfg.MaxSAsPerPeer, 4)
+	defi(&cfg.MaxChildSAs, 8)
 	def(&cfg.Keepalive, 20*time.Second)
 	def(&cfg.RetryInterval, 30*time.Second)
 	e := &Endpoint{cfg: cfg, sas: map[uint64]*ikeSA{}, half: map[halfKey]*ikeSA{}}
