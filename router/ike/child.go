@@ -407,7 +407,11 @@ func (e *Endpoint) current(name string) *ikeSA {
 	return nil
 }
 
-func (e *Endpoint) rekeyIKE(sa *ikeSA) {
+func (e *Endpoint) rekeyIKE(sa *ikeSA) { e.rekeyIKEGroup(sa, sa.suite.DH) }
+
+// rekeyIKEGroup rekeys with a KE in group g: the current one first, then
+// the one the peer asks for with INVALID_KE_PAYLOAD, if we propose it.
+func (e *Endpoint) rekeyIKEGroup(sa *ikeSA, g DHGroup) {
 	p := sa.peer
 	sa.rekeying = true
 	var dh *DHKey
@@ -420,7 +424,7 @@ func (e *Endpoint) rekeyIKE(sa *ikeSA) {
 			return nil
 		}
 		var err error
-		if dh, err = GenerateDH(sa.suite.DH, e.cfg.Rand); err != nil {
+		if dh, err = GenerateDH(g, e.cfg.Rand); err != nil {
 			sa.rekeying = false
 			return nil
 		}
@@ -433,6 +437,13 @@ func (e *Endpoint) rekeyIKE(sa *ikeSA) {
 			e.logf("ike %s: IKE SA rekey: %s", p.cfg.Name, why)
 			if sa.state == stateEstablished {
 				sa.rekeyAt = e.now().Add(rekeyRetry)
+			}
+		}
+		if n := notify(ps, INVALID_KE_PAYLOAD); n != nil {
+			if g2, err := n.Group(); err == nil && g2 != g && offersGroup(p.cfg.IKE, g2) && sa.state == stateEstablished {
+				e.logf("ike %s: IKE SA rekey: the peer wants %s", p.cfg.Name, g2)
+				e.rekeyIKEGroup(sa, g2)
+				return
 			}
 		}
 		if n := errorNotify(ps); n != nil {
@@ -474,6 +485,11 @@ func (e *Endpoint) rekeyIKE(sa *ikeSA) {
 }
 
 func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
+	e.rekeyChildGroup(sa, c, firstGroup(sa.peer.cfg.Child))
+}
+
+// rekeyChildGroup rekeys a CHILD SA, with PFS in group g unless g is 0.
+func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 	p := sa.peer
 	c.rekeying = true
 	nc := &child{}
@@ -488,7 +504,7 @@ func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
 		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), false)
 		ni = e.random(32)
 		ps := []Payload{&Notify{Protocol: ProtoESP, SPI: be32(c.sa.InSPI), Notify: REKEY_SA}, &SA{nc.offer}, &Nonce{Data: ni}}
-		if g := firstGroup(p.cfg.Child); g != 0 {
+		if g != 0 {
 			var err error
 			if dh, err = GenerateDH(g, e.cfg.Rand); err != nil {
 				c.rekeying = false
@@ -499,6 +515,13 @@ func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
 		return append(ps, &TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
 	}, handle: func(_ *Message, _ []byte, ps []Payload) {
 		c.rekeying = false
+		if n := notify(ps, INVALID_KE_PAYLOAD); n != nil {
+			if g2, err := n.Group(); err == nil && g2 != g && offersGroup(p.cfg.Child, g2) && !c.replaced && !c.gone {
+				e.logf("ike %s: CHILD SA rekey: the peer wants %s", p.cfg.Name, g2)
+				e.rekeyChildGroup(latest(sa), c, g2)
+				return
+			}
+		}
 		var err error
 		if nr, ok := first[*Nonce](ps); ok {
 			err = e.finishChild(sa, nc, ps, dh, ni, nr.Data)

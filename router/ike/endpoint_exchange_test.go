@@ -564,3 +564,39 @@ func TestEndpointReconnectAfterDelete(t *testing.T) {
 	}
 	p.checkChildren()
 }
+
+// TestEndpointRekeyInvalidKE: the rekey's responder wants another DH group
+// than the rekey's KE; the rekey is redone in that group, for the IKE SA
+// and for a CHILD SA with PFS.
+func TestEndpointRekeyInvalidKE(t *testing.T) {
+	p := newPair(t, func(a, b *Config) {
+		// B starts the SA: A, responding, gets its preferred group 31;
+		// when A rekeys, B prefers 19.
+		a.Peers[0].Initiate, b.Peers[0].Initiate = false, true
+		a.Peers[0].IKE = suiteIKE(aes128T, AUTH_HMAC_SHA2_256_128, PRF_HMAC_SHA2_256, Curve25519, ECP256)
+		b.Peers[0].IKE = suiteIKE(aes128T, AUTH_HMAC_SHA2_256_128, PRF_HMAC_SHA2_256, ECP256, Curve25519)
+		a.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, Curve25519, ECP256)
+		b.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, ECP256)
+	})
+	p.mustComeUp()
+	if sa := established(p.a)[0]; !strings.Contains(sa.Proposal, "Curve25519") {
+		t.Fatalf("first IKE SA %s, want Curve25519", sa.Proposal)
+	}
+	oa, _ := p.checkChildren()
+	if err := p.a.ep.RekeyChild("b"); err != nil {
+		t.Fatal(err)
+	}
+	p.run(2*time.Second, func() bool { return false })
+	if na, _ := p.checkChildren(); na.InSPI == oa.InSPI {
+		t.Error("the CHILD SA rekey did not recover from INVALID_KE_PAYLOAD")
+	}
+	if err := p.a.ep.RekeyIKE("b"); err != nil {
+		t.Fatal(err)
+	}
+	p.run(2*time.Second, func() bool { return false })
+	sa := established(p.a)
+	if len(sa) != 1 || !strings.Contains(sa[0].Proposal, "ECP-256") || len(established(p.b)) != 1 {
+		t.Fatalf("after the IKE rekey A has %+v", sa)
+	}
+	p.checkChildren()
+}
