@@ -69,6 +69,7 @@ func (e *Endpoint) fillChild(sa *ikeSA, c *child, cs *Suite, k *ChildKeys, weIni
 			e.logf("ike %s: installing %s: %v", p.cfg.Name, c.sa, err)
 		}
 	}
+	p.lastErr = "" // the tunnel carries traffic: earlier failures are history
 	e.logf("ike %s: %s installed", p.cfg.Name, c.sa)
 }
 
@@ -548,6 +549,53 @@ func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 			e.logf("ike %s: CHILD SA rekey collision: deleting our redundant %08x", p.cfg.Name, nc.sa.InSPI)
 			e.deleteChild(latest(sa), nc)
 		}
+	}})
+}
+
+// createChild asks again for the CHILD SA the IKE_AUTH exchange did not
+// make (the peer's selectors or proposals were fixed meanwhile, say).
+func (e *Endpoint) createChild(sa *ikeSA) {
+	p := sa.peer
+	sa.creatingChild = true
+	nc := &child{}
+	var dh *DHKey
+	var ni []byte
+	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, abort: func() { sa.creatingChild = false }, build: func() []Payload {
+		if sa.state != stateEstablished || len(sa.children) > 0 {
+			sa.creatingChild = false
+			return nil
+		}
+		nc.sa.InSPI = e.newChildSPI()
+		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), false)
+		ni = e.random(32)
+		ps := []Payload{&SA{nc.offer}, &Nonce{Data: ni}}
+		if g := firstGroup(p.cfg.Child); g != 0 {
+			var err error
+			if dh, err = GenerateDH(g, e.cfg.Rand); err != nil {
+				sa.creatingChild = false
+				return nil
+			}
+			ps = append(ps, &KE{Group: g, Data: dh.Public()})
+		}
+		return append(ps, &TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
+	}, handle: func(_ *Message, _ []byte, ps []Payload) {
+		sa.creatingChild = false
+		var err error
+		if nr, ok := first[*Nonce](ps); ok {
+			err = e.finishChild(sa, nc, ps, dh, ni, nr.Data)
+		} else if n := errorNotify(ps); n != nil {
+			err = fmt.Errorf("the peer refused the CHILD SA with %s", n.Notify)
+		} else {
+			err = errors.New("answer without a nonce")
+		}
+		if err != nil {
+			sa.err, p.lastErr = err.Error(), err.Error()
+			latest(sa).childRetryAt = e.now().Add(e.cfg.RetryInterval)
+			e.logf("ike %s: CHILD SA: %v", p.cfg.Name, err)
+			return
+		}
+		sa.err, p.lastErr = "", ""
+		sa.childRetryAt = time.Time{}
 	}})
 }
 

@@ -240,6 +240,17 @@ func TestEndpointTSUnacceptable(t *testing.T) {
 	if e := p.a.ep.Status()[0].LastError; !strings.Contains(e, "TS_UNACCEPTABLE") {
 		t.Errorf("A's error %q", e)
 	}
+	// B's subnets are put right: A asks again and the CHILD SA comes up
+	// on the same IKE SA.
+	spi := established(p.a)[0].SPIi
+	p.b.ep.peers[0].cfg.RemoteTS = p.a.cfg.Peers[0].LocalTS
+	if !p.run(35*time.Second, p.up) {
+		t.Fatal("A did not ask again for the CHILD SA")
+	}
+	p.checkChildren()
+	if established(p.a)[0].SPIi != spi || p.a.ep.Status()[0].LastError != "" || p.b.ep.Status()[0].LastError != "" {
+		t.Errorf("CHILD SA on another IKE SA, or the error stays: %+v", p.a.ep.Status())
+	}
 }
 
 // testChildRekey sets a lifetime on one side (or both) and runs past it.

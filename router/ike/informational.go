@@ -50,6 +50,9 @@ func (e *Endpoint) timers(sa *ikeSA, now time.Time) {
 			build:  func() []Payload { return []Payload{} },
 			handle: func(*Message, []byte, []Payload) {}})
 	}
+	if sa.initiator && len(sa.children) == 0 && !sa.creatingChild && !sa.childRetryAt.IsZero() && !now.Before(sa.childRetryAt) {
+		e.createChild(sa)
+	}
 	if !sa.rekeying && !now.Before(sa.rekeyAt) {
 		e.rekeyIKE(sa)
 	}

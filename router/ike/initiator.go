@@ -339,6 +339,7 @@ func (e *Endpoint) authResponse(sa *ikeSA, ps []Payload) {
 	if err := e.finishChild(sa, c, ps, nil, sa.ni, sa.nr); err != nil {
 		sa.err = err.Error()
 		p.lastErr = sa.err
+		sa.childRetryAt = e.now().Add(e.cfg.RetryInterval)
 		e.logf("ike %s: IKE SA up, CHILD SA refused: %v", p.cfg.Name, err)
 	}
 }

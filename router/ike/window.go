@@ -64,9 +64,11 @@ type ikeSA struct {
 
 	created, established, lastRekey, lastIn, lastKeepalive time.Time
 	rekeyAt, expire                                        time.Time
-	rekeying                                               bool   // our IKE rekey is outstanding
-	next                                                   *ikeSA // the SA that replaced this one
-	parent                                                 *ikeSA // the SA this one replaced
+	rekeying                                               bool      // our IKE rekey is outstanding
+	next                                                   *ikeSA    // the SA that replaced this one
+	parent                                                 *ikeSA    // the SA this one replaced
+	childRetryAt                                           time.Time // the first CHILD SA failed: try again then
+	creatingChild                                          bool
 	err                                                    string
 }
 
