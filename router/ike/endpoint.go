@@ -143,6 +143,8 @@ type Endpoint struct {
 	secret  [32]byte
 	secretV byte
 	closed  bool
+	// lastDropLog rate-limits the line about dropped IKE_SA_INITs.
+	lastDropLog time.Time
 	// rfcCollisions turns off the TEMPORARY_FAILURE answer of an original
 	// initiator to a colliding rekey: both rekeys then complete and the
 	// redundant SA is deleted by nonces, as strongSwan does (RFC 7296

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // halfOpenTimeout is how long a responder keeps an SA whose IKE_AUTH has
 // not come.
-const halfOpenTimeout = 30 // seconds
+const halfOpenTimeout = 30 * time.Second
 
 func (e *Endpoint) replyInit(natt bool, spii uint64, n *Notify, to netip.AddrPort) {
 	m := &Message{Header: Header{SPIi: spii, Exchange: IKE_SA_INIT, Flags: FlagResponse}, Payloads: []Payload{n}}
@@ -34,7 +35,11 @@ func (e *Endpoint) handleInitRequest(natt bool, pkt []byte, from netip.AddrPort)
 	}
 	half := e.halfOpen()
 	if half >= e.cfg.MaxHalfOpen || len(e.sasOf(p)) >= e.cfg.MaxSAsPerPeer {
-		e.logf("ike %s: IKE_SA_INIT dropped: %d half-open SAs, %d SAs with this peer", p.cfg.Name, half, len(e.sasOf(p)))
+		if now := e.now(); now.Sub(e.lastDropLog) >= time.Second {
+			// One line a second at most: a flood must not flood the log.
+			e.lastDropLog = now
+			e.logf("ike %s: IKE_SA_INIT dropped: %d half-open SAs, %d SAs with this peer", p.cfg.Name, half, len(e.sasOf(p)))
+		}
 		return
 	}
 	m, err := Decode(pkt)
@@ -90,7 +95,7 @@ func (e *Endpoint) handleInitRequest(natt bool, pkt []byte, from netip.AddrPort)
 	sa := &ikeSA{peer: p, spii: h.SPIi, spir: e.newSPI(), state: stateHalfOpen, remote: from, natt: natt,
 		suite: suite, ni: append([]byte(nil), ni.Data...), nr: e.random(32), created: now, lastIn: now,
 		initReq: append([]byte(nil), pkt...), expectID: 1, nextID: 0}
-	sa.expire = now.Add(halfOpenTimeout * 1e9)
+	sa.expire = now.Add(halfOpenTimeout)
 	sa.keys, err = suite.DeriveIKE(suite.SKEYSEED(sa.ni, sa.nr, gir), sa.ni, sa.nr, sa.spii, sa.spir)
 	if err == nil {
 		sa.out, sa.in, err = suite.Directions(sa.keys, false)
