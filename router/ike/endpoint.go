@@ -36,6 +36,13 @@ type ChildSASink interface {
 	Delete(ChildSA) error
 }
 
+// TrafficSink is a ChildSASink that can also tell when the kernel last
+// received ESP on a CHILD SA: the liveness check is then needed only when
+// nothing at all came from the peer (RFC 7296 2.4). ok false: unknown.
+type TrafficSink interface {
+	LastInbound(ChildSA) (t time.Time, ok bool)
+}
+
 // Encap is UDP encapsulation of ESP (RFC 3948): the ports ESP-in-UDP
 // travels between, set when a NAT was detected.
 type Encap struct {

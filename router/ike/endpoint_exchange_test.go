@@ -611,3 +611,30 @@ func TestEndpointRekeyInvalidKE(t *testing.T) {
 	}
 	p.checkChildren()
 }
+
+// trafficSink reports ESP arriving on every CHILD SA at the fake clock's now.
+type trafficSink struct {
+	fakeSink
+	clock *fakeClock
+}
+
+func (s *trafficSink) LastInbound(ChildSA) (time.Time, bool) { return s.clock.t, true }
+
+// TestEndpointDPDQuietWithTraffic: while the kernel sees ESP from the peer,
+// no liveness check is sent.
+func TestEndpointDPDQuietWithTraffic(t *testing.T) {
+	p := newPair(t, func(a, b *Config) { a.Peers[0].DPD = 10 * time.Second })
+	ts := &trafficSink{clock: p.clock}
+	p.a = p.makeSideWith(p.a.cfg, aAddr, ts, &ts.fakeSink)
+	p.mustComeUp()
+	p.run(60*time.Second, func() bool { return false })
+	if n := p.net.count(INFORMATIONAL, false, aIP); n != 0 {
+		t.Errorf("A sent %d liveness checks while ESP kept arriving", n)
+	}
+	// The ESP stops: the checks start.
+	p.a.ep.cfg.Sink = &ts.fakeSink
+	p.run(15*time.Second, func() bool { return false })
+	if n := p.net.count(INFORMATIONAL, false, aIP); n == 0 {
+		t.Error("no liveness check once the traffic stopped")
+	}
+}

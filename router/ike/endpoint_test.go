@@ -200,10 +200,16 @@ func newPair(t testing.TB, mod func(a, b *Config)) *pair {
 }
 
 func (p *pair) makeSide(cfg Config, addr string) *side {
-	s := &side{cfg: cfg, sink: &fakeSink{}}
+	fs := &fakeSink{}
+	return p.makeSideWith(cfg, addr, fs, fs)
+}
+
+// makeSideWith gives the endpoint sink; fs is the recorder inside it.
+func (p *pair) makeSideWith(cfg Config, addr string, sink ChildSASink, fs *fakeSink) *side {
+	s := &side{cfg: cfg, sink: fs}
 	s.conn = p.net.conn(addr+":500", false)
 	s.natt = p.net.conn(addr+":4500", true)
-	cfg.Conn, cfg.NATT, cfg.Sink = s.conn, s.natt, s.sink
+	cfg.Conn, cfg.NATT, cfg.Sink = s.conn, s.natt, sink
 	cfg.Logf = func(f string, args ...any) {
 		line := fmt.Sprintf(addr+" "+f, args...)
 		p.logs = append(p.logs, line)

@@ -45,7 +45,7 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 // keepalive.
 func (e *Endpoint) timers(sa *ikeSA, now time.Time) {
 	p := sa.peer
-	if p.cfg.DPD > 0 && sa.pending == nil && len(sa.queue) == 0 && now.Sub(sa.lastIn) >= p.cfg.DPD {
+	if p.cfg.DPD > 0 && sa.pending == nil && len(sa.queue) == 0 && now.Sub(e.lastHeard(sa)) >= p.cfg.DPD {
 		e.queueRequest(sa, &request{exch: INFORMATIONAL,
 			build:  func() []Payload { return []Payload{} },
 			handle: func(*Message, []byte, []Payload) {}})
@@ -94,4 +94,18 @@ func (e *Endpoint) deleteSA(sa *ikeSA) {
 	e.queueRequest(sa, &request{exch: INFORMATIONAL,
 		build:  func() []Payload { return []Payload{&Delete{Protocol: ProtoIKE}} },
 		handle: func(*Message, []byte, []Payload) { e.removeSA(sa, "") }})
+}
+
+// lastHeard is the latest IKE message or, if the sink knows, ESP packet
+// from the peer.
+func (e *Endpoint) lastHeard(sa *ikeSA) time.Time {
+	last := sa.lastIn
+	if ts, ok := e.cfg.Sink.(TrafficSink); ok {
+		for _, c := range sa.children {
+			if t, ok := ts.LastInbound(c.sa); ok && t.After(last) {
+				last = t
+			}
+		}
+	}
+	return last
 }
