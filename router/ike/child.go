@@ -1,0 +1,626 @@
+package ike
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// child is a CHILD SA as the endpoint tracks it.
+type child struct {
+	sa       ChildSA
+	offer    []Proposal // what we proposed, while we initiate it
+	suite    string
+	created  time.Time
+	rekeyAt  time.Time
+	rekeying bool // our CREATE_CHILD_SA for it is out
+	replaced bool // a rekey made its successor; its delete is on the way
+	gone     bool // deleted from the kernel
+	// lowNonce is the lower nonce of the exchange that made it; peerNew
+	// the successor the peer made while our own rekey of it was out (a
+	// collision both ends completed, RFC 7296 2.8.1).
+	lowNonce []byte
+	peerNew  *child
+}
+
+func lower(a, b []byte) []byte {
+	if bytes.Compare(a, b) < 0 {
+		return a
+	}
+	return b
+}
+
+// rekeyRetry is the wait before a refused rekey (TEMPORARY_FAILURE, a
+// collision we lost, a group we must change) is tried again.
+const rekeyRetry = 5 * time.Second
+
+func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// fillChild completes a CHILD SA from its suite and KEYMAT. weInitiated
+// says whose nonce came first: the initiator of the exchange that made it
+// sends with the "I" keys (RFC 7296 2.17).
+func (e *Endpoint) fillChild(sa *ikeSA, c *child, cs *Suite, k *ChildKeys, weInitiated bool) {
+	p := sa.peer
+	c.sa.Peer = p.cfg.Name
+	c.sa.Encr, c.sa.Integ, c.sa.ESN = cs.Encr, cs.Integ, cs.ESN
+	c.sa.OutEncr, c.sa.OutInteg, c.sa.InEncr, c.sa.InInteg = k.EncrI, k.IntegI, k.EncrR, k.IntegR
+	if !weInitiated {
+		c.sa.OutEncr, c.sa.OutInteg, c.sa.InEncr, c.sa.InInteg = k.EncrR, k.IntegR, k.EncrI, k.IntegI
+	}
+	c.sa.Local, c.sa.Remote = p.cfg.Local.Addr(), sa.remote.Addr()
+	c.sa.LocalTS, c.sa.RemoteTS = p.cfg.LocalTS, p.cfg.RemoteTS
+	c.sa.Lifetime = p.cfg.ChildLifetime
+	c.sa.Encap = nil
+	if sa.natt {
+		c.sa.Encap = &Encap{LocalPort: e.localAddr(p, true).Port(), RemotePort: sa.remote.Port()}
+	}
+	c.suite = cs.String()
+	now := e.now()
+	c.created = now
+	c.rekeyAt = now.Add(p.cfg.ChildLifetime - p.cfg.Margin - e.jitter(p))
+	// An exchange that ran on an IKE SA rekeyed meanwhile keeps its keys
+	// (they come from that SA's SK_d) but its CHILD SA lives on the successor.
+	cur := latest(sa)
+	cur.children = append(cur.children, c)
+	if e.cfg.Sink != nil {
+		if err := e.cfg.Sink.Install(c.sa); err != nil {
+			e.logf("ike %s: installing %s: %v", p.cfg.Name, c.sa, err)
+		}
+	}
+	p.lastErr = "" // the tunnel carries traffic: earlier failures are history
+	e.logf("ike %s: %s installed", p.cfg.Name, c.sa)
+}
+
+func (e *Endpoint) uninstall(c *child) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	if e.cfg.Sink != nil {
+		if err := e.cfg.Sink.Delete(c.sa); err != nil {
+			e.logf("ike %s: deleting %s: %v", c.sa.Peer, c.sa, err)
+		}
+	}
+}
+
+// forgetChild deletes a CHILD SA wherever it is now (an IKE rekey moves
+// children to the new IKE SA).
+func (e *Endpoint) forgetChild(c *child) {
+	for _, sa := range e.sas {
+		for i, x := range sa.children {
+			if x == c {
+				sa.children = append(sa.children[:i:i], sa.children[i+1:]...)
+				break
+			}
+		}
+	}
+	e.uninstall(c)
+}
+
+func (sa *ikeSA) childByOut(spi []byte) *child {
+	if len(spi) != 4 {
+		return nil
+	}
+	v := binary.BigEndian.Uint32(spi)
+	for _, c := range sa.children {
+		if c.sa.OutSPI == v {
+			return c
+		}
+	}
+	return nil
+}
+
+// finishChild is the initiator's end of a CHILD SA exchange (IKE_AUTH or
+// CREATE_CHILD_SA): check the responder's choice and selectors, derive
+// and install.
+func (e *Endpoint) finishChild(sa *ikeSA, c *child, ps []Payload, dh *DHKey, ni, nr []byte) error {
+	p := sa.peer
+	if n := errorNotify(ps); n != nil {
+		return fmt.Errorf("the peer refused the CHILD SA with %s", n.Notify)
+	}
+	sap, ok1 := first[*SA](ps)
+	tsi, ok2 := first[*TSi](ps)
+	tsr, ok3 := first[*TSr](ps)
+	if !ok1 || !ok2 || !ok3 {
+		return errors.New("CHILD SA answer without SA, TSi or TSr")
+	}
+	chosen, err := CheckChosen(c.offer, sap.Proposals)
+	if err != nil {
+		return err
+	}
+	cs, err := SuiteFrom(chosen)
+	if err != nil {
+		return err
+	}
+	if len(chosen.SPI) != 4 {
+		return fmt.Errorf("the peer's ESP SPI has %d bytes", len(chosen.SPI))
+	}
+	if !sameSelectors(tsi.Selectors, selectors(p.cfg.LocalTS)) || !sameSelectors(tsr.Selectors, selectors(p.cfg.RemoteTS)) {
+		return fmt.Errorf("the peer narrowed the traffic selectors to %v <-> %v", tsi.Selectors, tsr.Selectors)
+	}
+	var gir []byte
+	if cs.DH != 0 {
+		ke, ok := first[*KE](ps)
+		if !ok || dh == nil || ke.Group != cs.DH || dh.Group() != cs.DH {
+			return errors.New("the peer chose PFS without a matching KE")
+		}
+		if gir, err = dh.Shared(ke.Data); err != nil {
+			return err
+		}
+	}
+	k, err := DeriveChild(sa.suite.PRF, sa.keys.D, cs, gir, ni, nr)
+	if err != nil {
+		return err
+	}
+	c.sa.OutSPI = binary.BigEndian.Uint32(chosen.SPI)
+	e.fillChild(sa, c, cs, k, true)
+	return nil
+}
+
+// respondChild is the responder's end: choose, check the selectors, make
+// and install the SA. nr, when set, is sent after the SA payload (as in
+// CREATE_CHILD_SA). The answer is the payloads to send, or an error
+// Notify with the reason.
+func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bool, ni, nr []byte) ([]Payload, *child, error) {
+	p := sa.peer
+	refuse := func(n *Notify, format string, args ...any) ([]Payload, *child, error) {
+		return []Payload{n}, nil, fmt.Errorf(format, args...)
+	}
+	sap, ok1 := first[*SA](ps)
+	tsi, ok2 := first[*TSi](ps)
+	tsr, ok3 := first[*TSr](ps)
+	if !ok1 || !ok2 || !ok3 {
+		return refuse(&Notify{Notify: INVALID_SYNTAX}, "CHILD SA request without SA, TSi or TSr")
+	}
+	if err := CheckOffer(sap.Proposals, false); err != nil {
+		return refuse(&Notify{Notify: NO_PROPOSAL_CHOSEN}, "CHILD SA offer: %v", err)
+	}
+	theirs := sap.Proposals
+	if inAuth {
+		// IKE_AUTH carries no KE: a DH transform offered there is ignored
+		// (RFC 7296 1.2), as strongSwan does.
+		theirs = withoutDH(theirs)
+	}
+	chosen, err := Choose(offer(p.cfg.Child, ProtoESP, nil, inAuth), theirs)
+	if err != nil {
+		return refuse(&Notify{Notify: NO_PROPOSAL_CHOSEN}, "the peer's ESP proposals match none of ours (NO_PROPOSAL_CHOSEN)")
+	}
+	cs, err := SuiteFrom(chosen)
+	if err != nil {
+		return refuse(&Notify{Notify: NO_PROPOSAL_CHOSEN}, "ESP proposal: %v", err)
+	}
+	if !sameSelectors(tsi.Selectors, selectors(p.cfg.RemoteTS)) || !sameSelectors(tsr.Selectors, selectors(p.cfg.LocalTS)) {
+		return refuse(&Notify{Notify: TS_UNACCEPTABLE}, "the peer proposed traffic selectors %v <-> %v, not the configured subnets (TS_UNACCEPTABLE)", tsi.Selectors, tsr.Selectors)
+	}
+	var gir []byte
+	var ke *KE
+	if cs.DH != 0 {
+		pke, ok := first[*KE](ps)
+		if !ok || pke.Group != cs.DH {
+			return refuse(InvalidKE(cs.DH), "the peer's PFS group is not %s", cs.DH)
+		}
+		dh, err := GenerateDH(cs.DH, e.cfg.Rand)
+		if err == nil {
+			gir, err = dh.Shared(pke.Data)
+		}
+		if err != nil {
+			return refuse(&Notify{Notify: INVALID_SYNTAX}, "PFS: %v", err)
+		}
+		ke = &KE{Group: cs.DH, Data: dh.Public()}
+	}
+	k, err := DeriveChild(sa.suite.PRF, sa.keys.D, cs, gir, ni, nr)
+	if err != nil {
+		return refuse(&Notify{Notify: NO_PROPOSAL_CHOSEN}, "CHILD SA keys: %v", err)
+	}
+	c := &child{}
+	c.sa.InSPI = e.newChildSPI()
+	c.sa.OutSPI = binary.BigEndian.Uint32(chosen.SPI)
+	chosen.SPI = be32(c.sa.InSPI)
+	e.fillChild(sa, c, cs, k, false)
+	out := []Payload{&SA{[]Proposal{chosen}}}
+	if nrOut != nil {
+		out = append(out, &Nonce{Data: nrOut})
+	}
+	if ke != nil {
+		out = append(out, ke)
+	}
+	return append(out, &TSi{tsi.Selectors}, &TSr{tsr.Selectors}), c, nil
+}
+
+// createChildRequest answers CREATE_CHILD_SA: a CHILD SA rekey (REKEY_SA),
+// a new CHILD SA, or an IKE SA rekey.
+//
+// Collisions (RFC 7296 2.25) are settled without waiting: when both ends
+// rekey the same SA at once, the original initiator of the IKE SA
+// answers TEMPORARY_FAILURE to the peer's request and completes its own;
+// the original responder accepts the peer's request, and its own then
+// fails harmlessly. Either way exactly one rekey happens and no side
+// waits for the other.
+func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func()) {
+	temp := []Payload{&Notify{Notify: TEMPORARY_FAILURE}}
+	sap, ok1 := first[*SA](ps)
+	ni, ok2 := first[*Nonce](ps)
+	if !ok1 || !ok2 || len(sap.Proposals) == 0 {
+		return []Payload{&Notify{Notify: INVALID_SYNTAX}}, nil
+	}
+	if sa.state != stateEstablished {
+		return temp, nil
+	}
+	if sap.Proposals[0].Protocol == ProtoIKE {
+		return e.rekeyIKERequest(sa, sap, ni.Data, ps)
+	}
+	var old *child
+	if n := notify(ps, REKEY_SA); n != nil {
+		if n.Protocol != ProtoESP || len(n.SPI) != 4 {
+			return []Payload{&Notify{Notify: INVALID_SYNTAX}}, nil
+		}
+		if old = sa.childByOut(n.SPI); old == nil {
+			return []Payload{&Notify{Protocol: ProtoESP, SPI: n.SPI, Notify: CHILD_SA_NOT_FOUND}}, nil
+		}
+		if old.replaced || (old.rekeying && sa.initiator && !e.rfcCollisions) {
+			return temp, nil
+		}
+	}
+	if len(sa.children) >= e.cfg.MaxChildSAs {
+		// Bounded per IKE SA: a peer cannot make the kernel hold SAs
+		// without end (a rekey makes two or three for a moment).
+		return []Payload{&Notify{Notify: NO_ADDITIONAL_SAS}}, nil
+	}
+	nr := e.random(32)
+	out, nc, err := e.respondChild(sa, ps, nr, false, ni.Data, nr)
+	if err != nil {
+		e.logf("ike %s: CREATE_CHILD_SA refused: %v", sa.peer.cfg.Name, err)
+		return out, nil
+	}
+	nc.lowNonce = lower(ni.Data, nr)
+	if old != nil {
+		if old.rekeying {
+			old.peerNew = nc
+		}
+		old.replaced = true // the peer deletes it next
+		sa.lastRekey = e.now()
+	}
+	return out, nil
+}
+
+func (e *Endpoint) rekeyIKERequest(sa *ikeSA, sap *SA, ni []byte, ps []Payload) ([]Payload, func()) {
+	p := sa.peer
+	if sa.rekeying && sa.initiator && !e.rfcCollisions {
+		return []Payload{&Notify{Notify: TEMPORARY_FAILURE}}, nil
+	}
+	if CheckOffer(sap.Proposals, true) != nil {
+		return []Payload{&Notify{Notify: INVALID_SYNTAX}}, nil
+	}
+	chosen, err := Choose(offer(p.cfg.IKE, ProtoIKE, nil, false), sap.Proposals)
+	if err != nil {
+		return []Payload{&Notify{Notify: NO_PROPOSAL_CHOSEN}}, nil
+	}
+	suite, err := SuiteFrom(chosen)
+	if err != nil {
+		return []Payload{&Notify{Notify: NO_PROPOSAL_CHOSEN}}, nil
+	}
+	ke, ok := first[*KE](ps)
+	if !ok || ke.Group != suite.DH {
+		return []Payload{InvalidKE(suite.DH)}, nil
+	}
+	dh, err := GenerateDH(suite.DH, e.cfg.Rand)
+	if err != nil {
+		return []Payload{&Notify{Notify: TEMPORARY_FAILURE}}, nil
+	}
+	gir, err := dh.Shared(ke.Data)
+	if err != nil {
+		return []Payload{&Notify{Notify: INVALID_SYNTAX}}, nil
+	}
+	nr := e.random(32)
+	ns := e.successor(sa, suite, false, binary.BigEndian.Uint64(chosen.SPI), e.newSPI(), ni, nr)
+	if err := e.keySuccessor(sa, ns, gir); err != nil {
+		return []Payload{&Notify{Notify: TEMPORARY_FAILURE}}, nil
+	}
+	chosen.SPI = be64(ns.spir)
+	return []Payload{&SA{[]Proposal{chosen}}, &Nonce{Data: nr}, &KE{Group: suite.DH, Data: dh.Public()}},
+		func() { e.adopt(sa, ns) }
+}
+
+// successor makes the IKE SA that replaces sa; whoever started the rekey
+// is the new SA's initiator (RFC 7296 2.18).
+func (e *Endpoint) successor(sa *ikeSA, suite *Suite, initiator bool, spii, spir uint64, ni, nr []byte) *ikeSA {
+	return &ikeSA{peer: sa.peer, parent: sa, initiator: initiator, spii: spii, spir: spir, remote: sa.remote,
+		natt: sa.natt, natLocal: sa.natLocal, natRemote: sa.natRemote, suite: suite,
+		ni: append([]byte(nil), ni...), nr: append([]byte(nil), nr...), created: e.now()}
+}
+
+func (e *Endpoint) keySuccessor(old, ns *ikeSA, gir []byte) error {
+	var err error
+	seed := RekeySKEYSEED(old.suite.PRF, old.keys.D, gir, ns.ni, ns.nr)
+	if ns.keys, err = ns.suite.DeriveIKE(seed, ns.ni, ns.nr, ns.spii, ns.spir); err != nil {
+		return err
+	}
+	ns.out, ns.in, err = ns.suite.Directions(ns.keys, ns.initiator)
+	return err
+}
+
+// adopt puts the new IKE SA in place of the old: the CHILD SAs move over,
+// the old one waits for (or sends) its delete.
+func (e *Endpoint) adopt(old, ns *ikeSA) {
+	e.sas[ns.ourSPI()] = ns
+	ns.children, old.children = old.children, nil
+	old.state = stateRekeyed // before: the new SA is no duplicate of it
+	e.established(ns, old.peerID)
+	old.next = ns
+	for _, r := range old.queue {
+		if r.movable {
+			ns.queue = append(ns.queue, r)
+		} else if r.abort != nil {
+			r.abort()
+		}
+	}
+	old.queue = nil
+	old.rekeying = false
+	old.expire = e.now().Add(e.retransmitSpan())
+	e.logf("ike %s: IKE SA rekeyed: %016x_%016x replaces %016x_%016x", ns.peer.cfg.Name, ns.spii, ns.spir, old.spii, old.spir)
+	e.pump(ns)
+}
+
+// latest follows rekeys to the IKE SA that is current now.
+func latest(sa *ikeSA) *ikeSA {
+	for sa.next != nil {
+		sa = sa.next
+	}
+	return sa
+}
+
+// RekeyIKE rekeys the peer's IKE SA now (normally its lifetime does).
+func (e *Endpoint) RekeyIKE(name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sa := e.current(name)
+	if sa == nil {
+		return fmt.Errorf("ike: no established IKE SA with %q", name)
+	}
+	e.rekeyIKE(sa)
+	return nil
+}
+
+// RekeyChild rekeys the peer's CHILD SAs now.
+func (e *Endpoint) RekeyChild(name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sa := e.current(name)
+	if sa == nil {
+		return fmt.Errorf("ike: no established IKE SA with %q", name)
+	}
+	for _, c := range sa.children {
+		if !c.replaced && !c.rekeying {
+			e.rekeyChild(sa, c)
+		}
+	}
+	return nil
+}
+
+func (e *Endpoint) current(name string) *ikeSA {
+	for _, sa := range e.sas {
+		if sa.peer.cfg.Name == name && sa.state == stateEstablished {
+			return sa
+		}
+	}
+	return nil
+}
+
+func (e *Endpoint) rekeyIKE(sa *ikeSA) { e.rekeyIKEGroup(sa, sa.suite.DH) }
+
+// rekeyIKEGroup rekeys with a KE in group g: the current one first, then
+// the one the peer asks for with INVALID_KE_PAYLOAD, if we propose it.
+func (e *Endpoint) rekeyIKEGroup(sa *ikeSA, g DHGroup) {
+	p := sa.peer
+	sa.rekeying = true
+	var dh *DHKey
+	var ni []byte
+	var spi uint64
+	var off []Proposal
+	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, abort: func() { sa.rekeying = false }, build: func() []Payload {
+		if sa.state != stateEstablished {
+			sa.rekeying = false
+			return nil
+		}
+		var err error
+		if dh, err = GenerateDH(g, e.cfg.Rand); err != nil {
+			sa.rekeying = false
+			return nil
+		}
+		spi, ni = e.newSPI(), e.random(32)
+		off = offer(p.cfg.IKE, ProtoIKE, be64(spi), false)
+		return []Payload{&SA{off}, &Nonce{Data: ni}, &KE{Group: dh.Group(), Data: dh.Public()}}
+	}, handle: func(_ *Message, _ []byte, ps []Payload) {
+		sa.rekeying = false
+		retry := func(why string) {
+			e.logf("ike %s: IKE SA rekey: %s", p.cfg.Name, why)
+			if sa.state == stateEstablished {
+				sa.rekeyAt = e.now().Add(rekeyRetry)
+			}
+		}
+		if n := notify(ps, INVALID_KE_PAYLOAD); n != nil {
+			if g2, err := n.Group(); err == nil && g2 != g && offersGroup(p.cfg.IKE, g2) && sa.state == stateEstablished {
+				e.logf("ike %s: IKE SA rekey: the peer wants %s", p.cfg.Name, g2)
+				e.rekeyIKEGroup(sa, g2)
+				return
+			}
+		}
+		if n := errorNotify(ps); n != nil {
+			retry("the peer answered " + n.Notify.String())
+			return
+		}
+		sap, ok1 := first[*SA](ps)
+		nr, ok2 := first[*Nonce](ps)
+		ke, ok3 := first[*KE](ps)
+		if !ok1 || !ok2 || !ok3 {
+			retry("answer without SA, Nonce or KE")
+			return
+		}
+		chosen, err := CheckChosen(off, sap.Proposals)
+		if err != nil || len(chosen.SPI) != 8 {
+			retry(fmt.Sprintf("bad choice: %v", err))
+			return
+		}
+		suite, err := SuiteFrom(chosen)
+		if err != nil || suite.DH != dh.Group() || ke.Group != suite.DH {
+			retry("the peer chose another Diffie-Hellman group")
+			return
+		}
+		gir, err := dh.Shared(ke.Data)
+		if err != nil {
+			retry(err.Error())
+			return
+		}
+		ns := e.successor(sa, suite, true, spi, binary.BigEndian.Uint64(chosen.SPI), ni, nr.Data)
+		if err := e.keySuccessor(sa, ns, gir); err != nil {
+			retry(err.Error())
+			return
+		}
+		e.adopt(sa, ns)
+		e.queueRequest(sa, &request{exch: INFORMATIONAL,
+			build:  func() []Payload { return []Payload{&Delete{Protocol: ProtoIKE}} },
+			handle: func(*Message, []byte, []Payload) { e.removeSA(sa, "") }})
+	}})
+}
+
+func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
+	e.rekeyChildGroup(sa, c, firstGroup(sa.peer.cfg.Child))
+}
+
+// rekeyChildGroup rekeys a CHILD SA, with PFS in group g unless g is 0.
+func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
+	p := sa.peer
+	c.rekeying = true
+	nc := &child{}
+	var dh *DHKey
+	var ni []byte
+	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, abort: func() { c.rekeying = false }, build: func() []Payload {
+		if c.replaced || c.gone || sa.state != stateEstablished {
+			c.rekeying = false
+			return nil
+		}
+		nc.sa.InSPI = e.newChildSPI()
+		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), false)
+		ni = e.random(32)
+		ps := []Payload{&Notify{Protocol: ProtoESP, SPI: be32(c.sa.InSPI), Notify: REKEY_SA}, &SA{nc.offer}, &Nonce{Data: ni}}
+		if g != 0 {
+			var err error
+			if dh, err = GenerateDH(g, e.cfg.Rand); err != nil {
+				c.rekeying = false
+				return nil
+			}
+			ps = append(ps, &KE{Group: g, Data: dh.Public()})
+		}
+		return append(ps, &TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
+	}, handle: func(_ *Message, _ []byte, ps []Payload) {
+		c.rekeying = false
+		if n := notify(ps, INVALID_KE_PAYLOAD); n != nil {
+			if g2, err := n.Group(); err == nil && g2 != g && offersGroup(p.cfg.Child, g2) && !c.replaced && !c.gone {
+				e.logf("ike %s: CHILD SA rekey: the peer wants %s", p.cfg.Name, g2)
+				e.rekeyChildGroup(latest(sa), c, g2)
+				return
+			}
+		}
+		var err error
+		if nr, ok := first[*Nonce](ps); ok {
+			err = e.finishChild(sa, nc, ps, dh, ni, nr.Data)
+		} else if n := errorNotify(ps); n != nil {
+			err = fmt.Errorf("the peer answered %s", n.Notify)
+		} else {
+			err = errors.New("answer without a nonce")
+		}
+		if err != nil {
+			e.logf("ike %s: CHILD SA rekey: %v", p.cfg.Name, err)
+			if !c.replaced && !c.gone {
+				c.rekeyAt = e.now().Add(rekeyRetry)
+			}
+			return
+		}
+		c.replaced = true
+		nrp, _ := first[*Nonce](ps)
+		nc.lowNonce = lower(ni, nrp.Data)
+		latest(sa).lastRekey = e.now()
+		e.deleteChild(latest(sa), c)
+		if c.peerNew != nil && bytes.Compare(nc.lowNonce, c.peerNew.lowNonce) < 0 {
+			// Both rekeys completed; ours holds the lowest nonce, so it is
+			// the redundant one and ours to delete (RFC 7296 2.8.1).
+			e.logf("ike %s: CHILD SA rekey collision: deleting our redundant %08x", p.cfg.Name, nc.sa.InSPI)
+			e.deleteChild(latest(sa), nc)
+		}
+	}})
+}
+
+// createChild asks again for the CHILD SA the IKE_AUTH exchange did not
+// make (the peer's selectors or proposals were fixed meanwhile, say).
+func (e *Endpoint) createChild(sa *ikeSA) {
+	p := sa.peer
+	sa.creatingChild = true
+	nc := &child{}
+	var dh *DHKey
+	var ni []byte
+	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, abort: func() { sa.creatingChild = false }, build: func() []Payload {
+		if sa.state != stateEstablished || len(sa.children) > 0 {
+			sa.creatingChild = false
+			return nil
+		}
+		nc.sa.InSPI = e.newChildSPI()
+		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), false)
+		ni = e.random(32)
+		ps := []Payload{&SA{nc.offer}, &Nonce{Data: ni}}
+		if g := firstGroup(p.cfg.Child); g != 0 {
+			var err error
+			if dh, err = GenerateDH(g, e.cfg.Rand); err != nil {
+				sa.creatingChild = false
+				return nil
+			}
+			ps = append(ps, &KE{Group: g, Data: dh.Public()})
+		}
+		return append(ps, &TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
+	}, handle: func(_ *Message, _ []byte, ps []Payload) {
+		sa.creatingChild = false
+		var err error
+		if nr, ok := first[*Nonce](ps); ok {
+			err = e.finishChild(sa, nc, ps, dh, ni, nr.Data)
+		} else if n := errorNotify(ps); n != nil {
+			err = fmt.Errorf("the peer refused the CHILD SA with %s", n.Notify)
+		} else {
+			err = errors.New("answer without a nonce")
+		}
+		if err != nil {
+			sa.err, p.lastErr = err.Error(), err.Error()
+			latest(sa).childRetryAt = e.now().Add(e.cfg.RetryInterval)
+			e.logf("ike %s: CHILD SA: %v", p.cfg.Name, err)
+			return
+		}
+		sa.err, p.lastErr = "", ""
+		sa.childRetryAt = time.Time{}
+	}})
+}
+
+// deleteChild sends the delete of a CHILD SA (our inbound SPI) and
+// forgets it when answered.
+func (e *Endpoint) deleteChild(sa *ikeSA, c *child) {
+	e.queueRequest(sa, &request{exch: INFORMATIONAL, movable: true,
+		build: func() []Payload {
+			return []Payload{&Delete{Protocol: ProtoESP, SPISize: 4, SPIs: [][]byte{be32(c.sa.InSPI)}}}
+		},
+		handle: func(*Message, []byte, []Payload) { e.forgetChild(c) }})
+}
+
+// withoutDH copies proposals without their DH transforms, keeping numbers
+// and SPIs.
+func withoutDH(ps []Proposal) []Proposal {
+	out := make([]Proposal, len(ps))
+	for i, p := range ps {
+		q := Proposal{Num: p.Num, Protocol: p.Protocol, SPI: p.SPI}
+		for _, t := range p.Transforms {
+			if t.Type != TransformDH {
+				q.Transforms = append(q.Transforms, t)
+			}
+		}
+		out[i] = q
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package ike
+
+import (
+	"time"
+)
+
+// informationalRequest answers INFORMATIONAL: deletes of CHILD SAs (we
+// answer with our halves' SPIs), a delete of the IKE SA, or nothing (a
+// liveness check).
+func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, func()) {
+	out := []Payload{}
+	if notify(ps, AUTHENTICATION_FAILED) != nil {
+		// The initiator did not accept our AUTH (RFC 7296 2.21.2).
+		return out, func() { e.closeSA(sa, authFailedPSK+" (the peer rejected our AUTH)") }
+	}
+	for _, p := range ps {
+		d, ok := p.(*Delete)
+		if !ok {
+			continue
+		}
+		switch d.Protocol {
+		case ProtoIKE:
+			reason := "deleted by the peer"
+			if sa.state.retiring() {
+				reason = ""
+			}
+			return []Payload{}, func() { e.removeSA(sa, reason) }
+		case ProtoESP:
+			var ours [][]byte
+			for _, spi := range d.SPIs {
+				if c := sa.childByOut(spi); c != nil {
+					ours = append(ours, be32(c.sa.InSPI))
+					e.forgetChild(c)
+				}
+			}
+			if len(ours) > 0 {
+				out = append(out, &Delete{Protocol: ProtoESP, SPISize: 4, SPIs: ours})
+			}
+		}
+	}
+	return out, nil
+}
+
+// timers runs an established SA's clocks: liveness check, rekeys, NAT
+// keepalive.
+func (e *Endpoint) timers(sa *ikeSA, now time.Time) {
+	p := sa.peer
+	if p.cfg.DPD > 0 && sa.pending == nil && len(sa.queue) == 0 && now.Sub(e.lastHeard(sa)) >= p.cfg.DPD {
+		e.queueRequest(sa, &request{exch: INFORMATIONAL,
+			build:  func() []Payload { return []Payload{} },
+			handle: func(*Message, []byte, []Payload) {}})
+	}
+	if sa.initiator && len(sa.children) == 0 && !sa.creatingChild && !sa.childRetryAt.IsZero() && !now.Before(sa.childRetryAt) {
+		e.createChild(sa)
+	}
+	if !sa.rekeying && !now.Before(sa.rekeyAt) {
+		e.rekeyIKE(sa)
+	}
+	for _, c := range sa.children {
+		if !c.rekeying && !c.replaced && !now.Before(c.rekeyAt) {
+			e.rekeyChild(sa, c)
+		}
+	}
+	if sa.natt && sa.natLocal && e.cfg.NATT != nil && now.Sub(sa.lastKeepalive) >= e.cfg.Keepalive {
+		sa.lastKeepalive = now
+		e.cfg.NATT.WriteTo([]byte{0xff}, sa.remote)
+	}
+}
+
+// Delete sends a delete of the peer's IKE SA (and with it its CHILD SAs)
+// and forgets it once answered, or when the peer does not answer.
+func (e *Endpoint) Delete(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, sa := range e.sas {
+		if sa.peer.cfg.Name == name && sa.state == stateEstablished {
+			e.deleteSA(sa)
+		}
+	}
+}
+
+func (e *Endpoint) deleteSA(sa *ikeSA) {
+	sa.state = stateDeleting // no new exchanges on it
+	for _, c := range sa.children {
+		e.uninstall(c)
+	}
+	sa.children = nil
+	for _, r := range sa.queue {
+		if r.abort != nil {
+			r.abort()
+		}
+	}
+	sa.queue = nil
+	e.queueRequest(sa, &request{exch: INFORMATIONAL,
+		build:  func() []Payload { return []Payload{&Delete{Protocol: ProtoIKE}} },
+		handle: func(*Message, []byte, []Payload) { e.removeSA(sa, "") }})
+}
+
+// lastHeard is the latest IKE message or, if the sink knows, ESP packet
+// from the peer.
+func (e *Endpoint) lastHeard(sa *ikeSA) time.Time {
+	last := sa.lastIn
+	if ts, ok := e.cfg.Sink.(TrafficSink); ok {
+		for _, c := range sa.children {
+			if t, ok := ts.LastInbound(c.sa); ok && t.After(last) {
+				last = t
+			}
+		}
+	}
+	return last
+}

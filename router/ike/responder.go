@@ -1,0 +1,162 @@
+package ike
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// halfOpenTimeout is how long a responder keeps an SA whose IKE_AUTH has
+// not come.
+const halfOpenTimeout = 30 * time.Second
+
+func (e *Endpoint) replyInit(natt bool, spii uint64, n *Notify, to netip.AddrPort) {
+	m := &Message{Header: Header{SPIi: spii, Exchange: IKE_SA_INIT, Flags: FlagResponse}, Payloads: []Payload{n}}
+	if pkt, err := m.Encode(); err == nil {
+		e.sendTo(natt, pkt, to)
+	}
+}
+
+func (e *Endpoint) handleInitRequest(natt bool, pkt []byte, from netip.AddrPort) {
+	h, _ := DecodeHeader(pkt)
+	if h.SPIi == 0 || h.MessageID != 0 {
+		return
+	}
+	if sa := e.half[halfKey{h.SPIi, from}]; sa != nil {
+		if bytes.Equal(sa.initReq, pkt) {
+			e.sendTo(natt, sa.initResp, from) // a retransmission: the cached answer
+		}
+		return
+	}
+	p := e.peerByAddr(from.Addr())
+	if p == nil {
+		return // not a configured peer
+	}
+	half := e.halfOpen()
+	if half >= e.cfg.MaxHalfOpen || len(e.sasOf(p)) >= e.cfg.MaxSAsPerPeer {
+		if now := e.now(); now.Sub(e.lastDropLog) >= time.Second {
+			// One line a second at most: a flood must not flood the log.
+			e.lastDropLog = now
+			e.logf("ike %s: IKE_SA_INIT dropped: %d half-open SAs, %d SAs with this peer", p.cfg.Name, half, len(e.sasOf(p)))
+		}
+		return
+	}
+	m, err := Decode(pkt)
+	if err != nil {
+		return
+	}
+	ps := m.Payloads
+	sap, ok1 := first[*SA](ps)
+	ke, ok2 := first[*KE](ps)
+	ni, ok3 := first[*Nonce](ps)
+	if !ok1 || !ok2 || !ok3 {
+		e.replyInit(natt, h.SPIi, &Notify{Notify: INVALID_SYNTAX}, from)
+		return
+	}
+	if half >= e.cfg.CookieThreshold {
+		// Under load: no state until the initiator returns our cookie
+		// as the first payload (RFC 7296 2.6).
+		c, isN := ps[0].(*Notify)
+		if !isN || c.Notify != COOKIE || !e.validCookie(c.Data, h.SPIi, ni.Data, from) {
+			e.replyInit(natt, h.SPIi, &Notify{Notify: COOKIE, Data: e.makeCookie(h.SPIi, ni.Data, from)}, from)
+			return
+		}
+	}
+	if err := CheckOffer(sap.Proposals, false); err != nil {
+		e.replyInit(natt, h.SPIi, &Notify{Notify: INVALID_SYNTAX}, from)
+		return
+	}
+	chosen, err := Choose(offer(p.cfg.IKE, ProtoIKE, nil, false), sap.Proposals)
+	if err != nil {
+		p.lastErr = "a peer's IKE proposals matched none of ours (NO_PROPOSAL_CHOSEN)"
+		e.replyInit(natt, h.SPIi, &Notify{Notify: NO_PROPOSAL_CHOSEN}, from)
+		return
+	}
+	suite, err := SuiteFrom(chosen)
+	if err != nil {
+		e.replyInit(natt, h.SPIi, &Notify{Notify: NO_PROPOSAL_CHOSEN}, from)
+		return
+	}
+	if ke.Group != suite.DH {
+		e.replyInit(natt, h.SPIi, InvalidKE(suite.DH), from)
+		return
+	}
+	dh, err := GenerateDH(suite.DH, e.cfg.Rand)
+	if err != nil {
+		return
+	}
+	gir, err := dh.Shared(ke.Data)
+	if err != nil {
+		e.replyInit(natt, h.SPIi, &Notify{Notify: INVALID_SYNTAX}, from)
+		return
+	}
+	now := e.now()
+	sa := &ikeSA{peer: p, spii: h.SPIi, spir: e.newSPI(), state: stateHalfOpen, remote: from, natt: natt,
+		suite: suite, ni: append([]byte(nil), ni.Data...), nr: e.random(32), created: now, lastIn: now,
+		initReq: append([]byte(nil), pkt...), expectID: 1, nextID: 0}
+	sa.expire = now.Add(halfOpenTimeout)
+	sa.keys, err = suite.DeriveIKE(suite.SKEYSEED(sa.ni, sa.nr, gir), sa.ni, sa.nr, sa.spii, sa.spir)
+	if err == nil {
+		sa.out, sa.in, err = suite.Directions(sa.keys, false)
+	}
+	if err != nil {
+		return
+	}
+	local := e.localAddr(p, natt)
+	sa.natLocal, sa.natRemote = natDetect(ps, sa.spii, 0, from, local)
+	chosen.SPI = nil
+	out := []Payload{&SA{[]Proposal{chosen}}, &KE{Group: suite.DH, Data: dh.Public()}, &Nonce{Data: sa.nr}}
+	if notify(ps, NAT_DETECTION_SOURCE_IP) != nil {
+		out = append(out, e.natd(sa.spii, sa.spir, local, from)...)
+	}
+	rm := &Message{Header: Header{SPIi: sa.spii, SPIr: sa.spir, Exchange: IKE_SA_INIT, Flags: FlagResponse}, Payloads: out}
+	resp, err := rm.Encode()
+	if err != nil {
+		return
+	}
+	sa.initResp = resp
+	e.sas[sa.spir] = sa
+	e.half[halfKey{sa.spii, from}] = sa
+	e.sendTo(natt, resp, from)
+}
+
+// authRequest is the responder's IKE_AUTH: check the peer's identity and
+// AUTH, answer with ours and the first CHILD SA.
+func (e *Endpoint) authRequest(sa *ikeSA, natt bool, ps []Payload, from netip.AddrPort) ([]Payload, func()) {
+	p := sa.peer
+	idi, ok1 := first[*IDi](ps)
+	auth, ok2 := first[*Auth](ps)
+	if !ok1 || !ok2 {
+		return []Payload{&Notify{Notify: INVALID_SYNTAX}}, func() { e.closeSA(sa, "IKE_AUTH without IDi or AUTH") }
+	}
+	fail := func(reason string) ([]Payload, func()) {
+		return []Payload{&Notify{Notify: AUTHENTICATION_FAILED}}, func() { e.closeSA(sa, reason) }
+	}
+	if idi.IDType != p.cfg.RemoteID.IDType || !bytes.Equal(idi.Data, p.cfg.RemoteID.Data) {
+		return fail(fmt.Sprintf("authentication failed: the peer says it is %s, the configuration says %s", idi.Identity, p.cfg.RemoteID))
+	}
+	signed := SignedOctets(sa.suite.PRF, sa.initReq, sa.nr, sa.keys.Pi, idi.Body())
+	if auth.Method != AuthSharedKeyMIC || VerifyPSK(sa.suite.PRF, p.cfg.PSK, signed, auth.Data) != nil {
+		return fail(authFailedPSK + " (the peer's AUTH does not verify)")
+	}
+	if notify(ps, INITIAL_CONTACT) != nil {
+		// The peer restarted: whatever it had with us before is gone.
+		// (Before established: those SAs are no duplicates to settle.)
+		for _, old := range e.sasOf(p) {
+			if old != sa && old.peerID.IDType == idi.IDType && bytes.Equal(old.peerID.Data, idi.Data) {
+				e.logf("ike %s: INITIAL_CONTACT: deleting the older IKE SA %016x_%016x", p.cfg.Name, old.spii, old.spir)
+				e.removeSA(old, "")
+			}
+		}
+	}
+	e.established(sa, idi.Identity)
+	myAuth := PSKAuth(sa.suite.PRF, p.cfg.PSK, SignedOctets(sa.suite.PRF, sa.initResp, sa.ni, sa.keys.Pr, p.cfg.LocalID.Body()))
+	out := []Payload{&IDr{p.cfg.LocalID}, &Auth{Method: AuthSharedKeyMIC, Data: myAuth}}
+	childPs, _, err := e.respondChild(sa, ps, nil, true, sa.ni, sa.nr)
+	if err != nil {
+		sa.err = err.Error()
+		p.lastErr = sa.err
+	}
+	return append(out, childPs...), nil
+}

@@ -1,0 +1,345 @@
+package ike
+
+import (
+	"net/netip"
+	"time"
+)
+
+type saState int
+
+const (
+	stateInit        saState = iota // initiator: IKE_SA_INIT sent
+	stateAuth                       // initiator: IKE_AUTH sent
+	stateHalfOpen                   // responder: IKE_SA_INIT answered
+	stateEstablished                // authenticated
+	stateRekeyed                    // replaced by a newer IKE SA; waits for its delete
+	stateClosing                    // failed or deleted: answers retransmissions only
+	stateDeleting                   // we sent its delete
+)
+
+// retiring reports an SA that is on its way out but still answers.
+func (s saState) retiring() bool { return s == stateRekeyed || s == stateDeleting }
+
+func (s saState) String() string {
+	return [...]string{"connecting", "authenticating", "half-open", "established", "rekeyed", "closing", "deleting"}[s]
+}
+
+// ikeSA is one IKE SA and its two windows of size 1 (RFC 7296 2.3): the
+// requests we send (nextID, pending, queue) and the ones we answer
+// (expectID and the cached last response).
+type ikeSA struct {
+	peer      *peerState
+	initiator bool // the original initiator of this SA
+	spii      uint64
+	spir      uint64
+	state     saState
+	remote    netip.AddrPort
+	natt      bool // talking on the NAT-T port
+	natLocal  bool // we are behind a NAT
+	natRemote bool // the peer is behind a NAT
+
+	suite     *Suite
+	keys      *IKEKeys
+	out, in   *SKCipher
+	ni, nr    []byte
+	dh        *DHKey
+	group     DHGroup
+	cookie    []byte
+	initTries int    // IKE_SA_INIT restarts after COOKIE or INVALID_KE_PAYLOAD
+	initReq   []byte // IKE_SA_INIT request as sent (initiator) or received
+	initResp  []byte
+	peerID    Identity
+
+	nextID   uint32
+	pending  *request
+	queue    []*request
+	expectID uint32
+	lastResp []byte
+	lastID   uint32
+	haveLast bool
+
+	children []*child
+	// first CHILD SA offered in IKE_AUTH (initiator)
+	authChild *child
+
+	created, established, lastRekey, lastIn, lastKeepalive time.Time
+	rekeyAt, expire                                        time.Time
+	rekeying                                               bool      // our IKE rekey is outstanding
+	next                                                   *ikeSA    // the SA that replaced this one
+	parent                                                 *ikeSA    // the SA this one replaced
+	childRetryAt                                           time.Time // the first CHILD SA failed: try again then
+	creatingChild                                          bool
+	err                                                    string
+}
+
+// request is one exchange we start. build makes its payloads when the
+// window opens (so nonces and keys are fresh); handle gets the response's
+// payloads; failed is called when the retransmissions run out (nil: the
+// peer is declared dead).
+type request struct {
+	exch   ExchangeType
+	build  func() []Payload
+	handle func(m *Message, pkt []byte, ps []Payload)
+	// movable requests (CHILD SA deletes) go over to the successor when
+	// the IKE SA is rekeyed before they were sent; abort undoes what
+	// queueing the others promised (a rekey marked as running).
+	movable bool
+	abort   func()
+	id      uint32
+	pkt     []byte
+	sent    int
+	next    time.Time
+}
+
+func (sa *ikeSA) flags(response bool) Flags {
+	f := Flags(0)
+	if sa.initiator {
+		f |= FlagInitiator
+	}
+	if response {
+		f |= FlagResponse
+	}
+	return f
+}
+
+func (sa *ikeSA) ourSPI() uint64 {
+	if sa.initiator {
+		return sa.spii
+	}
+	return sa.spir
+}
+
+// queueRequest adds an exchange behind the one in flight.
+func (e *Endpoint) queueRequest(sa *ikeSA, r *request) {
+	sa.queue = append(sa.queue, r)
+	e.pump(sa)
+}
+
+// pump sends the next queued request when the window is free.
+func (e *Endpoint) pump(sa *ikeSA) {
+	for sa.pending == nil && len(sa.queue) > 0 && e.sas[sa.ourSPI()] == sa {
+		r := sa.queue[0]
+		sa.queue = sa.queue[1:]
+		ps := r.build()
+		if ps == nil {
+			continue // no longer needed (e.g. the CHILD SA went away)
+		}
+		r.id = sa.nextID
+		pkt, err := sa.out.Seal(Header{SPIi: sa.spii, SPIr: sa.spir, Exchange: r.exch, Flags: sa.flags(false), MessageID: r.id}, nil, ps, e.cfg.Rand)
+		if err != nil {
+			e.logf("ike %s: %s request: %v", sa.peer.cfg.Name, r.exch, err)
+			continue
+		}
+		sa.nextID++
+		r.pkt = pkt
+		e.transmit(sa, r)
+	}
+}
+
+func (e *Endpoint) transmit(sa *ikeSA, r *request) {
+	sa.pending = r
+	r.sent = 1
+	r.next = e.now().Add(e.cfg.RetransmitBase)
+	e.send(sa, r.pkt)
+}
+
+// retransmit resends the request in flight on its backoff schedule; when
+// the tries are spent the peer is dead.
+func (e *Endpoint) retransmit(sa *ikeSA, now time.Time) {
+	r := sa.pending
+	if r == nil || now.Before(r.next) {
+		return
+	}
+	if r.sent >= e.cfg.Retries {
+		e.dead(sa, "peer not answering: "+r.exch.String()+" unanswered after retransmissions")
+		return
+	}
+	r.next = now.Add(e.cfg.RetransmitBase << r.sent)
+	r.sent++
+	e.send(sa, r.pkt)
+}
+
+func (e *Endpoint) handleResponse(sa *ikeSA, natt bool, pkt []byte, m *Message, from netip.AddrPort) {
+	r := sa.pending
+	if r == nil || m.MessageID != r.id || m.Exchange != r.exch {
+		return // not the answer we wait for: a late duplicate, or forged
+	}
+	ps := m.Payloads
+	if m.Exchange != IKE_SA_INIT {
+		var err error
+		if ps, err = sa.in.Open(pkt, m); err != nil {
+			e.logf("ike %s: dropped a response: %v", sa.peer.cfg.Name, err)
+			return
+		}
+	}
+	sa.lastIn = e.now()
+	sa.pending = nil
+	r.handle(m, pkt, ps)
+	e.pump(sa)
+}
+
+func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, from netip.AddrPort) {
+	if sa.in == nil {
+		return
+	}
+	if sa.haveLast && m.MessageID == sa.lastID {
+		// A retransmission: answer with the cached response once the
+		// ICV shows it is the peer's; never process it again.
+		if _, err := sa.in.Open(pkt, m); err == nil {
+			e.send(sa, sa.lastResp)
+		}
+		return
+	}
+	if m.MessageID != sa.expectID || sa.state == stateClosing {
+		return // outside the window
+	}
+	ps, err := sa.in.Open(pkt, m)
+	if err != nil {
+		e.logf("ike %s: dropped a request: %v", sa.peer.cfg.Name, err)
+		return
+	}
+	sa.lastIn = e.now()
+	if (sa.natLocal || sa.natRemote) && from != sa.remote && natt {
+		// The NAT's mapping changed (or the switch to 4500 happened):
+		// answer where the peer now is (RFC 7296 2.23).
+		sa.remote = from
+		sa.natt = true
+	}
+	var resp []Payload
+	var after func()
+	switch m.Exchange {
+	case IKE_AUTH:
+		if sa.state != stateHalfOpen {
+			return
+		}
+		resp, after = e.authRequest(sa, natt, ps, from)
+	case CREATE_CHILD_SA:
+		if sa.state != stateEstablished && !sa.state.retiring() {
+			return
+		}
+		resp, after = e.createChildRequest(sa, ps)
+	case INFORMATIONAL:
+		if sa.state != stateEstablished && !sa.state.retiring() {
+			return
+		}
+		resp, after = e.informationalRequest(sa, ps)
+	default:
+		return
+	}
+	out, err := sa.out.Seal(Header{SPIi: sa.spii, SPIr: sa.spir, Exchange: m.Exchange, Flags: sa.flags(true), MessageID: m.MessageID}, nil, resp, e.cfg.Rand)
+	if err != nil {
+		e.logf("ike %s: %s response: %v", sa.peer.cfg.Name, m.Exchange, err)
+		return
+	}
+	sa.expectID++
+	sa.lastResp, sa.lastID, sa.haveLast = out, m.MessageID, true
+	e.send(sa, out)
+	if after != nil {
+		after()
+	}
+}
+
+// Tick runs the timers: retransmissions, DPD, rekeys, keepalives,
+// expiry of half-open SAs, initiators (re)starting. The board's Run calls
+// it every 100ms; tests call it after moving their fake clock.
+func (e *Endpoint) Tick() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for _, sa := range e.allSAs() {
+		if e.sas[sa.ourSPI()] != sa {
+			continue
+		}
+		if !sa.expire.IsZero() && !now.Before(sa.expire) {
+			e.removeSA(sa, "")
+			continue
+		}
+		e.retransmit(sa, now)
+		if e.sas[sa.ourSPI()] != sa || sa.state != stateEstablished {
+			continue
+		}
+		e.timers(sa, now)
+	}
+	for _, p := range e.peers {
+		if p.cfg.Initiate && now.After(p.retryAt) && !e.hasActive(p) {
+			e.initiate(p)
+		}
+	}
+}
+
+func (e *Endpoint) allSAs() []*ikeSA {
+	out := make([]*ikeSA, 0, len(e.sas))
+	for _, sa := range e.sas {
+		out = append(out, sa)
+	}
+	return out
+}
+
+// hasActive reports an IKE SA of the peer that is up or on its way.
+func (e *Endpoint) hasActive(p *peerState) bool {
+	for _, sa := range e.sas {
+		if sa.peer == p && sa.state <= stateEstablished {
+			return true
+		}
+	}
+	return false
+}
+
+// removeSA forgets an IKE SA and deletes its CHILD SAs from the kernel.
+func (e *Endpoint) removeSA(sa *ikeSA, reason string) {
+	for _, c := range sa.children {
+		e.uninstall(c)
+	}
+	sa.children = nil
+	if e.sas[sa.ourSPI()] == sa {
+		delete(e.sas, sa.ourSPI())
+	}
+	for k, v := range e.half {
+		if v == sa {
+			delete(e.half, k)
+		}
+	}
+	if reason != "" {
+		if sa.peer.cfg.Initiate {
+			// Not straight back: a peer that deletes us gets a pause.
+			sa.peer.retryAt = e.now().Add(e.cfg.RetryInterval)
+		}
+		sa.peer.lastErr = reason
+		e.logf("ike %s: IKE SA %016x_%016x closed: %s", sa.peer.cfg.Name, sa.spii, sa.spir, reason)
+	}
+}
+
+// closeSA keeps a failed SA briefly to answer retransmissions of its last
+// request from the cache, then removes it.
+func (e *Endpoint) closeSA(sa *ikeSA, reason string) {
+	for _, c := range sa.children {
+		e.uninstall(c)
+	}
+	sa.children = nil
+	sa.state = stateClosing
+	sa.pending, sa.queue = nil, nil
+	sa.err = reason
+	sa.peer.lastErr = reason
+	sa.expire = e.now().Add(e.retransmitSpan())
+	if sa.peer.cfg.Initiate {
+		sa.peer.retryAt = e.now().Add(e.cfg.RetryInterval)
+	}
+	e.logf("ike %s: IKE SA %016x_%016x failed: %s", sa.peer.cfg.Name, sa.spii, sa.spir, reason)
+}
+
+// dead is the end of retransmissions: the SA and its children go.
+func (e *Endpoint) dead(sa *ikeSA, reason string) {
+	if sa.state.retiring() {
+		e.removeSA(sa, "") // its successor carries on, or we meant to delete it
+		return
+	}
+	if sa.peer.cfg.Initiate {
+		sa.peer.retryAt = e.now().Add(e.cfg.RetryInterval)
+	}
+	e.removeSA(sa, reason)
+}
+
+// retransmitSpan is how long a request is retried in all.
+func (e *Endpoint) retransmitSpan() time.Duration {
+	return e.cfg.RetransmitBase << e.cfg.Retries
+}
