@@ -40,6 +40,9 @@
 //	                          run a program to its end -> its output; exit != 0 is an error
 //	output NAME               a started program's state and output (the end)
 //	stop NAME                 SIGTERM (SIGKILL after 10 s) -> how it exited, output
+//	ike NS NAME CONFIG-JSON   run ocfw's IKEv2 endpoint (router/ike) for one peer on UDP
+//	                          500/4500, recording its CHILD SAs (the JSON: agent's IKEConfig)
+//	ike-status NAME           -> JSON: the endpoint's Status, the CHILD SAs, its log
 //	poweroff                  answer, then power off
 //	help                      this list
 //
@@ -107,6 +110,8 @@ func init() {
 		"exec":        {"NS [VAR=VALUE...] PROGRAM [ARG...]", 2, 99, 30 * time.Second, cmdExec},
 		"output":      {"NAME", 1, 1, 15 * time.Second, cmdOutput},
 		"stop":        {"NAME", 1, 1, 20 * time.Second, cmdStop},
+		"ike":         {"NS NAME CONFIG-JSON", 3, 3, 15 * time.Second, cmdIKE},
+		"ike-status":  {"NAME", 1, 1, 15 * time.Second, cmdIKEStatus},
 		"poweroff":    {"", 0, 0, 15 * time.Second, nil},
 		"help":        {"", 0, 0, 15 * time.Second, cmdHelp},
 	}

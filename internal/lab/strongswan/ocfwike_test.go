@@ -1,0 +1,210 @@
+package strongswan
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/internal/lab/worldvm"
+	"github.com/ocfw/ocfw/router/ike"
+)
+
+// ikeStatus is the world agent's ike-status answer.
+type ikeStatus struct {
+	Peers              []ike.PeerStatus
+	Installed, Deleted []string
+	Log                string
+}
+
+// The PSK and identities of testdata's west and east swanctl.conf.
+const testPSK = "test-only psk, not a secret: 6c1b9e0f2a"
+
+// TestOCFWAgainstStrongswan runs ocfw's IKEv2 endpoint (router/ike, in
+// the world agent) against unmodified strongSwan 5.9.8 in one world VM,
+// PSK with aes128-sha256-modp2048 and ESP aes128-sha256: ocfw initiating
+// to a charon responder (testdata/east.swanctl.conf), and a charon
+// initiating with swanctl to ocfw (testdata/west.swanctl.conf). The two
+// pairs live in separate pairs of namespaces, so both reuse the
+// addresses of the files. Both ends must show the IKE SA established
+// with the same suite and one CHILD SA whose SPIs pair up.
+func TestOCFWAgainstStrongswan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a world VM with strongSwan; skipped with -short")
+	}
+	root := fetchTest(t)
+	east, west := Instance{Name: "east", NS: "east"}, Instance{Name: "west", NS: "west"}
+	files := map[string][]byte{}
+	for _, in := range []Instance{west, east} {
+		conf, err := os.ReadFile(filepath.Join("testdata", in.Name+".swanctl.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range in.Files(conf) {
+			files[k] = v
+		}
+	}
+	w := worldvm.StartTest(t, worldvm.Config{Name: "swanike", Modules: Modules(), Files: files,
+		Trees: []string{root.Dir}, MemoryMB: 512})
+	ctx := context.Background()
+	boot, err := w.WaitReady(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("world ready %v after QEMU started", boot.Round(time.Millisecond))
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, in := range []Instance{west, east} {
+			if out, err := w.Do(ctx, "output charon-"+in.Name); err == nil {
+				t.Logf("charon %s:\n%s", in.Name, out)
+			}
+		}
+		for _, n := range []string{"ocfw-w", "ocfw-e"} {
+			if out, err := w.Do(ctx, "ike-status "+n); err == nil {
+				t.Logf("ocfw %s: %s", n, out)
+			}
+		}
+	})
+	// ow (ocfw, 192.0.2.1) -- east (charon responder, 192.0.2.2);
+	// west (charon initiator, 192.0.2.1) -- oe (ocfw, 192.0.2.2).
+	for _, c := range []string{
+		"ns ow", "ns east", "veth ow o0 east e0",
+		"addr ow o0 192.0.2.1/24", "addr east e0 192.0.2.2/24",
+		"ns west", "ns oe", "veth west w0 oe o0",
+		"addr west w0 192.0.2.1/24", "addr oe o0 192.0.2.2/24",
+	} {
+		w.MustDo(t, c)
+	}
+	for _, in := range []Instance{west, east} {
+		if err := in.Start(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		if out := w.MustDo(t, in.SwanctlCommand("--load-all")); !strings.Contains(out, "loaded connection") {
+			t.Fatalf("%s: swanctl load-all: %s", in.Name, out)
+		}
+	}
+	const (
+		swanIKE  = "AES_CBC-128/HMAC_SHA2_256_128/PRF_HMAC_SHA2_256/MODP_2048"
+		swanESP  = "ESP:AES_CBC-128/HMAC_SHA2_256_128"
+		ocfwIKE  = "AES-CBC-128/HMAC-SHA2-256-128/PRF-HMAC-SHA2-256/MODP-2048"
+		ocfwESP  = "AES-CBC-128/HMAC-SHA2-256-128"
+		proposal = "aes128-sha256-modp2048"
+	)
+	wcfg := map[string]any{"name": "east", "local": "192.0.2.1", "remote": "192.0.2.2",
+		"local_id": "west.example", "remote_id": "east.example", "psk": testPSK,
+		"ike": proposal, "esp": "aes128-sha256", "local_ts": "10.1.0.0/24", "remote_ts": "10.2.0.0/24"}
+
+	t.Run("ocfw-initiates", func(t *testing.T) {
+		cfg := clone(wcfg)
+		cfg["initiate"] = true
+		start := time.Now()
+		w.MustDo(t, "ike ow ocfw-w "+worldvm.Quote(mustJSON(t, cfg)))
+		sas := waitSAs(t, w, east, "ocfw-w")
+		t.Logf("established in %v; charon east:\n%s", time.Since(start).Round(time.Millisecond), sas)
+		checkPair(t, w, "ocfw-w", sas, true, swanIKE, swanESP, ocfwIKE, ocfwESP)
+	})
+	t.Run("strongswan-initiates", func(t *testing.T) {
+		cfg := clone(wcfg)
+		cfg["name"], cfg["local"], cfg["remote"] = "west", "192.0.2.2", "192.0.2.1"
+		cfg["local_id"], cfg["remote_id"] = "east.example", "west.example"
+		cfg["local_ts"], cfg["remote_ts"] = "10.2.0.0/24", "10.1.0.0/24"
+		w.MustDo(t, "ike oe ocfw-e "+worldvm.Quote(mustJSON(t, cfg)))
+		start := time.Now()
+		out, err := w.Do(ctx, west.SwanctlCommand("--initiate", "--child", "net", "--timeout", "30"))
+		if err != nil || !strings.Contains(out, "initiate completed successfully") {
+			t.Fatalf("swanctl initiate against ocfw: %v\n%s", err, out)
+		}
+		t.Logf("swanctl initiate completed in %v", time.Since(start).Round(time.Millisecond))
+		sas := waitSAs(t, w, west, "ocfw-e")
+		t.Logf("charon west:\n%s", sas)
+		checkPair(t, w, "ocfw-e", sas, false, swanIKE, swanESP, ocfwIKE, ocfwESP)
+	})
+}
+
+func clone(m map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitSAs waits (20 s at most) until charon in has an installed CHILD
+// SA, and returns its list-sas.
+func waitSAs(t *testing.T, w *worldvm.World, in Instance, ocfw string) string {
+	t.Helper()
+	var sas string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		sas = w.MustDo(t, in.SwanctlCommand("--list-sas"))
+		if strings.Contains(sas, "ESTABLISHED") && strings.Contains(sas, "INSTALLED") {
+			return sas
+		}
+	}
+	st := w.MustDo(t, "ike-status "+ocfw)
+	t.Fatalf("no established IKE SA with an installed CHILD SA in charon %s within 20 s:\n%s\nocfw: %s", in.Name, sas, st)
+	return ""
+}
+
+var spiRe = regexp.MustCompile(`(?m)^\s+(in|out)\s+([0-9a-f]{8}),`)
+
+// checkPair checks both ends: charon's list-sas shows the suites, ocfw's
+// status the same ones, and the CHILD SA's SPIs cross over (ocfw's
+// inbound is charon's outbound and back).
+func checkPair(t *testing.T, w *worldvm.World, ocfw, sas string, ocfwInitiated bool, swanIKE, swanESP, ocfwIKE, ocfwESP string) {
+	t.Helper()
+	for _, want := range []string{"ESTABLISHED", "IKEv2", swanIKE, "INSTALLED, TUNNEL", swanESP} {
+		if !strings.Contains(sas, want) {
+			t.Errorf("charon's list-sas lacks %q", want)
+		}
+	}
+	var st ikeStatus
+	out := w.MustDo(t, "ike-status "+ocfw)
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("ike-status: %v: %s", err, out)
+	}
+	if len(st.Peers) != 1 || len(st.Peers[0].SAs) != 1 {
+		t.Fatalf("ocfw status: want one peer with one IKE SA: %+v\nlog:\n%s", st.Peers, st.Log)
+	}
+	sa := st.Peers[0].SAs[0]
+	t.Logf("ocfw: %s (initiator %v, udp-encap %v); CHILD SAs %v", sa, sa.Initiator, sa.UDPEncap, st.Installed)
+	if sa.State != "established" || sa.Initiator != ocfwInitiated || sa.Proposal != ocfwIKE {
+		t.Errorf("ocfw's IKE SA: state %q initiator %v suite %q, want established, %v, %q", sa.State, sa.Initiator, sa.Proposal, ocfwInitiated, ocfwIKE)
+	}
+	if len(sa.Children) != 1 || len(st.Installed) != 1 {
+		t.Fatalf("ocfw: %d CHILD SAs in the status, %d installed, want 1 and 1", len(sa.Children), len(st.Installed))
+	}
+	ch := sa.Children[0]
+	if ch.Proposal != ocfwESP {
+		t.Errorf("ocfw's CHILD SA suite %q, want %q", ch.Proposal, ocfwESP)
+	}
+	spis := map[string]uint32{}
+	for _, m := range spiRe.FindAllStringSubmatch(sas, -1) {
+		v, _ := strconv.ParseUint(m[2], 16, 32)
+		spis[m[1]] = uint32(v)
+	}
+	if spis["in"] != ch.OutSPI || spis["out"] != ch.InSPI {
+		t.Errorf("SPIs do not pair: charon in %08x out %08x, ocfw in %08x out %08x", spis["in"], spis["out"], ch.InSPI, ch.OutSPI)
+	}
+	// charon's list-sas names the IKE SA's SPIs initiator's first.
+	spiPair := fmt.Sprintf("%016x_i", sa.SPIi)
+	if !strings.Contains(sas, spiPair) {
+		t.Errorf("charon's list-sas lacks the IKE SA's initiator SPI %s", spiPair)
+	}
+}
