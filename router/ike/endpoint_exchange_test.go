@@ -638,3 +638,41 @@ func TestEndpointDPDQuietWithTraffic(t *testing.T) {
 		t.Error("no liveness check once the traffic stopped")
 	}
 }
+
+// TestEndpointResponseOnRequestPort: strongSwan sends IKE_AUTH from and
+// to port 4500 even without a NAT (RFC 7296 2.23 allows it); the
+// response must come back from the port the request reached, to the port
+// it came from (2.11), with the non-ESP marker. Found against charon
+// 5.9.8 (internal/lab/strongswan), which answered from 500 to 500 before.
+func TestEndpointResponseOnRequestPort(t *testing.T) {
+	p := newPair(t, nil)
+	aNATT := netip.MustParseAddrPort(aAddr + ":4500")
+	bIKE := netip.MustParseAddrPort(bAddr + ":500")
+	p.net.filter = func(pk packet) int {
+		h, ok := ikeOf(pk)
+		if !ok || h.Exchange != IKE_AUTH || h.Response() || pk.to != bIKE {
+			return 1
+		}
+		// Float the request as strongSwan does: from A's 4500 to B's.
+		p.b.ep.HandlePacket(true, append(append([]byte(nil), nonESPMarker...), pk.data...), aNATT)
+		return 0
+	}
+	p.mustComeUp()
+	var resp *packet
+	for i, pk := range p.net.sent {
+		if h, ok := ikeOf(pk); ok && h.Exchange == IKE_AUTH && h.Response() {
+			resp = &p.net.sent[i]
+		}
+	}
+	if resp == nil {
+		t.Fatal("no IKE_AUTH response sent")
+	}
+	if resp.from != netip.MustParseAddrPort(bAddr+":4500") || resp.to != aNATT || !bytes.HasPrefix(resp.data, nonESPMarker) {
+		t.Errorf("IKE_AUTH response %v -> %v (marker %v), want %s:4500 -> %v with the non-ESP marker",
+			resp.from, resp.to, bytes.HasPrefix(resp.data, nonESPMarker), bAddr, aNATT)
+	}
+	// No NAT: the CHILD SA's ESP is not UDP-encapsulated.
+	if _, b := p.checkChildren(); b.Encap != nil {
+		t.Errorf("B's CHILD SA has UDP encapsulation without a NAT: %s", b)
+	}
+}

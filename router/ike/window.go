@@ -186,7 +186,7 @@ func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, f
 		// A retransmission: answer with the cached response once the
 		// ICV shows it is the peer's; never process it again.
 		if _, err := sa.in.Open(pkt, m); err == nil {
-			e.send(sa, sa.lastResp)
+			e.sendTo(natt, sa.lastResp, from)
 		}
 		return
 	}
@@ -233,7 +233,10 @@ func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, f
 	}
 	sa.expectID++
 	sa.lastResp, sa.lastID, sa.haveLast = out, m.MessageID, true
-	e.send(sa, out)
+	// A response goes back the way its request came (RFC 7296 2.11):
+	// strongSwan moves to port 4500 for IKE_AUTH with or without a NAT
+	// (2.23 allows it), and a NAT's mapping is the request's.
+	e.sendTo(natt, out, from)
 	if after != nil {
 		after()
 	}

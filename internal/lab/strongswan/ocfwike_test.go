@@ -80,6 +80,13 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 		"addr ow o0 192.0.2.1/24", "addr east e0 192.0.2.2/24",
 		"ns west", "ns oe", "veth west w0 oe o0",
 		"addr west w0 192.0.2.1/24", "addr oe o0 192.0.2.2/24",
+		// The inner addresses: charon's routes for its CHILD SA take
+		// its own as their source; ocfw's side answers echo requests
+		// whose source the connection fixes, and needs only a route.
+		"addr ow lo 10.1.0.1/32", "addr east lo 10.2.0.1/32", "echo-server ow 7",
+		"route ow 10.2.0.0/24 192.0.2.2",
+		"addr west lo 10.1.0.1/32", "addr oe lo 10.2.0.1/32", "echo-server oe 7",
+		"route oe 10.1.0.0/24 192.0.2.1",
 	} {
 		w.MustDo(t, c)
 	}
@@ -100,7 +107,8 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 	)
 	wcfg := map[string]any{"name": "east", "local": "192.0.2.1", "remote": "192.0.2.2",
 		"local_id": "west.example", "remote_id": "east.example", "psk": testPSK,
-		"ike": proposal, "esp": "aes128-sha256", "local_ts": "10.1.0.0/24", "remote_ts": "10.2.0.0/24"}
+		"ike": proposal, "esp": "aes128-sha256", "local_ts": "10.1.0.0/24", "remote_ts": "10.2.0.0/24",
+		"install": true}
 
 	t.Run("ocfw-initiates", func(t *testing.T) {
 		cfg := clone(wcfg)
@@ -110,6 +118,7 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 		sas := waitSAs(t, w, east, "ocfw-w")
 		t.Logf("established in %v; charon east:\n%s", time.Since(start).Round(time.Millisecond), sas)
 		checkPair(t, w, "ocfw-w", sas, true, swanIKE, swanESP, ocfwIKE, ocfwESP)
+		checkTraffic(t, w, east, "10.1.0.1")
 	})
 	t.Run("strongswan-initiates", func(t *testing.T) {
 		cfg := clone(wcfg)
@@ -126,7 +135,55 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 		sas := waitSAs(t, w, west, "ocfw-e")
 		t.Logf("charon west:\n%s", sas)
 		checkPair(t, w, "ocfw-e", sas, false, swanIKE, swanESP, ocfwIKE, ocfwESP)
+		checkTraffic(t, w, west, "10.2.0.1")
+		// charon floated to 4500 for IKE_AUTH (no NAT): ocfw must answer
+		// from and to that port (RFC 7296 2.11).
+		if log := w.MustDo(t, "output charon-west"); !strings.Contains(log, "received packet: from 192.0.2.2[4500] to 192.0.2.1[4500]") {
+			t.Errorf("charon west never got ocfw's IKE_AUTH response on port 4500:\n%s", log)
+		}
 	})
+	// The other groups, ocfw initiating (east accepts all three): a new
+	// endpoint in ow each time, after charon forgot the last IKE SA.
+	for _, g := range []struct{ name, swan, ocfw string }{
+		{"ecp256", "ECP_256", "ECP-256"}, {"curve25519", "CURVE_25519", "Curve25519"},
+	} {
+		t.Run("ocfw-initiates-"+g.name, func(t *testing.T) {
+			w.MustDo(t, "ike-stop ocfw-w")
+			// The stopped endpoint never answers charon's DELETE: swanctl
+			// may report a failure, what counts is that the SA is gone.
+			w.Do(ctx, east.SwanctlCommand("--terminate", "--ike", "west", "--force"))
+			for deadline := time.Now().Add(10 * time.Second); strings.Contains(w.MustDo(t, east.SwanctlCommand("--list-sas")), "ESTABLISHED"); {
+				if time.Now().After(deadline) {
+					t.Fatal("charon east keeps the IKE SA of the stopped endpoint")
+				}
+				time.Sleep(300 * time.Millisecond)
+			}
+			cfg := clone(wcfg)
+			cfg["initiate"], cfg["install"], cfg["ike"] = true, false, "aes128-sha256-"+g.name
+			w.MustDo(t, "ike ow ocfw-w "+worldvm.Quote(mustJSON(t, cfg)))
+			sas := waitSAs(t, w, east, "ocfw-w")
+			checkPair(t, w, "ocfw-w", sas, true, strings.Replace(swanIKE, "MODP_2048", g.swan, 1), swanESP,
+				strings.Replace(ocfwIKE, "MODP-2048", g.ocfw, 1), ocfwESP)
+		})
+	}
+}
+
+// checkTraffic sends a line from charon's namespace to ocfw's inner
+// address and back, which only the tunnel routes, and checks that
+// charon's CHILD SA counted it both ways: ocfw's kernel decrypted what
+// charon's sent and answered through its own SA.
+func checkTraffic(t *testing.T, w *worldvm.World, in Instance, to string) {
+	t.Helper()
+	reply, err := w.Do(context.Background(), fmt.Sprintf("tcp %s %s:7 through-ocfw", in.NS, to))
+	if err != nil || !strings.Contains(reply, "through-ocfw") {
+		t.Fatalf("echo from charon %s through the tunnel to ocfw's %s: %v %q", in.Name, to, err, reply)
+	}
+	sas := w.MustDo(t, in.SwanctlCommand("--list-sas"))
+	bin, bout := saBytes(t, sas)
+	if bin == 0 || bout == 0 {
+		t.Errorf("charon %s's CHILD SA counted %d bytes in and %d out, want both > 0:\n%s", in.Name, bin, bout, sas)
+	}
+	t.Logf("through the tunnel: %q; charon %s counted %d bytes in, %d out", reply, in.Name, bin, bout)
 }
 
 func clone(m map[string]any) map[string]any {

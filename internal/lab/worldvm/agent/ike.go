@@ -3,7 +3,8 @@ package main
 // ocfw's own IKEv2 endpoint (router/ike) run in a namespace of the world,
 // against a real peer there (strongSwan, package strongswan): the same
 // code the board runs, on UDP 500 and 4500, with a sink that records
-// the CHILD SAs instead of installing them.
+// the CHILD SAs and, with "install", puts them into the namespace's
+// kernel through router/ipsec, so that traffic can cross the tunnel.
 
 import (
 	"context"
@@ -15,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/ocfw/ocfw/router/ike"
+	"github.com/ocfw/ocfw/router/ipsec"
 )
 
 // IKEConfig is the JSON of the ike command: one peer, proposals in
@@ -33,6 +35,8 @@ type IKEConfig struct {
 	LocalTS  string `json:"local_ts"`
 	RemoteTS string `json:"remote_ts"`
 	Initiate bool   `json:"initiate"`
+	// Install puts the CHILD SAs into the kernel (router/ipsec).
+	Install bool `json:"install"`
 }
 
 // ikeRun is one endpoint the agent runs.
@@ -42,12 +46,26 @@ type ikeRun struct {
 	// installed and deleted are the sink's calls (ChildSA.String: no keys).
 	installed, deleted []string
 	log                tailBuffer
+	// xfrm, when installing, and the tunnels in the kernel by our SPI.
+	xfrm    *ipsec.Handle
+	tunnels map[uint32]ipsec.Tunnel
 }
 
 func (r *ikeRun) Install(c ike.ChildSA) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.installed = append(r.installed, c.String())
+	if r.xfrm == nil {
+		return nil
+	}
+	t, err := tunnelOf(c)
+	if err != nil {
+		return err
+	}
+	if err := r.xfrm.Install(t); err != nil {
+		return err
+	}
+	r.tunnels[c.InSPI] = t
 	return nil
 }
 
@@ -55,7 +73,49 @@ func (r *ikeRun) Delete(c ike.ChildSA) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deleted = append(r.deleted, c.String())
-	return nil
+	t, ok := r.tunnels[c.InSPI]
+	if r.xfrm == nil || !ok {
+		return nil
+	}
+	delete(r.tunnels, c.InSPI)
+	err := r.xfrm.Remove(t)
+	// Remove takes the subnets' policies too; a successor (a rekey)
+	// that still runs gets them back.
+	for _, o := range r.tunnels {
+		if o.LocalNet == t.LocalNet && o.RemoteNet == t.RemoteNet {
+			if e := r.xfrm.Install(o); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	return err
+}
+
+// tunnelOf is a CHILD SA as router/ipsec's tunnel: one subnet each side
+// (what the endpoint negotiates), no UDP encapsulation (no NAT in the
+// world's tests yet), a replay window of 128 as charon's default.
+func tunnelOf(c ike.ChildSA) (ipsec.Tunnel, error) {
+	if c.Encap != nil || len(c.LocalTS) != 1 || len(c.RemoteTS) != 1 {
+		return ipsec.Tunnel{}, fmt.Errorf("%s: only one subnet each side and no UDP encapsulation", c)
+	}
+	var cipher, auth string
+	switch c.Encr.ID {
+	case ike.ENCR_AES_CBC:
+		cipher = fmt.Sprintf("aes-%d-cbc", c.Encr.KeyLen*8)
+	case ike.ENCR_3DES:
+		cipher = "des-ede3-cbc"
+	}
+	switch c.Integ.ID {
+	case ike.AUTH_HMAC_SHA1_96:
+		auth = "hmac-sha1"
+	case ike.AUTH_HMAC_SHA2_256_128:
+		auth = "hmac-sha256"
+	}
+	sa := func(spi uint32, ek, ak []byte) ipsec.SA {
+		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: 128, ESN: c.ESN}
+	}
+	return ipsec.Tunnel{Name: c.Peer, Local: c.Local, Remote: c.Remote, LocalNet: c.LocalTS[0], RemoteNet: c.RemoteTS[0],
+		Out: sa(c.OutSPI, c.OutEncr, c.OutInteg), In: sa(c.InSPI, c.InEncr, c.InInteg)}, nil
 }
 
 var (
@@ -168,6 +228,14 @@ func cmdIKE(_ context.Context, a *agent, args []string) (string, error) {
 		return "", err
 	}
 	r := &ikeRun{}
+	if c.Install {
+		if r.xfrm, err = ipsec.OpenInNetNS(n.fd); err != nil {
+			c500.Close()
+			c4500.Close()
+			return "", err
+		}
+		r.tunnels = map[uint32]ipsec.Tunnel{}
+	}
 	ep, err := ike.New(ike.Config{Peers: []ike.Peer{p}, Conn: ike.UDPConn(c500.(*net.UDPConn)),
 		NATT: ike.UDPConn(c4500.(*net.UDPConn)), Sink: r,
 		Logf: func(format string, args ...any) { fmt.Fprintf(&r.log, format+"\n", args...) }})
@@ -206,4 +274,17 @@ func cmdIKEStatus(_ context.Context, _ *agent, args []string) (string, error) {
 	r.mu.Unlock()
 	b, err := json.Marshal(st)
 	return string(b), err
+}
+
+// cmdIKEStop closes an endpoint (its IKE SAs are left to the peer, as
+// after a power cut) and forgets it: its name and ports are free again.
+func cmdIKEStop(_ context.Context, _ *agent, args []string) (string, error) {
+	ikeMu.Lock()
+	defer ikeMu.Unlock()
+	r, ok := ikeRuns[args[0]]
+	if !ok {
+		return "", kinded("usage", fmt.Errorf("no ike endpoint %q", args[0]))
+	}
+	delete(ikeRuns, args[0])
+	return "stopped " + args[0], r.ep.Close()
 }

@@ -43,6 +43,7 @@
 //	ike NS NAME CONFIG-JSON   run ocfw's IKEv2 endpoint (router/ike) for one peer on UDP
 //	                          500/4500, recording its CHILD SAs (the JSON: agent's IKEConfig)
 //	ike-status NAME           -> JSON: the endpoint's Status, the CHILD SAs, its log
+//	ike-stop NAME             close the endpoint (no deletes sent) and free its ports
 //	poweroff                  answer, then power off
 //	help                      this list
 //
@@ -112,6 +113,7 @@ func init() {
 		"stop":        {"NAME", 1, 1, 20 * time.Second, cmdStop},
 		"ike":         {"NS NAME CONFIG-JSON", 3, 3, 15 * time.Second, cmdIKE},
 		"ike-status":  {"NAME", 1, 1, 15 * time.Second, cmdIKEStatus},
+		"ike-stop":    {"NAME", 1, 1, 15 * time.Second, cmdIKEStop},
 		"poweroff":    {"", 0, 0, 15 * time.Second, nil},
 		"help":        {"", 0, 0, 15 * time.Second, cmdHelp},
 	}
