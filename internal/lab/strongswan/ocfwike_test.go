@@ -142,12 +142,16 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 			t.Errorf("charon west never got ocfw's IKE_AUTH response on port 4500:\n%s", log)
 		}
 	})
-	// The other groups, ocfw initiating (east accepts all three): a new
-	// endpoint in ow each time, after charon forgot the last IKE SA.
-	for _, g := range []struct{ name, swan, ocfw string }{
-		{"ecp256", "ECP_256", "ECP-256"}, {"curve25519", "CURVE_25519", "Curve25519"},
+	// The other groups, ciphers and integrity algorithms, ocfw initiating
+	// (east accepts them all): a new endpoint in ow each time, after
+	// charon forgot the last IKE SA; traffic through each.
+	for _, c := range []struct{ ike, esp string }{
+		{"aes128-sha256-ecp256", "aes192-sha256"},
+		{"aes256-sha1-curve25519", "aes256-sha1"},
+		{"3des-sha1-modp2048", "3des-sha1"},
+		{"aes192-sha256-curve25519", "3des-sha256"},
 	} {
-		t.Run("ocfw-initiates-"+g.name, func(t *testing.T) {
+		t.Run("ocfw-initiates-"+c.ike+"-esp-"+c.esp, func(t *testing.T) {
 			w.MustDo(t, "ike-stop ocfw-w")
 			// The stopped endpoint never answers charon's DELETE: swanctl
 			// may report a failure, what counts is that the SA is gone.
@@ -159,13 +163,44 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 				time.Sleep(300 * time.Millisecond)
 			}
 			cfg := clone(wcfg)
-			cfg["initiate"], cfg["install"], cfg["ike"] = true, false, "aes128-sha256-"+g.name
+			cfg["initiate"], cfg["ike"], cfg["esp"] = true, c.ike, c.esp
 			w.MustDo(t, "ike ow ocfw-w "+worldvm.Quote(mustJSON(t, cfg)))
 			sas := waitSAs(t, w, east, "ocfw-w")
-			checkPair(t, w, "ocfw-w", sas, true, strings.Replace(swanIKE, "MODP_2048", g.swan, 1), swanESP,
-				strings.Replace(ocfwIKE, "MODP-2048", g.ocfw, 1), ocfwESP)
+			si, oi := suiteNames(t, c.ike, true)
+			se, oe := suiteNames(t, c.esp, false)
+			checkPair(t, w, "ocfw-w", sas, true, si, "ESP:"+se, oi, oe)
+			checkTraffic(t, w, east, "10.1.0.1")
 		})
 	}
+}
+
+// suiteNames is how charon's list-sas and ocfw's status name a suite
+// given in strongSwan's notation (an IKE one has a PRF of the integrity
+// algorithm's hash).
+func suiteNames(t *testing.T, proposal string, ikeSA bool) (swan, ocfw string) {
+	t.Helper()
+	names := map[string][2]string{
+		"aes128": {"AES_CBC-128", "AES-CBC-128"}, "aes192": {"AES_CBC-192", "AES-CBC-192"},
+		"aes256": {"AES_CBC-256", "AES-CBC-256"}, "3des": {"3DES_CBC", "3DES"},
+		"sha1": {"HMAC_SHA1_96", "HMAC-SHA1-96"}, "sha256": {"HMAC_SHA2_256_128", "HMAC-SHA2-256-128"},
+		"prfsha1": {"PRF_HMAC_SHA1", "PRF-HMAC-SHA1"}, "prfsha256": {"PRF_HMAC_SHA2_256", "PRF-HMAC-SHA2-256"},
+		"modp2048": {"MODP_2048", "MODP-2048"}, "ecp256": {"ECP_256", "ECP-256"}, "curve25519": {"CURVE_25519", "Curve25519"},
+	}
+	var sw, oc []string
+	for _, p := range strings.Split(proposal, "-") {
+		words := []string{p}
+		if ikeSA && strings.HasPrefix(p, "sha") {
+			words = append(words, "prf"+p)
+		}
+		for _, w := range words {
+			n, ok := names[w]
+			if !ok {
+				t.Fatalf("suiteNames: no names for %q", w)
+			}
+			sw, oc = append(sw, n[0]), append(oc, n[1])
+		}
+	}
+	return strings.Join(sw, "/"), strings.Join(oc, "/")
 }
 
 // checkTraffic sends a line from charon's namespace to ocfw's inner
