@@ -174,6 +174,103 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 	}
 }
 
+// TestOCFWResponderGroups: charon initiates to ocfw with groups 19 and
+// 31. Where charon's first group (the one its KE carries) is not ocfw's,
+// ocfw answers INVALID_KE_PAYLOAD with its own and charon starts again
+// with that group (RFC 7296 1.2, 2.7).
+func TestOCFWResponderGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a world VM with strongSwan; skipped with -short")
+	}
+	root := fetchTest(t)
+	west := Instance{Name: "west", NS: "west"}
+	base, err := os.ReadFile(filepath.Join("testdata", "west.swanctl.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worldvm.StartTest(t, worldvm.Config{Name: "swanresp", Modules: Modules(), Files: west.Files(base),
+		Trees: []string{root.Dir}, MemoryMB: 512})
+	ctx := context.Background()
+	if _, err := w.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if out, err := w.Do(ctx, "output charon-west"); err == nil {
+				t.Logf("charon west:\n%s", out)
+			}
+			if out, err := w.Do(ctx, "ike-status ocfw-e"); err == nil {
+				t.Logf("ocfw: %s", out)
+			}
+		}
+	})
+	for _, c := range []string{
+		"ns west", "ns oe", "veth west w0 oe o0",
+		"addr west w0 192.0.2.1/24", "addr oe o0 192.0.2.2/24",
+		"addr west lo 10.1.0.1/32", "addr oe lo 10.2.0.1/32", "echo-server oe 7",
+		"route oe 10.1.0.0/24 192.0.2.1",
+	} {
+		w.MustDo(t, c)
+	}
+	if err := west.Start(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]any{"name": "west", "local": "192.0.2.2", "remote": "192.0.2.1",
+		"local_id": "east.example", "remote_id": "west.example", "psk": testPSK,
+		"local_ts": "10.2.0.0/24", "remote_ts": "10.1.0.0/24", "install": true}
+	for i, c := range []struct {
+		swan      string // charon west's IKE proposal: its first group goes in its KE
+		ocfw, esp string
+		invalidKE string // the group charon is told to use instead, "" for none
+	}{
+		{"aes128-sha256-ecp256", "aes128-sha256-ecp256", "aes128-sha256", ""},
+		{"aes256-sha1-curve25519", "aes256-sha1-curve25519", "aes256-sha1", ""},
+		{"aes128-sha256-curve25519-ecp256", "aes128-sha256-ecp256", "aes128-sha256", "ECP_256"},
+		{"aes128-sha256-modp2048-curve25519", "aes128-sha256-curve25519", "aes128-sha256", "CURVE_25519"},
+	} {
+		t.Run(c.swan+"-to-"+c.ocfw, func(t *testing.T) {
+			if i > 0 {
+				w.MustDo(t, "ike-stop ocfw-e")
+				w.Do(ctx, west.SwanctlCommand("--terminate", "--ike", "east", "--force"))
+				for deadline := time.Now().Add(10 * time.Second); strings.Contains(w.MustDo(t, west.SwanctlCommand("--list-sas")), "ESTABLISHED"); {
+					if time.Now().After(deadline) {
+						t.Fatal("charon west keeps the IKE SA of the stopped endpoint")
+					}
+					time.Sleep(300 * time.Millisecond)
+				}
+			}
+			conf := strings.Replace(string(base), "proposals = aes128-sha256-modp2048\n", "proposals = "+c.swan+"\n", 1)
+			conf = strings.Replace(conf, "esp_proposals = aes128-sha256\n", "esp_proposals = "+c.esp+"\n", 1)
+			if !strings.Contains(conf, c.swan) || !strings.Contains(conf, "esp_proposals = "+c.esp) {
+				t.Fatalf("west.swanctl.conf no longer has the proposals this test replaces")
+			}
+			w.MustDo(t, "write "+west.SwanctlConf()+" "+worldvm.Quote(conf))
+			w.MustDo(t, west.SwanctlCommand("--load-all"))
+			oc := clone(cfg)
+			oc["ike"], oc["esp"] = c.ocfw, c.esp
+			w.MustDo(t, "ike oe ocfw-e "+worldvm.Quote(mustJSON(t, oc)))
+			out, err := w.Do(ctx, west.SwanctlCommand("--initiate", "--child", "net", "--timeout", "30"))
+			if err != nil || !strings.Contains(out, "initiate completed successfully") {
+				t.Fatalf("swanctl initiate against ocfw: %v\n%s", err, out)
+			}
+			told := regexp.MustCompile(`peer didn't accept DH group \S+, it requested (\S+)`).FindStringSubmatch(out)
+			switch {
+			case c.invalidKE == "" && told != nil:
+				t.Errorf("ocfw refused charon's first group: %s", told[0])
+			case c.invalidKE != "" && (told == nil || told[1] != c.invalidKE):
+				t.Errorf("charon was not told to use %s (INVALID_KE_PAYLOAD); its initiate:\n%s", c.invalidKE, out)
+			case told != nil:
+				t.Logf("charon: %s", told[0])
+			}
+			sas := waitSAs(t, w, west, "ocfw-e")
+			si, oi := suiteNames(t, c.ocfw, true)
+			se, oe := suiteNames(t, c.esp, false)
+			checkPair(t, w, "ocfw-e", sas, false, si, "ESP:"+se, oi, oe)
+			checkTraffic(t, w, west, "10.2.0.1")
+		})
+	}
+}
+
 // suiteNames is how charon's list-sas and ocfw's status name a suite
 // given in strongSwan's notation (an IKE one has a PRF of the integrity
 // algorithm's hash).
