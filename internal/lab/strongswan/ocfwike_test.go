@@ -125,6 +125,7 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 		cfg["name"], cfg["local"], cfg["remote"] = "west", "192.0.2.2", "192.0.2.1"
 		cfg["local_id"], cfg["remote_id"] = "east.example", "west.example"
 		cfg["local_ts"], cfg["remote_ts"] = "10.2.0.0/24", "10.1.0.0/24"
+		cfg["dpd"] = "2s"
 		w.MustDo(t, "ike oe ocfw-e "+worldvm.Quote(mustJSON(t, cfg)))
 		start := time.Now()
 		out, err := w.Do(ctx, west.SwanctlCommand("--initiate", "--child", "net", "--timeout", "30"))
@@ -141,6 +142,27 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 		if log := w.MustDo(t, "output charon-west"); !strings.Contains(log, "received packet: from 192.0.2.2[4500] to 192.0.2.1[4500]") {
 			t.Errorf("charon west never got ocfw's IKE_AUTH response on port 4500:\n%s", log)
 		}
+		// ocfw's own requests after the float: its liveness check (every
+		// 2 s of silence) must be answered by charon.
+		var st ikeStatus
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			if err := json.Unmarshal([]byte(w.MustDo(t, "ike-status ocfw-e")), &st); err != nil {
+				t.Fatal(err)
+			}
+			sa := st.Peers[0].SAs[0]
+			if sa.LastInbound.Sub(sa.Established) > 3*time.Second && sa.Alive {
+				t.Logf("ocfw heard charon %v after establishing (liveness checks answered)", sa.LastInbound.Sub(sa.Established).Round(time.Millisecond))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ocfw's liveness checks went unanswered: %+v\nlog:\n%s", sa, st.Log)
+			}
+		}
+		log := w.MustDo(t, "output charon-west")
+		if !strings.Contains(log, "parsed INFORMATIONAL request") {
+			t.Errorf("charon west logged no INFORMATIONAL request from ocfw:\n%s", log)
+		}
+		t.Logf("charon west: %s", lastLine(log, "parsed INFORMATIONAL request"))
 	})
 	// The other groups, ciphers and integrity algorithms, ocfw initiating
 	// (east accepts them all): a new endpoint in ow each time, after
@@ -269,6 +291,17 @@ func TestOCFWResponderGroups(t *testing.T) {
 			checkTraffic(t, w, west, "10.2.0.1")
 		})
 	}
+}
+
+// lastLine is the last line of log containing s, and the one before it.
+func lastLine(log, s string) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i > 0; i-- {
+		if strings.Contains(lines[i], s) {
+			return lines[i-1] + "\n" + lines[i]
+		}
+	}
+	return ""
 }
 
 // suiteNames is how charon's list-sas and ocfw's status name a suite

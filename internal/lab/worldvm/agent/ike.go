@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ocfw/ocfw/router/ike"
 	"github.com/ocfw/ocfw/router/ipsec"
@@ -37,6 +38,8 @@ type IKEConfig struct {
 	Initiate bool   `json:"initiate"`
 	// Install puts the CHILD SAs into the kernel (router/ipsec).
 	Install bool `json:"install"`
+	// DPD is the liveness check interval (a Go duration; "" is none).
+	DPD string `json:"dpd"`
 }
 
 // ikeRun is one endpoint the agent runs.
@@ -191,7 +194,13 @@ func (c IKEConfig) peer() (ike.Peer, error) {
 	if err != nil {
 		return ike.Peer{}, err
 	}
-	return ike.Peer{Name: c.Name, Local: netip.AddrPortFrom(local, 500), Remote: netip.AddrPortFrom(remote, 500),
+	var dpd time.Duration
+	if c.DPD != "" {
+		if dpd, err = time.ParseDuration(c.DPD); err != nil {
+			return ike.Peer{}, fmt.Errorf("dpd: %w", err)
+		}
+	}
+	return ike.Peer{Name: c.Name, DPD: dpd, Local: netip.AddrPortFrom(local, 500), Remote: netip.AddrPortFrom(remote, 500),
 		LocalID: identity(c.LocalID), RemoteID: identity(c.RemoteID), PSK: []byte(c.PSK),
 		IKE: []ike.Proposal{ip}, Child: []ike.Proposal{ep},
 		LocalTS: []netip.Prefix{lts}, RemoteTS: []netip.Prefix{rts}, Initiate: c.Initiate}, nil
