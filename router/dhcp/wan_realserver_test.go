@@ -41,7 +41,7 @@ func TestWANClientWithDnsmasq(t *testing.T) {
 		t.Skip("runs on the host, with the host's dnsmasq")
 	}
 	if testing.Short() {
-		t.Skip("takes 2+ minutes (dnsmasq's shortest lease); TestClientDropsAtExpiry is the short version")
+		t.Skip("takes about 15 s (a lease, renewed at T1); TestClientDropsAtExpiry is the short version")
 	}
 	dnsmasq := realclient.Need(t, "dnsmasq")
 	link := realclient.NewLink(t, wanNet)
@@ -56,7 +56,10 @@ func TestWANClientWithDnsmasq(t *testing.T) {
 	w := startWANClient(t, link)
 	first := w.checkLease(2 * time.Minute)
 	w.checkRenewal(first)
-	w.checkDropAtExpiry(srv)
+	// The drop at expiry is checked against dhcpd below (30 s lease):
+	// here it would add two minutes (dnsmasq's shortest lease) to the
+	// suite for the same client code.
+	srv.Kill(t)
 }
 
 // TestWANClientWithDhcpd: ISC dhcpd with a 30 s lease (its min-, max-
