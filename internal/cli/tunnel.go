@@ -56,19 +56,9 @@ window, the same algorithms). They hold the keys: keep the output secret.`,
 			if err != nil {
 				return err
 			}
-			pair, err := cat.PairTunnel(f.sites[0], f.sites[1], f.name, readProfileFile)
-			var l boards.ErrorList
-			var mismatch *boards.PairMismatchError
-			switch {
-			case errors.As(err, &l):
-				return printErrors(cmd, l, "in the site configs")
-			case errors.As(err, &mismatch):
-				return printErrors(cmd, mismatch.Errs, "between the two ends")
-			case err != nil:
+			pair, err := pairTunnel(cmd, cat, f.sites[0], f.sites[1], f.name, site.KeyingManual)
+			if err != nil {
 				return err
-			}
-			if m := pair.Keying(); m != site.KeyingManual {
-				return &boards.KeyingError{File: pair.A.File, Tunnel: pair.Name, Keying: m}
 			}
 			paths, flag := []string{f.out}, "-o"
 			if f.out == "" {
@@ -208,24 +198,15 @@ func runTunnelPSK(cmd *cobra.Command, g *globalFlags, f *pskFlags) error {
 	}
 	var name string
 	var paths []string
-	var l boards.ErrorList
-	var mismatch *boards.PairMismatchError
 	if len(f.sites) == 2 {
-		pair, err := cat.PairTunnel(f.sites[0], f.sites[1], f.name, readProfileFile)
-		switch {
-		case errors.As(err, &l):
-			return printErrors(cmd, l, "in the site configs")
-		case errors.As(err, &mismatch):
-			return printErrors(cmd, mismatch.Errs, "between the two ends")
-		case err != nil:
+		pair, err := pairTunnel(cmd, cat, f.sites[0], f.sites[1], f.name, site.KeyingIKEv2)
+		if err != nil {
 			return err
-		}
-		if m := pair.Keying(); m != site.KeyingIKEv2 {
-			return &boards.KeyingError{File: pair.A.File, Tunnel: pair.Name, Keying: m}
 		}
 		name, paths = pair.Name, pair.PSKPaths()
 	} else {
 		d, i, err := cat.IKETunnel(f.sites[0], f.name, readProfileFile)
+		var l boards.ErrorList
 		if errors.As(err, &l) {
 			return printErrors(cmd, l, "in the site config")
 		} else if err != nil {
@@ -260,6 +241,27 @@ func runTunnelPSK(cmd *cobra.Command, g *globalFlags, f *pskFlags) error {
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "copy it to both ends (an ocfw box's card: the ocfw folder, beside site.json; another peer: its secret field) and keep it secret\n")
 	return nil
+}
+
+// pairTunnel reads the two ends of a tunnel (tunnel keys and tunnel psk
+// share it), prints their problems, and refuses a tunnel keyed otherwise
+// than the command makes keys for.
+func pairTunnel(cmd *cobra.Command, cat *boards.Catalog, a, b, name, keying string) (*boards.TunnelPair, error) {
+	pair, err := cat.PairTunnel(a, b, name, readProfileFile)
+	var l boards.ErrorList
+	var mismatch *boards.PairMismatchError
+	switch {
+	case errors.As(err, &l):
+		return nil, printErrors(cmd, l, "in the site configs")
+	case errors.As(err, &mismatch):
+		return nil, printErrors(cmd, mismatch.Errs, "between the two ends")
+	case err != nil:
+		return nil, err
+	}
+	if m := pair.Keying(); m != keying {
+		return nil, &boards.KeyingError{File: pair.A.File, Tunnel: pair.Name, Keying: m}
+	}
+	return pair, nil
 }
 
 // printErrors prints each problem on its own line and returns the
