@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -40,32 +38,11 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 	}
 	root := fetchTest(t)
 	east, west := Instance{Name: "east", NS: "east"}, Instance{Name: "west", NS: "west"}
-	files := map[string][]byte{}
-	for _, in := range []Instance{west, east} {
-		conf, err := os.ReadFile(filepath.Join("testdata", in.Name+".swanctl.conf"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range in.Files(conf) {
-			files[k] = v
-		}
-	}
-	w := worldvm.StartTest(t, worldvm.Config{Name: "swanike", Modules: Modules(), Files: files,
-		Trees: []string{root.Dir}, MemoryMB: 512})
+	w := StartWorld(t, "swanike", root, map[Instance][]byte{west: readTestdata(t, "west.swanctl.conf"), east: readTestdata(t, "east.swanctl.conf")})
 	ctx := context.Background()
-	boot, err := w.WaitReady(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("world ready %v after QEMU started", boot.Round(time.Millisecond))
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
-		}
-		for _, in := range []Instance{west, east} {
-			if out, err := w.Do(ctx, "output charon-"+in.Name); err == nil {
-				t.Logf("charon %s:\n%s", in.Name, out)
-			}
 		}
 		for _, n := range []string{"ocfw-w", "ocfw-e"} {
 			if out, err := w.Do(ctx, "ike-status "+n); err == nil {
@@ -206,21 +183,11 @@ func TestOCFWResponderGroups(t *testing.T) {
 	}
 	root := fetchTest(t)
 	west := Instance{Name: "west", NS: "west"}
-	base, err := os.ReadFile(filepath.Join("testdata", "west.swanctl.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := worldvm.StartTest(t, worldvm.Config{Name: "swanresp", Modules: Modules(), Files: west.Files(base),
-		Trees: []string{root.Dir}, MemoryMB: 512})
+	base := readTestdata(t, "west.swanctl.conf")
+	w := StartWorld(t, "swanresp", root, map[Instance][]byte{west: base})
 	ctx := context.Background()
-	if _, err := w.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			if out, err := w.Do(ctx, "output charon-west"); err == nil {
-				t.Logf("charon west:\n%s", out)
-			}
 			if out, err := w.Do(ctx, "ike-status ocfw-e"); err == nil {
 				t.Logf("ocfw: %s", out)
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/ocfw/ocfw/boards"
 	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/strongswan"
-	"github.com/ocfw/ocfw/internal/lab/worldvm"
 	"github.com/ocfw/ocfw/site"
 )
 
@@ -234,28 +233,9 @@ func TestSwanctlEstablishes(t *testing.T) {
 		t.Fatal(errs)
 	}
 	a, b := strongswan.Instance{Name: "a", NS: "a"}, strongswan.Instance{Name: "b", NS: "b"}
-	files := map[string][]byte{}
-	for in, conf := range map[strongswan.Instance][]byte{
+	w := strongswan.StartWorld(t, "swanex", root, map[strongswan.Instance][]byte{
 		a: []byte(siteSwanctl(k, psk.Secret)),
 		b: mustRead(t, filepath.Join("testdata", "site-ike-b.swanctl.conf")),
-	} {
-		for p, v := range in.Files(conf) {
-			files[p] = v
-		}
-	}
-	w := worldvm.StartTest(t, worldvm.Config{Name: "swanex", Modules: strongswan.Modules(), Files: files,
-		Trees: []string{root.Dir}, MemoryMB: 512})
-	if _, err := w.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, in := range []strongswan.Instance{a, b} {
-				if out, err := w.Do(ctx, "output charon-"+in.Name); err == nil {
-					t.Logf("charon %s:\n%s", in.Name, out)
-				}
-			}
-		}
 	})
 	// The two WANs, routed through an "internet" namespace; each LAN's
 	// router address on its loopback, reached only through the tunnel.

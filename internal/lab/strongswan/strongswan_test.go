@@ -17,6 +17,15 @@ import (
 
 // fetchTest fetches the tree for t: without apt-get (not a Debian host)
 // the test skips, or fails under OCFW_REQUIRE_KERNEL=1.
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func fetchTest(t *testing.T) *Root {
 	t.Helper()
 	if _, err := exec.LookPath("apt-get"); err != nil {
@@ -46,33 +55,8 @@ func TestTwoCharons(t *testing.T) {
 		}
 	}
 	west, east := Instance{Name: "west", NS: "west"}, Instance{Name: "east", NS: "east"}
-	files := map[string][]byte{}
-	for _, in := range []Instance{west, east} {
-		conf, err := os.ReadFile(filepath.Join("testdata", in.Name+".swanctl.conf"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range in.Files(conf) {
-			files[k] = v
-		}
-	}
-	w := worldvm.StartTest(t, worldvm.Config{Name: "swan", Modules: Modules(), Files: files,
-		Trees: []string{root.Dir}, MemoryMB: 512})
+	w := StartWorld(t, "swan", root, map[Instance][]byte{west: readTestdata(t, "west.swanctl.conf"), east: readTestdata(t, "east.swanctl.conf")})
 	ctx := context.Background()
-	boot, err := w.WaitReady(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("world ready %v after QEMU started (initramfs built in %v)", boot.Round(time.Millisecond), w.Build.Round(time.Millisecond))
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, in := range []Instance{west, east} {
-				if out, err := w.Do(ctx, "output charon-"+in.Name); err == nil {
-					t.Logf("charon %s:\n%s", in.Name, out)
-				}
-			}
-		}
-	})
 	for _, c := range []string{
 		"ns west", "ns east", "veth west w0 east e0",
 		"addr west w0 192.0.2.1/24", "addr east e0 192.0.2.2/24",
@@ -131,7 +115,7 @@ func TestTwoCharons(t *testing.T) {
 	if c := strings.Count(xfrm, "proto esp"); c != 2 {
 		t.Errorf("ip xfrm state in west shows %d ESP SAs, want 2 (in and out):\n%s", c, xfrm)
 	}
-	t.Logf("boot %v, handshake %v", boot.Round(time.Millisecond), handshake.Round(time.Millisecond))
+	t.Logf("handshake %v", handshake.Round(time.Millisecond))
 }
 
 var saBytesRe = regexp.MustCompile(`(?m)^\s+(in|out)\s+[0-9a-f]{8}(?:_i|_o)?(?:\s+[0-9a-f]{8}(?:_i|_o)?)?,\s+(\d+) bytes`)
