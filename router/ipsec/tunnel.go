@@ -53,7 +53,16 @@ type SA struct {
 	// replay window it is ignored (the kernel keeps no counter then). An
 	// SA already installed with the same keys keeps its own counters.
 	Seq uint64
+	// Encap, when set, carries the SA's ESP in UDP between these ports
+	// (RFC 3948: a NAT between the ends); the receiving socket needs
+	// UDP_ENCAP_ESPINUDP. In a Tunnel it may be left nil: the tunnel's
+	// Encap decides.
+	Encap *UDPEncap
 }
+
+// UDPEncap is a pair of UDP ports ESP travels between (NAT traversal):
+// the sender's and the receiver's.
+type UDPEncap struct{ SrcPort, DstPort uint16 }
 
 // Tunnel is a site-to-site ESP tunnel in tunnel mode between two WAN
 // addresses, carrying traffic between two subnets. Only packets from
@@ -69,6 +78,10 @@ type Tunnel struct {
 	LocalNet      netip.Prefix // the subnet behind this box
 	RemoteNet     netip.Prefix // the subnet behind the peer
 	Out, In       SA           // this box's sending and receiving SAs
+	// Encap puts both SAs' ESP into UDP (NAT traversal, RFC 3948):
+	// SrcPort is this box's port (4500), DstPort the peer's (behind a
+	// NAT, the NAT's). nil: plain ESP.
+	Encap *UDPEncap
 }
 
 // Validate reports everything wrong with t at once (nil if nothing).
@@ -125,6 +138,17 @@ func (t Tunnel) resolve() (out, in SA, err error) {
 	}
 	fill("out", &out, t.Local, t.Remote)
 	fill("in", &in, t.Remote, t.Local)
+	if e := t.Encap; e != nil {
+		if e.SrcPort == 0 || e.DstPort == 0 {
+			bad("UDP encapsulation %d -> %d: both ports are needed", e.SrcPort, e.DstPort)
+		}
+		if out.Encap == nil {
+			out.Encap = &UDPEncap{e.SrcPort, e.DstPort}
+		}
+		if in.Encap == nil {
+			in.Encap = &UDPEncap{e.DstPort, e.SrcPort}
+		}
+	}
 	if len(errs) > 0 {
 		return SA{}, SA{}, fmt.Errorf("tunnel %s: %w", t.Name, errors.Join(errs...))
 	}
@@ -170,6 +194,9 @@ func (sa SA) msg() saMsg {
 	if sa.ReplayWindow > 0 {
 		m.oseq, m.seq = sa.Seq, sa.Seq
 	}
+	if sa.Encap != nil {
+		m.encapSport, m.encapDport = sa.Encap.SrcPort, sa.Encap.DstPort
+	}
 	return m
 }
 
@@ -178,7 +205,8 @@ func (s *saState) same(m saMsg) bool {
 	return s.src == m.src && s.dst == m.dst && s.spi == m.spi && s.reqid == m.reqid && s.mode == m.mode &&
 		s.cryptName == m.cryptName && bytes.Equal(s.cryptKey, m.cryptKey) &&
 		s.authName == m.authName && bytes.Equal(s.authKey, m.authKey) && s.truncBits == m.truncBits &&
-		s.replayWindow == m.replayWindow && s.esn == m.esn
+		s.replayWindow == m.replayWindow && s.esn == m.esn &&
+		s.encapSport == m.encapSport && s.encapDport == m.encapDport
 }
 
 // policies are the tunnel's three policies: out sends LocalNet ->
