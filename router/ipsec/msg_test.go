@@ -434,8 +434,8 @@ func TestEncodeDecodeEncap(t *testing.T) {
 func TestTunnelEncapPorts(t *testing.T) {
 	tn := Tunnel{Name: "t", Local: wanA, Remote: wanB,
 		LocalNet: netip.MustParsePrefix("10.1.0.0/24"), RemoteNet: netip.MustParsePrefix("10.2.0.0/24"),
-		Out: SA{SPI: 0x1001, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey},
-		In:  SA{SPI: 0x1002, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey},
+		Out:   SA{SPI: 0x1001, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey},
+		In:    SA{SPI: 0x1002, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey},
 		Encap: &UDPEncap{4500, 40123}}
 	out, in, err := tn.resolve()
 	if err != nil {

@@ -118,7 +118,7 @@ func init() {
 		"masquerade":  {"NS OUT-IF [FORWARD-IKE-TO]", 2, 3, 15 * time.Second, cmdMasquerade},
 		"capture":     {"NS IF", 2, 2, 15 * time.Second, cmdCapture},
 		"capture-end": {"NS IF [MARKER]", 2, 3, 15 * time.Second, cmdCaptureEnd},
-		"udp-echo":    {"NS PORT", 2, 2, 15 * time.Second, cmdUDPEcho},
+		"udp-echo":    {"NS [ADDR:]PORT", 2, 2, 15 * time.Second, cmdUDPEcho},
 		"probe":       {"NAME NS HOST:PORT INTERVAL", 4, 4, 15 * time.Second, cmdProbe},
 		"probe-end":   {"NAME", 1, 1, 15 * time.Second, cmdProbeEnd},
 		"poweroff":    {"", 0, 0, 15 * time.Second, nil},

@@ -94,7 +94,7 @@ var (
 
 const maxCapture = 20000
 
-// cmdCapture starts capturing IF's IPv4 packets in NS (both directions).
+// cmdCapture starts capturing IF's packets in NS (both directions).
 func cmdCapture(_ context.Context, a *agent, args []string) (string, error) {
 	n, err := a.ns(args[0])
 	if err != nil {
@@ -111,7 +111,9 @@ func cmdCapture(_ context.Context, a *agent, args []string) (string, error) {
 		return "", fmt.Errorf("capture on %s already runs", key)
 	}
 	c := &capture{done: make(chan struct{})}
-	proto := htons(unix.ETH_P_IP)
+	// ETH_P_ALL: a socket bound to ETH_P_IP sees only what comes in,
+	// not what the interface sends; flowOf sorts out what is not IPv4.
+	proto := htons(unix.ETH_P_ALL)
 	if err := n.run(func() (err error) {
 		c.fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(proto))
 		if err != nil {
@@ -148,7 +150,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // cmdCaptureEnd stops the capture and summarizes it: one line per flow
 // ("udp 198.51.100.1:4500 > 198.51.100.2:4500 packets N"), then
-// "packets N", and "marker N": the packets whose bytes contain MARKER
+// "packets N" (IPv4 in all), and "marker N": the packets whose bytes contain MARKER
 // (the tunnel's cleartext, which must never show outside).
 func cmdCaptureEnd(_ context.Context, a *agent, args []string) (string, error) {
 	key := args[0] + "/" + args[1]
@@ -168,8 +170,12 @@ func cmdCaptureEnd(_ context.Context, a *agent, args []string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	flows := map[string]int{}
-	marker := 0
+	marker, ipv4 := 0, 0
 	for _, p := range c.pkts {
+		if len(p) < 20 || p[0]>>4 != 4 {
+			continue // ARP and the like (SOCK_DGRAM: no link header)
+		}
+		ipv4++
 		if len(args) > 2 && bytes.Contains(p, []byte(args[2])) {
 			marker++
 		}
@@ -180,7 +186,7 @@ func cmdCaptureEnd(_ context.Context, a *agent, args []string) (string, error) {
 		lines = append(lines, fmt.Sprintf("%s packets %d", f, k))
 	}
 	sort.Strings(lines)
-	lines = append(lines, fmt.Sprintf("packets %d", len(c.pkts)), fmt.Sprintf("marker %d", marker))
+	lines = append(lines, fmt.Sprintf("packets %d", ipv4), fmt.Sprintf("marker %d", marker))
 	return strings.Join(lines, "\n"), nil
 }
 
@@ -206,13 +212,18 @@ func flowOf(p []byte) string {
 	return fmt.Sprintf("proto-%d %s > %s", p[9], src, dst)
 }
 
-// cmdUDPEcho answers every datagram on UDP PORT with itself.
+// cmdUDPEcho answers every datagram on UDP [ADDR:]PORT with itself.
+// With ADDR the answers leave from it, as a tunnel's policy may need.
 func cmdUDPEcho(_ context.Context, a *agent, args []string) (string, error) {
 	n, err := a.ns(args[0])
 	if err != nil {
 		return "", err
 	}
-	c, err := n.listenUDP(":" + args[1])
+	addr := args[1]
+	if !strings.Contains(addr, ":") {
+		addr = ":" + addr
+	}
+	c, err := n.listenUDP(addr)
 	if err != nil {
 		return "", err
 	}
