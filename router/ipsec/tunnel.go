@@ -325,6 +325,31 @@ func (h *Handle) delSA(dst netip.Addr, spi uint32) error {
 	return err
 }
 
+// RemoveSAs deletes only the tunnel's two SAs, for a rekey: the
+// successor's Install already pointed the same subnets' policies at its
+// own SAs, so taking them away (as Remove does) would leave a moment in
+// which packets are sent by the usual route, in the clear. What is
+// already gone is fine.
+func (h *Handle) RemoveSAs(t Tunnel) error {
+	out, in, err := t.resolve()
+	if err != nil {
+		return fmt.Errorf("ipsec: %w", err)
+	}
+	var errs []error
+	for _, sa := range []struct {
+		dir string
+		sa  SA
+	}{{"out", out}, {"in", in}} {
+		if err := h.delSA(sa.sa.Dst, sa.sa.SPI); err != nil && !gone(err) {
+			errs = append(errs, fmt.Errorf("delete SA %s (spi %#x): %w", sa.dir, sa.sa.SPI, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("ipsec: tunnel %s: %w", t.Name, errors.Join(errs...))
+	}
+	return nil
+}
+
 // Remove takes the tunnel down: policies first (so no packet is sent in
 // the clear meanwhile: without the out policy it is routed as usual,
 // which for a private remote net means nowhere useful), then the SAs.

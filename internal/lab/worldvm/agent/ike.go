@@ -87,17 +87,14 @@ func (r *ikeRun) Delete(c ike.ChildSA) error {
 		return nil
 	}
 	delete(r.tunnels, c.InSPI)
-	err := r.xfrm.Remove(t)
-	// Remove takes the subnets' policies too; a successor (a rekey)
-	// that still runs gets them back.
+	// A successor (a rekey) already holds the subnets' policies: only
+	// the old SAs go, so no packet leaves in the clear meanwhile.
 	for _, o := range r.tunnels {
 		if o.LocalNet == t.LocalNet && o.RemoteNet == t.RemoteNet {
-			if e := r.xfrm.Install(o); e != nil && err == nil {
-				err = e
-			}
+			return r.xfrm.RemoveSAs(t)
 		}
 	}
-	return err
+	return r.xfrm.Remove(t)
 }
 
 // tunnelOf is a CHILD SA as router/ipsec's tunnel: one subnet each side
