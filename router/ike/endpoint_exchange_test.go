@@ -391,7 +391,7 @@ func TestEndpointDPD(t *testing.T) {
 	if !ok {
 		t.Fatal("A never declared B dead")
 	}
-	if e := p.a.ep.Status()[0].LastError; !strings.Contains(e, "not answering") {
+	if e := p.a.ep.Status()[0].LastError; e != "peer not answering: liveness check (INFORMATIONAL) unanswered, 6 sends over 31.5s" {
 		t.Errorf("A's error %q", e)
 	}
 	if len(p.a.sink.live()) != 0 {

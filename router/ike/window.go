@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -85,10 +86,12 @@ type request struct {
 	// queueing the others promised (a rekey marked as running).
 	movable bool
 	abort   func()
-	id      uint32
-	pkt     []byte
-	sent    int
-	next    time.Time
+	// liveness marks the DPD check: its failure is worded for ocf net.
+	liveness bool
+	id       uint32
+	pkt      []byte
+	sent     int
+	next     time.Time
 }
 
 func (sa *ikeSA) flags(response bool) Flags {
@@ -151,7 +154,14 @@ func (e *Endpoint) retransmit(sa *ikeSA, now time.Time) {
 		return
 	}
 	if r.sent >= e.cfg.Retries {
-		e.dead(sa, "peer not answering: "+r.exch.String()+" unanswered after retransmissions")
+		what := r.exch.String()
+		if r.liveness {
+			what = "liveness check (" + what + ")"
+		}
+		// The sends were base, 2 base, 4 base... apart, and the last
+		// waited its turn too.
+		waited := e.cfg.RetransmitBase * time.Duration(1<<r.sent-1)
+		e.dead(sa, fmt.Sprintf("peer not answering: %s unanswered, %d sends over %v", what, r.sent, waited))
 		return
 	}
 	r.next = now.Add(e.cfg.RetransmitBase << r.sent)
