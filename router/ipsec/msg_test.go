@@ -449,3 +449,34 @@ func TestTunnelEncapPorts(t *testing.T) {
 		t.Errorf("a zero port: %v", err)
 	}
 }
+
+// A tunnel's ReqID goes into both SAs and the three policies' templates
+// (a rekey's successor shares it); without one each SA's SPI is used.
+func TestTunnelReqID(t *testing.T) {
+	tn := Tunnel{Name: "t", Local: wanA, Remote: wanB,
+		LocalNet: netip.MustParsePrefix("10.1.0.0/24"), RemoteNet: netip.MustParsePrefix("10.2.0.0/24"),
+		Out: SA{SPI: 0x1001, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey},
+		In:  SA{SPI: 0x1002, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey}}
+	for _, c := range []struct {
+		reqid           uint32
+		wantOut, wantIn uint32
+	}{{0, 0x1001, 0x1002}, {7, 7, 7}} {
+		tn.ReqID = c.reqid
+		out, in, err := tn.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.msg().reqid != c.wantOut || in.msg().reqid != c.wantIn {
+			t.Errorf("ReqID %d: SAs' reqids %d/%d, want %d/%d", c.reqid, out.msg().reqid, in.msg().reqid, c.wantOut, c.wantIn)
+		}
+		for _, p := range tn.policies(out, in) {
+			want := c.wantIn
+			if p.dir == policyOut {
+				want = c.wantOut
+			}
+			if p.reqid != want {
+				t.Errorf("ReqID %d: policy %s has reqid %d, want %d", c.reqid, dirNames[p.dir], p.reqid, want)
+			}
+		}
+	}
+}

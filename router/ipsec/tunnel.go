@@ -58,6 +58,17 @@ type SA struct {
 	// UDP_ENCAP_ESPINUDP. In a Tunnel it may be left nil: the tunnel's
 	// Encap decides.
 	Encap *UDPEncap
+	// ReqID ties the SA to its policies' templates; 0 means its SPI. In
+	// a Tunnel it may be left 0: the tunnel's ReqID decides.
+	ReqID uint32
+}
+
+// reqid is the SA's request ID in the kernel.
+func (sa SA) reqid() uint32 {
+	if sa.ReqID != 0 {
+		return sa.ReqID
+	}
+	return sa.SPI
 }
 
 // UDPEncap is a pair of UDP ports ESP travels between (NAT traversal):
@@ -82,6 +93,13 @@ type Tunnel struct {
 	// SrcPort is this box's port (4500), DstPort the peer's (behind a
 	// NAT, the NAT's). nil: plain ESP.
 	Encap *UDPEncap
+	// ReqID, when not 0, is both SAs' and the policies' request ID
+	// instead of each SA's SPI: give a rekeyed tunnel's successor the
+	// same one (as strongSwan does), and the in policy accepts what the
+	// peer still sends on the old SA until it switches, while the out
+	// policy takes the newest SA. 0: each SA its own SPI, so that a
+	// policy matches exactly one SA.
+	ReqID uint32
 }
 
 // Validate reports everything wrong with t at once (nil if nothing).
@@ -149,6 +167,11 @@ func (t Tunnel) resolve() (out, in SA, err error) {
 			in.Encap = &UDPEncap{e.DstPort, e.SrcPort}
 		}
 	}
+	for _, sa := range []*SA{&out, &in} {
+		if sa.ReqID == 0 {
+			sa.ReqID = t.ReqID
+		}
+	}
 	if len(errs) > 0 {
 		return SA{}, SA{}, fmt.Errorf("tunnel %s: %w", t.Name, errors.Join(errs...))
 	}
@@ -179,14 +202,15 @@ func (sa SA) check() []error {
 	return errs
 }
 
-// msg is the NEWSA content for a checked SA. Its reqid is its SPI: that
+// msg is the NEWSA content for a checked SA. Its reqid is its SPI (unless
+// ReqID says otherwise): that
 // ties each policy template to exactly this tunnel's SA even when two
 // tunnels share a peer.
 func (sa SA) msg() saMsg {
 	c, _ := CipherAlgorithm(sa.Cipher)
 	a, _ := AuthAlgorithm(sa.Auth)
 	m := saMsg{
-		src: sa.Src, dst: sa.Dst, spi: sa.SPI, reqid: sa.SPI, mode: modeTunnel,
+		src: sa.Src, dst: sa.Dst, spi: sa.SPI, reqid: sa.reqid(), mode: modeTunnel,
 		cryptName: c.Kernel, cryptKey: sa.EncKey,
 		authName: a.Kernel, authKey: sa.AuthKey, truncBits: a.TruncBits,
 		replayWindow: sa.ReplayWindow, esn: sa.ESN,
@@ -217,9 +241,9 @@ func (s *saState) same(m saMsg) bool {
 func (t Tunnel) policies(out, in SA) []policyMsg {
 	prio := uint32(0x1000 - t.LocalNet.Bits() - t.RemoteNet.Bits())
 	return []policyMsg{
-		{src: t.LocalNet, dst: t.RemoteNet, dir: policyOut, priority: prio, tunnelSrc: out.Src, tunnelDst: out.Dst, reqid: out.SPI},
-		{src: t.RemoteNet, dst: t.LocalNet, dir: policyIn, priority: prio, tunnelSrc: in.Src, tunnelDst: in.Dst, reqid: in.SPI},
-		{src: t.RemoteNet, dst: t.LocalNet, dir: policyFwd, priority: prio, tunnelSrc: in.Src, tunnelDst: in.Dst, reqid: in.SPI},
+		{src: t.LocalNet, dst: t.RemoteNet, dir: policyOut, priority: prio, tunnelSrc: out.Src, tunnelDst: out.Dst, reqid: out.reqid()},
+		{src: t.RemoteNet, dst: t.LocalNet, dir: policyIn, priority: prio, tunnelSrc: in.Src, tunnelDst: in.Dst, reqid: in.reqid()},
+		{src: t.RemoteNet, dst: t.LocalNet, dir: policyFwd, priority: prio, tunnelSrc: in.Src, tunnelDst: in.Dst, reqid: in.reqid()},
 	}
 }
 

@@ -58,6 +58,11 @@ type ikeRun struct {
 	// xfrm, when installing, and the tunnels in the kernel by our SPI.
 	xfrm    *ipsec.Handle
 	tunnels map[uint32]ipsec.Tunnel
+	// reqids: one request ID per peer for all its CHILD SAs, as
+	// strongSwan keeps one per CHILD config: during a rekey the in
+	// policy accepts the old SA and the new, and the out policy takes
+	// the newest.
+	reqids map[string]uint32
 }
 
 func (r *ikeRun) Install(c ike.ChildSA) error {
@@ -71,6 +76,10 @@ func (r *ikeRun) Install(c ike.ChildSA) error {
 	if err != nil {
 		return err
 	}
+	if r.reqids[c.Peer] == 0 {
+		r.reqids[c.Peer] = c.InSPI
+	}
+	t.ReqID = r.reqids[c.Peer]
 	if err := r.xfrm.Install(t); err != nil {
 		return err
 	}
@@ -255,7 +264,7 @@ func cmdIKE(_ context.Context, a *agent, args []string) (string, error) {
 			c4500.Close()
 			return "", err
 		}
-		r.tunnels = map[uint32]ipsec.Tunnel{}
+		r.tunnels, r.reqids = map[uint32]ipsec.Tunnel{}, map[string]uint32{}
 	}
 	cfg := ike.Config{Peers: []ike.Peer{p}, Conn: ike.UDPConn(c500.(*net.UDPConn)),
 		NATT: ike.UDPConn(c4500.(*net.UDPConn)), Sink: r, Retries: c.Retries,
