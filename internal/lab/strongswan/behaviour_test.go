@@ -241,7 +241,7 @@ func TestOCFWBehindNAT(t *testing.T) {
 			on, swan := settled(t)
 			if strings.Contains(r.name, "CHILD") {
 				for _, s := range oldOn {
-					if strings.Contains(on, s) || strings.Contains(swan, s) {
+					if strings.Contains(on, "spi "+s) || strings.Contains(swan, "spi "+s) {
 						t.Errorf("%s: the old SA %s is still in a kernel", r.name, s)
 					}
 				}
@@ -311,7 +311,7 @@ func TestOCFWBehindNAT(t *testing.T) {
 		traffic(t, started)
 		on, _ := settled(t)
 		for _, s := range oldOn {
-			if strings.Contains(on, s) {
+			if strings.Contains(on, "spi "+s) {
 				t.Errorf("the SA %s from before the restart is still in ocfw's kernel", s)
 			}
 		}
@@ -334,7 +334,7 @@ func TestOCFWBehindNAT(t *testing.T) {
 		traffic(t, started)
 		_, swan := settled(t)
 		for _, s := range oldSwan {
-			if strings.Contains(swan, s) {
+			if strings.Contains(swan, "spi "+s) {
 				t.Errorf("charon kept the SA %s from before ocfw's restart", s)
 			}
 		}
