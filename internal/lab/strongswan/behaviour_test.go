@@ -121,7 +121,7 @@ func TestOCFWBehindNAT(t *testing.T) {
 		return w.MustDo(t, fmt.Sprintf("exec %s LD_LIBRARY_PATH=%s %s -s xfrm state", ns, LibraryPath, IP))
 	}
 	// settled waits until both kernels hold exactly one SA pair and
-	// returns ocfw's.
+	// returns their `ip -s xfrm state`, ocfw's first.
 	settled := func(t *testing.T) (string, string) {
 		t.Helper()
 		var on, swan string
