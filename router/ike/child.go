@@ -53,7 +53,9 @@ func (e *Endpoint) fillChild(sa *ikeSA, c *child, cs *Suite, k *ChildKeys, weIni
 	c.sa.LocalTS, c.sa.RemoteTS = p.cfg.LocalTS, p.cfg.RemoteTS
 	c.sa.Lifetime = p.cfg.ChildLifetime
 	c.sa.Encap = nil
-	if sa.natt {
+	// ESP goes into UDP only through a NAT (RFC 3948): a peer that
+	// floated IKE to 4500 without one still gets plain ESP.
+	if sa.natt && (sa.natLocal || sa.natRemote) {
 		c.sa.Encap = &Encap{LocalPort: e.localAddr(p, true).Port(), RemotePort: sa.remote.Port()}
 	}
 	c.suite = cs.String()

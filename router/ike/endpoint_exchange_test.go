@@ -391,7 +391,7 @@ func TestEndpointDPD(t *testing.T) {
 	if !ok {
 		t.Fatal("A never declared B dead")
 	}
-	if e := p.a.ep.Status()[0].LastError; !strings.Contains(e, "not answering") {
+	if e := p.a.ep.Status()[0].LastError; e != "peer not answering: liveness check (INFORMATIONAL) unanswered, 6 sends over 31.5s" {
 		t.Errorf("A's error %q", e)
 	}
 	if len(p.a.sink.live()) != 0 {
@@ -674,5 +674,99 @@ func TestEndpointResponseOnRequestPort(t *testing.T) {
 	// No NAT: the CHILD SA's ESP is not UDP-encapsulated.
 	if _, b := p.checkChildren(); b.Encap != nil {
 		t.Errorf("B's CHILD SA has UDP encapsulation without a NAT: %s", b)
+	}
+}
+
+// TestEndpointOwnRequestsFollowFloat: once the peer floated to port 4500
+// (strongSwan does for IKE_AUTH, NAT or not), the requests we start
+// ourselves (CHILD SA and IKE SA rekeys, liveness checks, deletes) go
+// from our 4500 to its 4500 with the non-ESP marker (RFC 7296 2.23, RFC
+// 3948 2.2), never to its 500. Found against charon 5.9.8: ocfw as
+// responder sent its rekeys and DPD to port 500.
+func TestEndpointOwnRequestsFollowFloat(t *testing.T) {
+	p := newPair(t, func(a, b *Config) { b.Peers[0].DPD = 20 * time.Second })
+	aNATT := netip.MustParseAddrPort(aAddr + ":4500")
+	bIKE := netip.MustParseAddrPort(bAddr + ":500")
+	bNATT := netip.MustParseAddrPort(bAddr + ":4500")
+	// A floats as strongSwan does: everything after IKE_SA_INIT from its
+	// 4500 to B's 4500.
+	p.net.filter = func(pk packet) int {
+		h, ok := ikeOf(pk)
+		if !ok || h.Exchange == IKE_SA_INIT || pk.to != bIKE {
+			return 1
+		}
+		p.net.queue = append(p.net.queue, packet{from: aNATT, to: bNATT, data: append(append([]byte(nil), nonESPMarker...), pk.data...)})
+		return 0
+	}
+	p.mustComeUp()
+	n0 := len(p.net.sent)
+	check := func(what string) {
+		t.Helper()
+		seen := 0
+		for _, pk := range p.net.sent[n0:] {
+			if pk.from.Addr() != bIP {
+				continue
+			}
+			h, ok := ikeOf(pk)
+			if !ok {
+				if len(pk.data) > 0 && !(len(pk.data) == 1 && pk.data[0] == 0xff) {
+					t.Errorf("%s: B sent %d bytes that are no IKE from %v to %v", what, len(pk.data), pk.from, pk.to)
+				}
+				continue
+			}
+			if h.Response() {
+				continue
+			}
+			seen++
+			if pk.from != bNATT || pk.to != aNATT || !bytes.HasPrefix(pk.data, nonESPMarker) {
+				t.Errorf("%s: B's %s request went %v -> %v (marker %v), want %v -> %v with the non-ESP marker",
+					what, h.Exchange, pk.from, pk.to, bytes.HasPrefix(pk.data, nonESPMarker), bNATT, aNATT)
+			}
+		}
+		if seen == 0 {
+			t.Errorf("%s: B sent no request", what)
+		}
+		n0 = len(p.net.sent)
+	}
+	if st := established(p.b)[0]; !st.UDPEncap || st.Remote != aNATT || st.NATLocal || st.NATRemote {
+		t.Errorf("B after the float: %+v, want IKE on %v and no NAT", st, aNATT)
+	}
+	// No NAT: IKE moved to 4500 but ESP stays plain.
+	if _, b := p.checkChildren(); b.Encap != nil {
+		t.Errorf("B's CHILD SA has UDP encapsulation without a NAT: %s", b)
+	}
+
+	// B rekeys its CHILD SA, then the IKE SA; then, quiet, checks A's
+	// liveness; every answer must come back for the SAs to stay up.
+	oldIn := p.b.sink.live()[0].InSPI
+	if err := p.b.ep.RekeyChild("a"); err != nil {
+		t.Fatal(err)
+	}
+	if !p.run(5*time.Second, func() bool { l := p.b.sink.live(); return len(l) == 1 && l[0].InSPI != oldIn && p.up() }) {
+		t.Fatalf("B's CHILD SA rekey did not complete: %+v", p.b.ep.Status())
+	}
+	check("CHILD SA rekey")
+	oldSPI := established(p.b)[0].SPIr
+	if err := p.b.ep.RekeyIKE("a"); err != nil {
+		t.Fatal(err)
+	}
+	if !p.run(5*time.Second, func() bool {
+		e := established(p.b)
+		return p.up() && e[0].SPIi != oldSPI && e[0].SPIr != oldSPI && len(p.b.ep.Status()[0].SAs) == 1
+	}) {
+		t.Fatalf("B's IKE SA rekey did not complete: %+v", p.b.ep.Status())
+	}
+	check("IKE SA rekey")
+	if st := established(p.b)[0]; !st.UDPEncap || st.Remote != aNATT {
+		t.Errorf("B's new IKE SA talks to %v (on 4500: %v), want %v", st.Remote, st.UDPEncap, aNATT)
+	}
+	before := p.net.count(INFORMATIONAL, true, aIP)
+	p.run(25*time.Second, func() bool { return p.net.count(INFORMATIONAL, true, aIP) > before })
+	if p.net.count(INFORMATIONAL, true, aIP) == before {
+		t.Fatal("A never answered B's liveness check")
+	}
+	check("liveness check")
+	if len(established(p.b)) != 1 {
+		t.Errorf("B lost its IKE SA: %+v", p.b.ep.Status())
 	}
 }

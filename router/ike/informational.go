@@ -46,7 +46,7 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 func (e *Endpoint) timers(sa *ikeSA, now time.Time) {
 	p := sa.peer
 	if p.cfg.DPD > 0 && sa.pending == nil && len(sa.queue) == 0 && now.Sub(e.lastHeard(sa)) >= p.cfg.DPD {
-		e.queueRequest(sa, &request{exch: INFORMATIONAL,
+		e.queueRequest(sa, &request{exch: INFORMATIONAL, liveness: true,
 			build:  func() []Payload { return []Payload{} },
 			handle: func(*Message, []byte, []Payload) {}})
 	}

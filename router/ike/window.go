@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -85,10 +86,12 @@ type request struct {
 	// queueing the others promised (a rekey marked as running).
 	movable bool
 	abort   func()
-	id      uint32
-	pkt     []byte
-	sent    int
-	next    time.Time
+	// liveness marks the DPD check: its failure is worded for ocf net.
+	liveness bool
+	id       uint32
+	pkt      []byte
+	sent     int
+	next     time.Time
 }
 
 func (sa *ikeSA) flags(response bool) Flags {
@@ -151,7 +154,14 @@ func (e *Endpoint) retransmit(sa *ikeSA, now time.Time) {
 		return
 	}
 	if r.sent >= e.cfg.Retries {
-		e.dead(sa, "peer not answering: "+r.exch.String()+" unanswered after retransmissions")
+		what := r.exch.String()
+		if r.liveness {
+			what = "liveness check (" + what + ")"
+		}
+		// The sends were base, 2 base, 4 base... apart, and the last
+		// waited its turn too.
+		waited := e.cfg.RetransmitBase * time.Duration(1<<r.sent-1)
+		e.dead(sa, fmt.Sprintf("peer not answering: %s unanswered, %d sends over %v", what, r.sent, waited))
 		return
 	}
 	r.next = now.Add(e.cfg.RetransmitBase << r.sent)
@@ -199,12 +209,7 @@ func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, f
 		return
 	}
 	sa.lastIn = e.now()
-	if (sa.natLocal || sa.natRemote) && from != sa.remote && natt {
-		// The NAT's mapping changed (or the switch to 4500 happened):
-		// answer where the peer now is (RFC 7296 2.23).
-		sa.remote = from
-		sa.natt = true
-	}
+	e.follow(sa, natt, from)
 	var resp []Payload
 	var after func()
 	switch m.Exchange {
@@ -240,6 +245,30 @@ func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, f
 	if after != nil {
 		after()
 	}
+}
+
+// follow moves an SA to where an authenticated request came from (RFC
+// 7296 2.23, RFC 3948): once the peer floated to the NAT-T port, with or
+// without a NAT (strongSwan floats for IKE_AUTH either way), our own
+// requests (rekeys, INFORMATIONAL, DPD) go from our 4500 to its 4500
+// with the non-ESP marker too, never back to 500; behind a NAT a changed
+// mapping moves them to the new one. Without a NAT the peer's address
+// must stay the same: only the port floats.
+func (e *Endpoint) follow(sa *ikeSA, natt bool, from netip.AddrPort) {
+	if !natt || e.cfg.NATT == nil || from == sa.remote {
+		return
+	}
+	nat := sa.natLocal || sa.natRemote
+	if !nat && (sa.natt || from.Addr() != sa.remote.Addr()) {
+		return
+	}
+	if !sa.natt {
+		e.logf("ike %s: peer moved to UDP %d: our requests follow it", sa.peer.cfg.Name, from.Port())
+	} else {
+		e.logf("ike %s: the NAT's mapping moved to %v", sa.peer.cfg.Name, from)
+	}
+	sa.remote = from
+	sa.natt = true
 }
 
 // Tick runs the timers: retransmissions, DPD, rekeys, keepalives,

@@ -121,6 +121,8 @@ func (r *record) putU16(path string, v uint16)  { r.put(path, cabi.U16, uint64(v
 func (r *record) putU32(path string, v uint32)  { r.put(path, cabi.U32, uint64(v)) }
 func (r *record) putU64(path string, v uint64)  { r.put(path, cabi.U64, v) }
 func (r *record) putBE32(path string, v uint32) { r.put(path, cabi.BE32, uint64(v)) }
+func (r *record) putBE16(path string, v uint16) { r.put(path, cabi.BE16, uint64(v)) }
+func (r *record) be16(path string) uint16       { return uint16(r.get(path, cabi.BE16)) }
 func (r *record) u8(path string) uint8          { return uint8(r.get(path, cabi.U8)) }
 func (r *record) u16(path string) uint16        { return uint16(r.get(path, cabi.U16)) }
 func (r *record) u32(path string) uint32        { return uint32(r.get(path, cabi.U32)) }
@@ -250,6 +252,13 @@ var (
 		{Name: "alg_name", Kind: cabi.Bytes, N: algNameLen},
 		{Name: "alg_key_len", Kind: cabi.U32},   // bits
 		{Name: "alg_trunc_len", Kind: cabi.U32}, // bits
+	}}
+	// encapTmplDef is UDP encapsulation of ESP (RFC 3948, NAT-T).
+	encapTmplDef = &cabi.Struct{Name: "xfrm_encap_tmpl", Fields: []cabi.Field{
+		{Name: "encap_type", Kind: cabi.U16},
+		{Name: "encap_sport", Kind: cabi.BE16},
+		{Name: "encap_dport", Kind: cabi.BE16},
+		addr("encap_oa"),
 	}}
 	replayESNDef = &cabi.Struct{Name: "xfrm_replay_state_esn", Fields: []cabi.Field{
 		{Name: "bmp_len", Kind: cabi.U32}, // in __u32 words

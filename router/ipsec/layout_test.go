@@ -33,6 +33,8 @@ import (
 //     49, optional 50, aalgos 52, ealgos 56, calgos 60: 64.
 //   - xfrm_algo: alg_name[64], alg_key_len 64: 68; xfrm_algo_auth adds
 //     alg_trunc_len at 68: 72; xfrm_replay_state_esn: six u32, 24.
+//   - xfrm_encap_tmpl: encap_type 0, encap_sport 2, encap_dport 4, 2 bytes
+//     padding, encap_oa 8: 24.
 var wantLayouts = []struct {
 	def     *cabi.Struct
 	size    [3]int // 386, arm, amd64
@@ -60,6 +62,7 @@ var wantLayouts = []struct {
 		"optional": 50, "aalgos": 52, "ealgos": 56, "calgos": 60}},
 	{algoDef, [3]int{68, 68, 68}, map[string]int{"alg_name": 0, "alg_key_len": 64}},
 	{algoAuthDef, [3]int{72, 72, 72}, map[string]int{"alg_name": 0, "alg_key_len": 64, "alg_trunc_len": 68}},
+	{encapTmplDef, [3]int{24, 24, 24}, map[string]int{"encap_type": 0, "encap_sport": 2, "encap_dport": 4, "encap_oa": 8}},
 	{replayESNDef, [3]int{24, 24, 24}, map[string]int{"bmp_len": 0, "oseq": 4, "seq": 8, "oseq_hi": 12, "seq_hi": 16, "replay_window": 20}},
 }
 

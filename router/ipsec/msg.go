@@ -18,6 +18,7 @@ const (
 	msgDelPolicy  = 0x14 // XFRM_MSG_DELPOLICY
 	msgUpdPolicy  = 0x19 // XFRM_MSG_UPDPOLICY (creates or replaces)
 	attrAlgCrypt  = 2    // XFRMA_ALG_CRYPT
+	attrEncap     = 4    // XFRMA_ENCAP
 	attrTmpl      = 5    // XFRMA_TMPL
 	attrAuthTrunc = 20   // XFRMA_ALG_AUTH_TRUNC
 	attrReplayESN = 23   // XFRMA_REPLAY_ESN_VAL
@@ -31,6 +32,10 @@ const (
 	protoESP    = unix.IPPROTO_ESP
 
 	xfrmInf = ^uint64(0) // XFRM_INF: no limit
+
+	// encapESPInUDP is UDP_ENCAP_ESPINUDP (linux/udp.h): RFC 3948's
+	// ESP in UDP with the non-ESP marker for IKE.
+	encapESPInUDP = 2
 
 	// maxReplayWindow: the bitmap may be XFRMA_REPLAY_ESN_MAX (4096)
 	// bytes.
@@ -55,6 +60,8 @@ type saMsg struct {
 	// sequence number sent (the next packet carries oseq+1) and the
 	// highest one received. Only with a replay attribute.
 	oseq, seq uint64
+	// encap: ESP in UDP between these ports (0/0: plain ESP).
+	encapSport, encapDport uint16
 }
 
 func family(a netip.Addr) uint16 {
@@ -168,6 +175,16 @@ func encodeNewSA(a cabi.Arch, m saMsg) ([]byte, error) {
 			return nil, esn.err
 		}
 		b = attr(b, attrReplayESN, esn.b, make([]byte, 4*words))
+	}
+	if m.encapSport != 0 || m.encapDport != 0 {
+		enc := newRecord(encapTmplDef, a)
+		enc.putU16("encap_type", encapESPInUDP)
+		enc.putBE16("encap_sport", m.encapSport)
+		enc.putBE16("encap_dport", m.encapDport)
+		if enc.err != nil {
+			return nil, enc.err
+		}
+		b = attr(b, attrEncap, enc.b)
 	}
 	return b, nil
 }
@@ -308,6 +325,16 @@ func decodeSA(a cabi.Arch, body []byte) (*saState, error) {
 		s.seq = uint64(esn.u32("seq_hi"))<<32 | uint64(esn.u32("seq"))
 		if esn.err != nil {
 			return nil, esn.err
+		}
+	}
+	if p, ok := attrs[attrEncap]; ok {
+		enc, err := readRecord(encapTmplDef, a, p)
+		if err != nil {
+			return nil, err
+		}
+		s.encapSport, s.encapDport = enc.be16("encap_sport"), enc.be16("encap_dport")
+		if enc.err != nil {
+			return nil, enc.err
 		}
 	}
 	return s, nil

@@ -391,3 +391,92 @@ func TestKeyID(t *testing.T) {
 		}
 	}
 }
+
+// NAT traversal: XFRMA_ENCAP carries xfrm_encap_tmpl (type ESPINUDP, the
+// ports big-endian), byte for byte as the netlink library builds it, and
+// a GETSA reply's ports are read back, so that Install keeps an SA that
+// has them and replaces one whose ports moved.
+func TestEncodeDecodeEncap(t *testing.T) {
+	if got := encapTmplDef.Layout(cabi.ArchAMD64).Size; got != nl.SizeofXfrmEncapTmpl {
+		t.Errorf("sizeof(xfrm_encap_tmpl) = %d, netlink library %d", got, nl.SizeofXfrmEncapTmpl)
+	}
+	m := testSA()
+	m.encapSport, m.encapDport = 4500, 40123
+	plain, err := encodeNewSA(cabi.ArchAMD64, testSA())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := nl.XfrmEncapTmpl{EncapType: encapESPInUDP, EncapSport: nl.Swap16(4500), EncapDport: nl.Swap16(40123)}
+	want := attr(plain, attrEncap, enc.Serialize())
+	for _, a := range []cabi.Arch{cabi.Arch386, cabi.ArchARM, cabi.ArchAMD64} {
+		got, err := encodeNewSA(a, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a == cabi.ArchAMD64 && !bytes.Equal(got, want) {
+			t.Errorf("NEWSA with encap against the library's structs:\n got %x\nwant %x", got, want)
+		}
+		s, err := decodeSA(a, got)
+		if err != nil {
+			t.Fatalf("%s: %v", a.Name, err)
+		}
+		if s.encapSport != 4500 || s.encapDport != 40123 || !s.same(m) {
+			t.Errorf("%s: decoded encap %d -> %d, want 4500 -> 40123", a.Name, s.encapSport, s.encapDport)
+		}
+		if s.same(testSA()) {
+			t.Errorf("%s: an SA with UDP encapsulation compares the same as one without", a.Name)
+		}
+	}
+}
+
+// A tunnel's Encap gives its out SA our port first and its in SA the
+// peer's first.
+func TestTunnelEncapPorts(t *testing.T) {
+	tn := Tunnel{Name: "t", Local: wanA, Remote: wanB,
+		LocalNet: netip.MustParsePrefix("10.1.0.0/24"), RemoteNet: netip.MustParsePrefix("10.2.0.0/24"),
+		Out:   SA{SPI: 0x1001, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey},
+		In:    SA{SPI: 0x1002, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey},
+		Encap: &UDPEncap{4500, 40123}}
+	out, in, err := tn.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *out.Encap != (UDPEncap{4500, 40123}) || *in.Encap != (UDPEncap{40123, 4500}) {
+		t.Errorf("out %+v in %+v", *out.Encap, *in.Encap)
+	}
+	tn.Encap = &UDPEncap{4500, 0}
+	if err := tn.Validate(); err == nil || !strings.Contains(err.Error(), "both ports") {
+		t.Errorf("a zero port: %v", err)
+	}
+}
+
+// A tunnel's ReqID goes into both SAs and the three policies' templates
+// (a rekey's successor shares it); without one each SA's SPI is used.
+func TestTunnelReqID(t *testing.T) {
+	tn := Tunnel{Name: "t", Local: wanA, Remote: wanB,
+		LocalNet: netip.MustParsePrefix("10.1.0.0/24"), RemoteNet: netip.MustParsePrefix("10.2.0.0/24"),
+		Out: SA{SPI: 0x1001, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey},
+		In:  SA{SPI: 0x1002, Cipher: "aes-128-cbc", Auth: "hmac-sha1", EncKey: encKey, AuthKey: macKey}}
+	for _, c := range []struct {
+		reqid           uint32
+		wantOut, wantIn uint32
+	}{{0, 0x1001, 0x1002}, {7, 7, 7}} {
+		tn.ReqID = c.reqid
+		out, in, err := tn.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.msg().reqid != c.wantOut || in.msg().reqid != c.wantIn {
+			t.Errorf("ReqID %d: SAs' reqids %d/%d, want %d/%d", c.reqid, out.msg().reqid, in.msg().reqid, c.wantOut, c.wantIn)
+		}
+		for _, p := range tn.policies(out, in) {
+			want := c.wantIn
+			if p.dir == policyOut {
+				want = c.wantOut
+			}
+			if p.reqid != want {
+				t.Errorf("ReqID %d: policy %s has reqid %d, want %d", c.reqid, dirNames[p.dir], p.reqid, want)
+			}
+		}
+	}
+}

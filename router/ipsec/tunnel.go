@@ -53,7 +53,27 @@ type SA struct {
 	// replay window it is ignored (the kernel keeps no counter then). An
 	// SA already installed with the same keys keeps its own counters.
 	Seq uint64
+	// Encap, when set, carries the SA's ESP in UDP between these ports
+	// (RFC 3948: a NAT between the ends); the receiving socket needs
+	// UDP_ENCAP_ESPINUDP. In a Tunnel it may be left nil: the tunnel's
+	// Encap decides.
+	Encap *UDPEncap
+	// ReqID ties the SA to its policies' templates; 0 means its SPI. In
+	// a Tunnel it may be left 0: the tunnel's ReqID decides.
+	ReqID uint32
 }
+
+// reqid is the SA's request ID in the kernel.
+func (sa SA) reqid() uint32 {
+	if sa.ReqID != 0 {
+		return sa.ReqID
+	}
+	return sa.SPI
+}
+
+// UDPEncap is a pair of UDP ports ESP travels between (NAT traversal):
+// the sender's and the receiver's.
+type UDPEncap struct{ SrcPort, DstPort uint16 }
 
 // Tunnel is a site-to-site ESP tunnel in tunnel mode between two WAN
 // addresses, carrying traffic between two subnets. Only packets from
@@ -69,6 +89,17 @@ type Tunnel struct {
 	LocalNet      netip.Prefix // the subnet behind this box
 	RemoteNet     netip.Prefix // the subnet behind the peer
 	Out, In       SA           // this box's sending and receiving SAs
+	// Encap puts both SAs' ESP into UDP (NAT traversal, RFC 3948):
+	// SrcPort is this box's port (4500), DstPort the peer's (behind a
+	// NAT, the NAT's). nil: plain ESP.
+	Encap *UDPEncap
+	// ReqID, when not 0, is both SAs' and the policies' request ID
+	// instead of each SA's SPI: give a rekeyed tunnel's successor the
+	// same one (as strongSwan does), and the in policy accepts what the
+	// peer still sends on the old SA until it switches, while the out
+	// policy takes the newest SA. 0: each SA its own SPI, so that a
+	// policy matches exactly one SA.
+	ReqID uint32
 }
 
 // Validate reports everything wrong with t at once (nil if nothing).
@@ -125,6 +156,22 @@ func (t Tunnel) resolve() (out, in SA, err error) {
 	}
 	fill("out", &out, t.Local, t.Remote)
 	fill("in", &in, t.Remote, t.Local)
+	if e := t.Encap; e != nil {
+		if e.SrcPort == 0 || e.DstPort == 0 {
+			bad("UDP encapsulation %d -> %d: both ports are needed", e.SrcPort, e.DstPort)
+		}
+		if out.Encap == nil {
+			out.Encap = &UDPEncap{e.SrcPort, e.DstPort}
+		}
+		if in.Encap == nil {
+			in.Encap = &UDPEncap{e.DstPort, e.SrcPort}
+		}
+	}
+	for _, sa := range []*SA{&out, &in} {
+		if sa.ReqID == 0 {
+			sa.ReqID = t.ReqID
+		}
+	}
 	if len(errs) > 0 {
 		return SA{}, SA{}, fmt.Errorf("tunnel %s: %w", t.Name, errors.Join(errs...))
 	}
@@ -155,20 +202,24 @@ func (sa SA) check() []error {
 	return errs
 }
 
-// msg is the NEWSA content for a checked SA. Its reqid is its SPI: that
+// msg is the NEWSA content for a checked SA. Its reqid is its SPI (unless
+// ReqID says otherwise): that
 // ties each policy template to exactly this tunnel's SA even when two
 // tunnels share a peer.
 func (sa SA) msg() saMsg {
 	c, _ := CipherAlgorithm(sa.Cipher)
 	a, _ := AuthAlgorithm(sa.Auth)
 	m := saMsg{
-		src: sa.Src, dst: sa.Dst, spi: sa.SPI, reqid: sa.SPI, mode: modeTunnel,
+		src: sa.Src, dst: sa.Dst, spi: sa.SPI, reqid: sa.reqid(), mode: modeTunnel,
 		cryptName: c.Kernel, cryptKey: sa.EncKey,
 		authName: a.Kernel, authKey: sa.AuthKey, truncBits: a.TruncBits,
 		replayWindow: sa.ReplayWindow, esn: sa.ESN,
 	}
 	if sa.ReplayWindow > 0 {
 		m.oseq, m.seq = sa.Seq, sa.Seq
+	}
+	if sa.Encap != nil {
+		m.encapSport, m.encapDport = sa.Encap.SrcPort, sa.Encap.DstPort
 	}
 	return m
 }
@@ -178,7 +229,8 @@ func (s *saState) same(m saMsg) bool {
 	return s.src == m.src && s.dst == m.dst && s.spi == m.spi && s.reqid == m.reqid && s.mode == m.mode &&
 		s.cryptName == m.cryptName && bytes.Equal(s.cryptKey, m.cryptKey) &&
 		s.authName == m.authName && bytes.Equal(s.authKey, m.authKey) && s.truncBits == m.truncBits &&
-		s.replayWindow == m.replayWindow && s.esn == m.esn
+		s.replayWindow == m.replayWindow && s.esn == m.esn &&
+		s.encapSport == m.encapSport && s.encapDport == m.encapDport
 }
 
 // policies are the tunnel's three policies: out sends LocalNet ->
@@ -189,9 +241,9 @@ func (s *saState) same(m saMsg) bool {
 func (t Tunnel) policies(out, in SA) []policyMsg {
 	prio := uint32(0x1000 - t.LocalNet.Bits() - t.RemoteNet.Bits())
 	return []policyMsg{
-		{src: t.LocalNet, dst: t.RemoteNet, dir: policyOut, priority: prio, tunnelSrc: out.Src, tunnelDst: out.Dst, reqid: out.SPI},
-		{src: t.RemoteNet, dst: t.LocalNet, dir: policyIn, priority: prio, tunnelSrc: in.Src, tunnelDst: in.Dst, reqid: in.SPI},
-		{src: t.RemoteNet, dst: t.LocalNet, dir: policyFwd, priority: prio, tunnelSrc: in.Src, tunnelDst: in.Dst, reqid: in.SPI},
+		{src: t.LocalNet, dst: t.RemoteNet, dir: policyOut, priority: prio, tunnelSrc: out.Src, tunnelDst: out.Dst, reqid: out.reqid()},
+		{src: t.RemoteNet, dst: t.LocalNet, dir: policyIn, priority: prio, tunnelSrc: in.Src, tunnelDst: in.Dst, reqid: in.reqid()},
+		{src: t.RemoteNet, dst: t.LocalNet, dir: policyFwd, priority: prio, tunnelSrc: in.Src, tunnelDst: in.Dst, reqid: in.reqid()},
 	}
 }
 
@@ -295,6 +347,31 @@ func (h *Handle) delSA(dst netip.Addr, spi uint32) error {
 	}
 	_, err = h.request(msgDelSA, body, true, 0)
 	return err
+}
+
+// RemoveSAs deletes only the tunnel's two SAs, for a rekey: the
+// successor's Install already pointed the same subnets' policies at its
+// own SAs, so taking them away (as Remove does) would leave a moment in
+// which packets are sent by the usual route, in the clear. What is
+// already gone is fine.
+func (h *Handle) RemoveSAs(t Tunnel) error {
+	out, in, err := t.resolve()
+	if err != nil {
+		return fmt.Errorf("ipsec: %w", err)
+	}
+	var errs []error
+	for _, sa := range []struct {
+		dir string
+		sa  SA
+	}{{"out", out}, {"in", in}} {
+		if err := h.delSA(sa.sa.Dst, sa.sa.SPI); err != nil && !gone(err) {
+			errs = append(errs, fmt.Errorf("delete SA %s (spi %#x): %w", sa.dir, sa.sa.SPI, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("ipsec: tunnel %s: %w", t.Name, errors.Join(errs...))
+	}
+	return nil
 }
 
 // Remove takes the tunnel down: policies first (so no packet is sent in

@@ -10,9 +10,10 @@ import (
 )
 
 // StartWorld boots a world VM with root's tree, the kernel's tunnel
-// modules and one swanctl.conf per instance, waits for its agent, and,
-// should the test fail, logs each instance's charon output.
-func StartWorld(t testing.TB, name string, root *Root, confs map[Instance][]byte) *worldvm.World {
+// modules (and more, e.g. the firewall's for a NAT) and one swanctl.conf
+// per instance, waits for its agent, and, should the test fail, logs
+// each instance's charon output.
+func StartWorld(t testing.TB, name string, root *Root, confs map[Instance][]byte, modules ...string) *worldvm.World {
 	t.Helper()
 	files := map[string][]byte{}
 	var ins []Instance
@@ -23,7 +24,7 @@ func StartWorld(t testing.TB, name string, root *Root, confs map[Instance][]byte
 		}
 	}
 	sort.Slice(ins, func(i, j int) bool { return ins[i].Name < ins[j].Name })
-	w := worldvm.StartTest(t, worldvm.Config{Name: name, Modules: Modules(), Files: files,
+	w := worldvm.StartTest(t, worldvm.Config{Name: name, Modules: append(Modules(), modules...), Files: files,
 		Trees: []string{root.Dir}, MemoryMB: 512})
 	ctx := context.Background()
 	boot, err := w.WaitReady(ctx)

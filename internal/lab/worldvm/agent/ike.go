@@ -40,6 +40,12 @@ type IKEConfig struct {
 	Install bool `json:"install"`
 	// DPD is the liveness check interval (a Go duration; "" is none).
 	DPD string `json:"dpd"`
+	// Retransmit and Retries: the first retransmission's wait (a Go
+	// duration) and the sends in all; Retry the wait before an initiator
+	// tries again. "" and 0: the endpoint's defaults.
+	Retransmit string `json:"retransmit"`
+	Retries    int    `json:"retries"`
+	Retry      string `json:"retry"`
 }
 
 // ikeRun is one endpoint the agent runs.
@@ -52,6 +58,11 @@ type ikeRun struct {
 	// xfrm, when installing, and the tunnels in the kernel by our SPI.
 	xfrm    *ipsec.Handle
 	tunnels map[uint32]ipsec.Tunnel
+	// reqids: one request ID per peer for all its CHILD SAs, as
+	// strongSwan keeps one per CHILD config: during a rekey the in
+	// policy accepts the old SA and the new, and the out policy takes
+	// the newest.
+	reqids map[string]uint32
 }
 
 func (r *ikeRun) Install(c ike.ChildSA) error {
@@ -65,6 +76,10 @@ func (r *ikeRun) Install(c ike.ChildSA) error {
 	if err != nil {
 		return err
 	}
+	if r.reqids[c.Peer] == 0 {
+		r.reqids[c.Peer] = c.InSPI
+	}
+	t.ReqID = r.reqids[c.Peer]
 	if err := r.xfrm.Install(t); err != nil {
 		return err
 	}
@@ -81,25 +96,26 @@ func (r *ikeRun) Delete(c ike.ChildSA) error {
 		return nil
 	}
 	delete(r.tunnels, c.InSPI)
-	err := r.xfrm.Remove(t)
-	// Remove takes the subnets' policies too; a successor (a rekey)
-	// that still runs gets them back.
+	// A successor (a rekey) already holds the subnets' policies: only
+	// the old SAs go, so no packet leaves in the clear meanwhile.
 	for _, o := range r.tunnels {
 		if o.LocalNet == t.LocalNet && o.RemoteNet == t.RemoteNet {
-			if e := r.xfrm.Install(o); e != nil && err == nil {
-				err = e
-			}
+			return r.xfrm.RemoveSAs(t)
 		}
 	}
-	return err
+	return r.xfrm.Remove(t)
 }
 
 // tunnelOf is a CHILD SA as router/ipsec's tunnel: one subnet each side
-// (what the endpoint negotiates), no UDP encapsulation (no NAT in the
-// world's tests yet), a replay window of 128 as charon's default.
+// (what the endpoint negotiates), ESP in UDP through a NAT, a replay
+// window of 128 as charon's default.
 func tunnelOf(c ike.ChildSA) (ipsec.Tunnel, error) {
-	if c.Encap != nil || len(c.LocalTS) != 1 || len(c.RemoteTS) != 1 {
-		return ipsec.Tunnel{}, fmt.Errorf("%s: only one subnet each side and no UDP encapsulation", c)
+	if len(c.LocalTS) != 1 || len(c.RemoteTS) != 1 {
+		return ipsec.Tunnel{}, fmt.Errorf("%s: only one subnet each side", c)
+	}
+	var encap *ipsec.UDPEncap
+	if c.Encap != nil {
+		encap = &ipsec.UDPEncap{SrcPort: c.Encap.LocalPort, DstPort: c.Encap.RemotePort}
 	}
 	var cipher, auth string
 	switch c.Encr.ID {
@@ -118,7 +134,7 @@ func tunnelOf(c ike.ChildSA) (ipsec.Tunnel, error) {
 		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: 128, ESN: c.ESN}
 	}
 	return ipsec.Tunnel{Name: c.Peer, Local: c.Local, Remote: c.Remote, LocalNet: c.LocalTS[0], RemoteNet: c.RemoteTS[0],
-		Out: sa(c.OutSPI, c.OutEncr, c.OutInteg), In: sa(c.InSPI, c.InEncr, c.InInteg)}, nil
+		Out: sa(c.OutSPI, c.OutEncr, c.OutInteg), In: sa(c.InSPI, c.InEncr, c.InInteg), Encap: encap}, nil
 }
 
 var (
@@ -236,6 +252,11 @@ func cmdIKE(_ context.Context, a *agent, args []string) (string, error) {
 		c500.Close()
 		return "", err
 	}
+	if err := ike.ESPInUDP(c4500.(*net.UDPConn)); err != nil {
+		c500.Close()
+		c4500.Close()
+		return "", fmt.Errorf("UDP_ENCAP on port 4500: %w", err)
+	}
 	r := &ikeRun{}
 	if c.Install {
 		if r.xfrm, err = ipsec.OpenInNetNS(n.fd); err != nil {
@@ -243,11 +264,27 @@ func cmdIKE(_ context.Context, a *agent, args []string) (string, error) {
 			c4500.Close()
 			return "", err
 		}
-		r.tunnels = map[uint32]ipsec.Tunnel{}
+		r.tunnels, r.reqids = map[uint32]ipsec.Tunnel{}, map[string]uint32{}
 	}
-	ep, err := ike.New(ike.Config{Peers: []ike.Peer{p}, Conn: ike.UDPConn(c500.(*net.UDPConn)),
-		NATT: ike.UDPConn(c4500.(*net.UDPConn)), Sink: r,
-		Logf: func(format string, args ...any) { fmt.Fprintf(&r.log, format+"\n", args...) }})
+	cfg := ike.Config{Peers: []ike.Peer{p}, Conn: ike.UDPConn(c500.(*net.UDPConn)),
+		NATT: ike.UDPConn(c4500.(*net.UDPConn)), Sink: r, Retries: c.Retries,
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(&r.log, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
+		}}
+	for _, d := range []struct {
+		s    string
+		into *time.Duration
+	}{{c.Retransmit, &cfg.RetransmitBase}, {c.Retry, &cfg.RetryInterval}} {
+		if d.s == "" {
+			continue
+		}
+		if *d.into, err = time.ParseDuration(d.s); err != nil {
+			c500.Close()
+			c4500.Close()
+			return "", kinded("usage", fmt.Errorf("ike configuration: %w", err))
+		}
+	}
+	ep, err := ike.New(cfg)
 	if err != nil {
 		c500.Close()
 		c4500.Close()
@@ -296,4 +333,30 @@ func cmdIKEStop(_ context.Context, _ *agent, args []string) (string, error) {
 	}
 	delete(ikeRuns, args[0])
 	return "stopped " + args[0], r.ep.Close()
+}
+
+// cmdIKERekey starts a rekey of the endpoint's CHILD SAs ("child") or
+// IKE SA ("ike") now, as the lifetimes would.
+func cmdIKERekey(_ context.Context, _ *agent, args []string) (string, error) {
+	ikeMu.Lock()
+	r, ok := ikeRuns[args[0]]
+	ikeMu.Unlock()
+	if !ok {
+		return "", kinded("usage", fmt.Errorf("no ike endpoint %q", args[0]))
+	}
+	var err error
+	for _, ps := range r.ep.Status() {
+		switch args[1] {
+		case "child":
+			err = r.ep.RekeyChild(ps.Name)
+		case "ike":
+			err = r.ep.RekeyIKE(ps.Name)
+		default:
+			return "", kinded("usage", fmt.Errorf("rekey %q: want child or ike", args[1]))
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "rekeying " + args[1], nil
 }

@@ -184,7 +184,16 @@ func cmdStop(ctx context.Context, a *agent, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	// "kill": SIGKILL, a power cut for the program (no goodbyes to
+	// its peers); otherwise SIGTERM, then SIGKILL after 10 s.
+	sig := syscall.SIGTERM
+	if len(args) > 1 {
+		if args[1] != "kill" {
+			return "", kinded("usage", fmt.Errorf("stop %s %s: the only option is kill", args[0], args[1]))
+		}
+		sig = syscall.SIGKILL
+	}
+	p.cmd.Process.Signal(sig)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
