@@ -11,7 +11,7 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 	out := []Payload{}
 	if notify(ps, AUTHENTICATION_FAILED) != nil {
 		// The initiator did not accept our AUTH (RFC 7296 2.21.2).
-		return out, func() { e.closeSA(sa, authFailedPSK+" (the peer rejected our AUTH)") }
+		return out, func() { e.closeSA(sa, authRejectedPSK+": do both ends have the same psk file?") }
 	}
 	for _, p := range ps {
 		d, ok := p.(*Delete)
@@ -46,7 +46,7 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 func (e *Endpoint) timers(sa *ikeSA, now time.Time) {
 	p := sa.peer
 	if p.cfg.DPD > 0 && sa.pending == nil && len(sa.queue) == 0 && now.Sub(e.lastHeard(sa)) >= p.cfg.DPD {
-		e.queueRequest(sa, &request{exch: INFORMATIONAL,
+		e.queueRequest(sa, &request{exch: INFORMATIONAL, liveness: true,
 			build:  func() []Payload { return []Payload{} },
 			handle: func(*Message, []byte, []Payload) {}})
 	}

@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -85,10 +86,13 @@ type request struct {
 	// queueing the others promised (a rekey marked as running).
 	movable bool
 	abort   func()
-	id      uint32
-	pkt     []byte
-	sent    int
-	next    time.Time
+	// liveness marks an empty INFORMATIONAL (DPD): unanswered, it says
+	// the peer is down rather than naming the exchange.
+	liveness bool
+	id       uint32
+	pkt      []byte
+	sent     int
+	next     time.Time
 }
 
 func (sa *ikeSA) flags(response bool) Flags {
@@ -151,6 +155,10 @@ func (e *Endpoint) retransmit(sa *ikeSA, now time.Time) {
 		return
 	}
 	if r.sent >= e.cfg.Retries {
+		if r.liveness {
+			e.dead(sa, fmt.Sprintf("no answer to liveness checks for %d s: peer down?", int(now.Sub(e.lastHeard(sa)).Seconds())))
+			return
+		}
 		e.dead(sa, "peer not answering: "+r.exch.String()+" unanswered after retransmissions")
 		return
 	}

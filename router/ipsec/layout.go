@@ -259,6 +259,12 @@ var (
 		{Name: "seq_hi", Kind: cabi.U32},
 		{Name: "replay_window", Kind: cabi.U32},
 	}}
+	encapTmplDef = &cabi.Struct{Name: "xfrm_encap_tmpl", Fields: []cabi.Field{
+		{Name: "encap_type", Kind: cabi.U16},
+		{Name: "encap_sport", Kind: cabi.BE16},
+		{Name: "encap_dport", Kind: cabi.BE16},
+		addr("encap_oa"),
+	}}
 )
 
 const algNameLen = 64

@@ -18,17 +18,21 @@ const (
 	msgDelPolicy  = 0x14 // XFRM_MSG_DELPOLICY
 	msgUpdPolicy  = 0x19 // XFRM_MSG_UPDPOLICY (creates or replaces)
 	attrAlgCrypt  = 2    // XFRMA_ALG_CRYPT
+	attrEncap     = 4    // XFRMA_ENCAP
 	attrTmpl      = 5    // XFRMA_TMPL
 	attrAuthTrunc = 20   // XFRMA_ALG_AUTH_TRUNC
 	attrReplayESN = 23   // XFRMA_REPLAY_ESN_VAL
 
-	modeTunnel  = 1   // XFRM_MODE_TUNNEL
-	stateESN    = 128 // XFRM_STATE_ESN
-	policyIn    = 0   // XFRM_POLICY_IN
-	policyOut   = 1   // XFRM_POLICY_OUT
-	policyFwd   = 2   // XFRM_POLICY_FWD
-	policyAllow = 0   // XFRM_POLICY_ALLOW
-	protoESP    = unix.IPPROTO_ESP
+	modeTunnel = 1   // XFRM_MODE_TUNNEL
+	stateESN   = 128 // XFRM_STATE_ESN
+	// encapESPInUDP is UDP_ENCAP_ESPINUDP (RFC 3948), the encap_type
+	// of xfrm_encap_tmpl.
+	encapESPInUDP = 2
+	policyIn      = 0 // XFRM_POLICY_IN
+	policyOut     = 1 // XFRM_POLICY_OUT
+	policyFwd     = 2 // XFRM_POLICY_FWD
+	policyAllow   = 0 // XFRM_POLICY_ALLOW
+	protoESP      = unix.IPPROTO_ESP
 
 	xfrmInf = ^uint64(0) // XFRM_INF: no limit
 
@@ -55,6 +59,8 @@ type saMsg struct {
 	// sequence number sent (the next packet carries oseq+1) and the
 	// highest one received. Only with a replay attribute.
 	oseq, seq uint64
+	// encap is ESP-in-UDP, nil for plain ESP.
+	encap *UDPEncap
 }
 
 func family(a netip.Addr) uint16 {
@@ -168,6 +174,16 @@ func encodeNewSA(a cabi.Arch, m saMsg) ([]byte, error) {
 			return nil, esn.err
 		}
 		b = attr(b, attrReplayESN, esn.b, make([]byte, 4*words))
+	}
+	if m.encap != nil {
+		e := newRecord(encapTmplDef, a)
+		e.putU16("encap_type", encapESPInUDP)
+		e.put("encap_sport", cabi.BE16, uint64(m.encap.SrcPort))
+		e.put("encap_dport", cabi.BE16, uint64(m.encap.DstPort))
+		if e.err != nil {
+			return nil, e.err
+		}
+		b = attr(b, attrEncap, e.b)
 	}
 	return b, nil
 }
@@ -308,6 +324,16 @@ func decodeSA(a cabi.Arch, body []byte) (*saState, error) {
 		s.seq = uint64(esn.u32("seq_hi"))<<32 | uint64(esn.u32("seq"))
 		if esn.err != nil {
 			return nil, esn.err
+		}
+	}
+	if p, ok := attrs[attrEncap]; ok {
+		e, err := readRecord(encapTmplDef, a, p)
+		if err != nil {
+			return nil, err
+		}
+		s.encap = &UDPEncap{SrcPort: uint16(e.get("encap_sport", cabi.BE16)), DstPort: uint16(e.get("encap_dport", cabi.BE16))}
+		if e.err != nil {
+			return nil, e.err
 		}
 	}
 	return s, nil

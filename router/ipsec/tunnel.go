@@ -53,6 +53,16 @@ type SA struct {
 	// replay window it is ignored (the kernel keeps no counter then). An
 	// SA already installed with the same keys keeps its own counters.
 	Seq uint64
+	// Encap, when set, carries the SA's ESP in UDP (RFC 3948) between
+	// these ports: IKEv2 moves a tunnel there when it finds a NAT. The
+	// receiving end needs a UDP socket with UDP_ENCAP on its port.
+	Encap *UDPEncap
+}
+
+// UDPEncap is ESP-in-UDP between two ports, SrcPort at Src and DstPort
+// at Dst (for an inbound SA the peer's port is SrcPort).
+type UDPEncap struct {
+	SrcPort, DstPort uint16
 }
 
 // Tunnel is a site-to-site ESP tunnel in tunnel mode between two WAN
@@ -146,6 +156,9 @@ func (sa SA) check() []error {
 	} else if len(sa.AuthKey) != a.KeySize {
 		errs = append(errs, fmt.Errorf("%s key is %d bytes, want %d", sa.Auth, len(sa.AuthKey), a.KeySize))
 	}
+	if sa.Encap != nil && (sa.Encap.SrcPort == 0 || sa.Encap.DstPort == 0) {
+		errs = append(errs, fmt.Errorf("udp encapsulation from port %d to %d: both ports are needed", sa.Encap.SrcPort, sa.Encap.DstPort))
+	}
 	switch {
 	case sa.ReplayWindow > maxReplayWindow:
 		errs = append(errs, fmt.Errorf("replay window %d: at most %d", sa.ReplayWindow, maxReplayWindow))
@@ -170,6 +183,10 @@ func (sa SA) msg() saMsg {
 	if sa.ReplayWindow > 0 {
 		m.oseq, m.seq = sa.Seq, sa.Seq
 	}
+	if sa.Encap != nil {
+		e := *sa.Encap
+		m.encap = &e
+	}
 	return m
 }
 
@@ -178,7 +195,8 @@ func (s *saState) same(m saMsg) bool {
 	return s.src == m.src && s.dst == m.dst && s.spi == m.spi && s.reqid == m.reqid && s.mode == m.mode &&
 		s.cryptName == m.cryptName && bytes.Equal(s.cryptKey, m.cryptKey) &&
 		s.authName == m.authName && bytes.Equal(s.authKey, m.authKey) && s.truncBits == m.truncBits &&
-		s.replayWindow == m.replayWindow && s.esn == m.esn
+		s.replayWindow == m.replayWindow && s.esn == m.esn &&
+		(s.encap == nil) == (m.encap == nil) && (s.encap == nil || *s.encap == *m.encap)
 }
 
 // policies are the tunnel's three policies: out sends LocalNet ->
@@ -316,6 +334,30 @@ func (h *Handle) Remove(t Tunnel) error {
 			errs = append(errs, fmt.Errorf("delete policy %s (%s -> %s): %w", dirNames[p.dir], p.src, p.dst, err))
 		}
 	}
+	for _, sa := range []struct {
+		dir string
+		sa  SA
+	}{{"out", out}, {"in", in}} {
+		if err := h.delSA(sa.sa.Dst, sa.sa.SPI); err != nil && !gone(err) {
+			errs = append(errs, fmt.Errorf("delete SA %s (spi %#x): %w", sa.dir, sa.sa.SPI, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("ipsec: tunnel %s: %w", t.Name, errors.Join(errs...))
+	}
+	return nil
+}
+
+// RemoveSAs deletes the tunnel's SAs and leaves its subnets' policies:
+// an IKEv2 rekey's successor has taken them over already (Install
+// replaces them), and removing them would send the subnets' packets in
+// the clear until they are back.
+func (h *Handle) RemoveSAs(t Tunnel) error {
+	out, in, err := t.resolve()
+	if err != nil {
+		return fmt.Errorf("ipsec: %w", err)
+	}
+	var errs []error
 	for _, sa := range []struct {
 		dir string
 		sa  SA
