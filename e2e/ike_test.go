@@ -126,7 +126,7 @@ func TestIKEv2AgainstStrongswan(t *testing.T) {
 		}
 		t.Logf("power-on to tunnel a-b up: %v", vm.Elapsed().Round(100*time.Millisecond))
 		sas := w.MustDo(t, charon.SwanctlCommand("--list-sas"))
-		for _, want := range []string{"ESTABLISHED", "ike-a.example", "AES_CBC-128/HMAC_SHA2_256_128/PRF_HMAC_SHA2_256/CURVE_25519", "INSTALLED, TUNNEL", "192.168.2.0/24 === 192.168.1.0/24"} {
+		for _, want := range []string{"ESTABLISHED", "ike-a.example", "AES_CBC-128/HMAC_SHA2_256_128/PRF_HMAC_SHA2_256/CURVE_25519", "INSTALLED, TUNNEL", "local  192.168.2.0/24", "remote 192.168.1.0/24"} {
 			if !strings.Contains(sas, want) {
 				t.Errorf("charon's list-sas lacks %q:\n%s", want, sas)
 			}
@@ -186,7 +186,7 @@ func TestIKEv2AgainstStrongswan(t *testing.T) {
 		}
 		sa := tu.IKE[0]
 		if sa.State != "established" || sa.Role != "initiator" || sa.PeerID != "ike-b.example" || !strings.HasPrefix(sa.Remote, wanB+":") ||
-			sa.Proposal != "AES-CBC-128/HMAC-SHA2-256-128/PRF-HMAC-SHA2-256/CURVE25519" || sa.LastRekey == "" ||
+			sa.Proposal != "AES-CBC-128/HMAC-SHA2-256-128/PRF-HMAC-SHA2-256/Curve25519" || sa.LastRekey == "" ||
 			!strings.Contains(sa.Liveness, "last heard") || !strings.Contains(sa.Liveness, "liveness check after 30s") {
 			t.Errorf("IKE SA: %+v", sa)
 		}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -199,7 +200,7 @@ func listenIKE(local netip.Addr) (ike500, natt *net.UDPConn, err error) {
 		}
 		return nil
 	}}
-	pc, err := lc.ListenPacket(nil, "udp4", netip.AddrPortFrom(local, 4500).String())
+	pc, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(local, 4500).String())
 	if err != nil {
 		ike500.Close()
 		return nil, nil, fmt.Errorf("NAT-T socket on %s port 4500: %w", local, err)
