@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -360,7 +361,7 @@ func (ts *tunnelSet) ikeStatus(t *tunnelRun, driverOf func(string) string) []IKE
 	now := time.Now()
 	var out []IKEState
 	for _, sa := range ps.SAs {
-		st := IKEState{State: sa.State, Role: "responder", PeerID: sa.PeerID, Proposal: sa.Proposal,
+		st := IKEState{State: sa.State, Role: "responder", PeerID: peerID(sa.PeerID), Proposal: sa.Proposal,
 			Established: stamp(sa.Established), LastRekey: stamp(sa.LastRekey), Error: sa.Error}
 		if sa.Initiator {
 			st.Role = "initiator"
@@ -411,6 +412,16 @@ func (ts *tunnelSet) ikeStatus(t *tunnelRun, driverOf func(string) string) []IKE
 		out = append(out, st)
 	}
 	return out
+}
+
+// peerID is an identity as the site config writes it: router/ike quotes
+// names (ike.Identity's String), `ocf net` shows them as local_id and
+// remote_id are written.
+func peerID(s string) string {
+	if u, err := strconv.Unquote(s); err == nil {
+		return u
+	}
+	return s
 }
 
 func stamp(t time.Time) string {

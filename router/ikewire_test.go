@@ -342,3 +342,13 @@ func TestIKEState(t *testing.T) {
 		}
 	}
 }
+
+// router/ike quotes a name identity; ocf net shows it as the site config
+// writes it. An address stays as it is.
+func TestPeerID(t *testing.T) {
+	for in, want := range map[string]string{`"ike-b.example"`: "ike-b.example", "203.0.113.2": "203.0.113.2", "": ""} {
+		if got := peerID(in); got != want {
+			t.Errorf("peerID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
