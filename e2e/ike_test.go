@@ -34,9 +34,10 @@ import (
 // established and the CHILD SA installed; data crosses both ways, the
 // router's WAN carrying only ESP and IKE between the two ends (and never
 // the data); `ocf net` shows the IKE SA's state, peer id, proposal,
-// rekey, liveness and its CHILD SA's driver and counters; then charon
-// with another PSK refuses the router, which says so in `ocf net` and
-// its log, without the secret.
+// rekey, liveness and its CHILD SA's driver and counters; charon cut
+// off, the router's liveness check finds the peer down and says so;
+// then charon with another PSK refuses the router, which says so in
+// `ocf net` and its log, without the secret.
 func TestIKEv2AgainstStrongswan(t *testing.T) {
 	needEndToEnd(t)
 	if _, err := exec.LookPath("apt-get"); err != nil {
@@ -211,6 +212,33 @@ func TestIKEv2AgainstStrongswan(t *testing.T) {
 		if strings.Contains(text, pf.Secret) || strings.Contains(strings.Join(st.Events, "\n"), pf.Secret) {
 			t.Error("ocf net shows the PSK")
 		}
+	})
+
+	// The peer goes quiet (its WAN link down): the router's liveness
+	// check notices within its interval and the retransmissions, says
+	// so, and takes the CHILD SA out of the kernel.
+	t.Run("dead-peer", func(t *testing.T) {
+		ip := "exec b LD_LIBRARY_PATH=" + strongswan.LibraryPath + " " + strongswan.IP + " link set b0 "
+		w.MustDo(t, ip+"down")
+		start := time.Now()
+		re := regexp.MustCompile(`ipsec: tunnel a-b down: no answer to liveness checks for ([0-9]+) s: peer down\?`)
+		m := consoleShows(t, ctx, vm, re, 3*time.Minute)
+		if m == nil {
+			t.Fatalf("the router never said the peer was down")
+		}
+		t.Logf("the router said the peer was down %v after its link went: silent for %s s", time.Since(start).Round(time.Second), m[1])
+		st, _ := status(t)
+		tu := tunnel(t, st, "a-b")
+		if !strings.HasPrefix(tu.State, "down: no answer to liveness checks for ") || !strings.HasSuffix(tu.State, " s: peer down?") {
+			t.Errorf("tunnel a-b state %q, want the peer down", tu.State)
+		}
+		for _, sa := range tu.IKE {
+			if len(sa.Children) > 0 {
+				t.Errorf("a CHILD SA kept for a dead peer: %+v", sa)
+			}
+		}
+		w.MustDo(t, ip+"up")
+		w.MustDo(t, "route b default "+inetB)
 	})
 
 	t.Run("wrong-psk", func(t *testing.T) {
