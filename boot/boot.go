@@ -369,6 +369,7 @@ func (b *sequence) finishReport() {
 	// applied (an SA keeps the transform it was made with). The tunnels
 	// come up in the background.
 	if out.Router != nil {
+		out.Router.SetCipherDrivers(cipherDrivers(r.EngineChoice))
 		out.Router.CryptoSettled()
 	}
 	r.Notes = append(r.Notes, out.Modules.Notes()...)
@@ -380,6 +381,24 @@ func (b *sequence) finishReport() {
 	b.problem(step(b.ctx, "writing the report", cfg.StepTimeout+3*b.opts.TestWriteTimeOrZero(), func() error {
 		return writeAll(cfg, out, b.st, b.why)
 	}))
+}
+
+// cipherDrivers is the engine choice as the router takes it: per cipher
+// the driver the kernel resolves now, and whether it is hardware (a
+// proven engine: its IKEv2 tunnels propose that cipher first).
+func cipherDrivers(e *report.EngineChoice) []router.CipherDriver {
+	now := e.Now()
+	if now == nil {
+		return nil
+	}
+	var out []router.CipherDriver
+	for _, c := range now.Ciphers {
+		if c.Driver == "" || c.Error != "" {
+			continue
+		}
+		out = append(out, router.CipherDriver{Cipher: c.Cipher, Driver: c.Driver, Hardware: c.Hardware})
+	}
+	return out
 }
 
 // promoteEngines gives the kernel the engines the self-test proved, in

@@ -52,10 +52,17 @@ func espMissing(mods ModuleResults, builtin map[string]bool, cipher string) []st
 }
 
 // espAlgorithms are the cipher and auth the ESP run measures: the site's
-// first tunnel's, else aes-128-cbc with hmac-sha1.
-func espAlgorithms(site *site.Site) (cipher, auth string) {
-	if site != nil {
-		for _, t := range site.Tunnels {
+// first tunnel's (a manual tunnel's, or the first of an IKEv2 tunnel's
+// ESP proposals), else aes-128-cbc with hmac-sha1.
+func espAlgorithms(s *site.Site) (cipher, auth string) {
+	if s != nil {
+		for _, t := range s.Tunnels {
+			if t.Mode() == site.KeyingIKEv2 {
+				if p, err := site.ParseProposal(t.ESPProposalList()[0], true); err == nil {
+					return p.Encr[0].Cipher, p.Integ[0].Cipher
+				}
+				continue
+			}
 			if t.Cipher != "" && t.Auth != "" {
 				return t.Cipher, t.Auth
 			}

@@ -108,6 +108,9 @@ func TestESPAlgorithms(t *testing.T) {
 		{nil, "aes-128-cbc", "hmac-sha1"},
 		{&site.Site{}, "aes-128-cbc", "hmac-sha1"},
 		{&site.Site{Tunnels: []site.Tunnel{{Cipher: "aes-256-cbc", Auth: "hmac-sha256"}, {Cipher: "des-ede3-cbc", Auth: "hmac-sha1"}}}, "aes-256-cbc", "hmac-sha256"},
+		// An IKEv2 tunnel: the first of its ESP proposals, or the default ones.
+		{&site.Site{Tunnels: []site.Tunnel{{Keying: "ikev2", ESPProposals: []string{"3des-aes128-sha1"}}}}, "des-ede3-cbc", "hmac-sha1"},
+		{&site.Site{Tunnels: []site.Tunnel{{PSK: "a-b.psk"}}}, "aes-128-cbc", "hmac-sha256"},
 	} {
 		if c, a := espAlgorithms(tc.site); c != tc.cipher || a != tc.auth {
 			t.Errorf("%+v: %s+%s, want %s+%s", tc.site, c, a, tc.cipher, tc.auth)

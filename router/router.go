@@ -98,7 +98,8 @@ type Router struct {
 	limiter    *eventLimiter // of eventf, made at its first use
 
 	cryptoOnce    sync.Once
-	cryptoSettled chan struct{} // closed by CryptoSettled
+	cryptoSettled chan struct{}  // closed by CryptoSettled
+	drivers       []CipherDriver // the boot's engine choice (SetCipherDrivers)
 }
 
 // wanState is what the WAN has now.
@@ -368,7 +369,7 @@ func (r *Router) Status() Status {
 	ts := r.svc.tunnels
 	r.svc.mu.Unlock()
 	if ts != nil {
-		st.Tunnels = ts.status()
+		st.Tunnels = ts.status(r.driverOf)
 	}
 	sort.Strings(st.Leases)
 	return st

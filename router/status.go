@@ -124,29 +124,95 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// writeText prints a tunnel as two or three lines: what it joins and its
-// state, then each direction's SA counters while it is up.
+// writeText prints a tunnel: what it joins and its state, then for a
+// manual tunnel each direction's SA counters while it is up, for an
+// IKEv2 tunnel each IKE SA and its CHILD SAs with theirs.
 func (t TunnelState) writeText(w io.Writer) {
-	fmt.Fprintf(w, "tunnel %s: %s; peer %s, %s <-> %s, %s %s, keys %s\n", t.Name, t.State, t.Peer,
-		orDash(t.LocalSubnet), t.RemoteSubnet, t.Cipher, t.Auth, t.Keys)
-	for _, d := range []struct {
-		dir string
-		sa  *SAState
-	}{{"out", t.Out}, {"in ", t.In}} {
-		if d.sa == nil {
-			continue
-		}
-		fmt.Fprintf(w, "  %s spi %s: %d packets, %d bytes, %d errors", d.dir, d.sa.SPI, d.sa.Packets, d.sa.Bytes, d.sa.Errors)
-		if d.sa.Errors > 0 {
-			fmt.Fprintf(w, " (replayed %d, outside the window %d, integrity failed %d)", d.sa.ReplayDrops, d.sa.WindowDrops, d.sa.IntegrityFailed)
-		}
-		fmt.Fprintln(w)
+	keying := fmt.Sprintf("%s %s", t.Cipher, t.Auth)
+	if t.Driver != "" {
+		keying += " (driver " + t.Driver + ")"
+	}
+	keying += ", keys " + t.Keys
+	if t.Keying == "ikev2" {
+		keying = "ikev2, psk " + t.PSK
+	}
+	fmt.Fprintf(w, "tunnel %s: %s; peer %s, %s <-> %s, %s\n", t.Name, t.State, t.Peer,
+		orDash(t.LocalSubnet), t.RemoteSubnet, keying)
+	writeSAs(w, "  ", t.Out, t.In)
+	for _, sa := range t.IKE {
+		sa.writeText(w)
 	}
 	if t.Problem != "" {
 		fmt.Fprintf(w, "  %s\n", t.Problem)
 	}
 	if t.Out != nil && t.In != nil && t.Out.Packets > 0 && t.In.Packets == 0 {
 		fmt.Fprintf(w, "  nothing received from the peer yet\n")
+	}
+}
+
+// writeSAs prints each direction's SA counters, indented.
+func writeSAs(w io.Writer, indent string, out, in *SAState) {
+	for _, d := range []struct {
+		dir string
+		sa  *SAState
+	}{{"out", out}, {"in ", in}} {
+		if d.sa == nil {
+			continue
+		}
+		fmt.Fprintf(w, "%s%s spi %s: %d packets, %d bytes, %d errors", indent, d.dir, d.sa.SPI, d.sa.Packets, d.sa.Bytes, d.sa.Errors)
+		if d.sa.Errors > 0 {
+			fmt.Fprintf(w, " (replayed %d, outside the window %d, integrity failed %d)", d.sa.ReplayDrops, d.sa.WindowDrops, d.sa.IntegrityFailed)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// writeText prints an IKE SA on one line (what is known of it only),
+// then its CHILD SAs.
+func (sa IKEState) writeText(w io.Writer) {
+	head := fmt.Sprintf("  IKE SA %s (%s)", sa.State, sa.Role)
+	if sa.PeerID != "" {
+		head += " with " + store.Printable(sa.PeerID)
+	}
+	if sa.Remote != "" {
+		head += " at " + sa.Remote
+	}
+	var parts []string
+	if sa.Proposal != "" {
+		head += ": " + sa.Proposal
+	}
+	if sa.Established != "" {
+		t := "up since " + sa.Established
+		if sa.LastRekey != "" {
+			t += ", last rekey " + sa.LastRekey
+		}
+		parts = append(parts, t)
+	}
+	for _, p := range []string{sa.Liveness, sa.NAT, sa.Error} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) > 0 {
+		head += "; " + strings.Join(parts, "; ")
+	}
+	fmt.Fprintln(w, head)
+	for _, c := range sa.Children {
+		line := "    CHILD SA " + c.Proposal
+		if c.Driver != "" {
+			line += ", cipher on " + c.Driver
+		}
+		if c.Encap != "" {
+			line += ", ESP in " + c.Encap
+		}
+		if c.Rekeyed {
+			line += ", rekeyed (its delete is on the way)"
+		}
+		if c.Error != "" {
+			line += "; " + c.Error
+		}
+		fmt.Fprintln(w, line)
+		writeSAs(w, "      ", c.Out, c.In)
 	}
 }
 

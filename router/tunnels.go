@@ -53,6 +53,7 @@ type tunnelSet struct {
 	h    *ipsec.Handle
 	seqs *ipsec.Seqs // the sequence numbers in the store; nil without one
 	list []*tunnelRun
+	ike  *ikeRun // the IKEv2 tunnels' endpoint, while it runs
 }
 
 // tunnelRun is one site tunnel.
@@ -61,6 +62,10 @@ type tunnelRun struct {
 	addrs  site.TunnelAddrs // for the status even when down
 	x      *ipsec.Tunnel    // nil until its key file was read and checked
 	keyErr string           // why it has no keys, once read
+	// ike and psk are an IKEv2 tunnel's settings and PSK (in memory
+	// only), once read and checked.
+	ike *site.IKE
+	psk []byte
 
 	state string // "up", or "down: why"
 	since time.Time
@@ -83,9 +88,17 @@ type TunnelState struct {
 	Peer         string `json:"peer"`
 	LocalSubnet  string `json:"local_subnet,omitempty"`
 	RemoteSubnet string `json:"remote_subnet"`
-	Cipher       string `json:"cipher"`
-	Auth         string `json:"auth"`
-	Keys         string `json:"keys"`
+	// Keying is ikev2 or manual. A manual tunnel has Cipher, Auth and
+	// Keys (its key file); an IKEv2 tunnel its PSK file and IKE SAs.
+	Keying string `json:"keying,omitempty"`
+	Cipher string `json:"cipher,omitempty"`
+	Auth   string `json:"auth,omitempty"`
+	Keys   string `json:"keys,omitempty"`
+	PSK    string `json:"psk,omitempty"`
+	// Driver is the kernel driver of a manual tunnel's cipher (the
+	// boot's engine choice); "" unknown.
+	Driver string     `json:"driver,omitempty"`
+	IKE    []IKEState `json:"ike,omitempty"`
 	// State is "up" or "down: why".
 	State string `json:"state"`
 	Since string `json:"since,omitempty"`
@@ -109,6 +122,38 @@ type SAState struct {
 	ReplayDrops     uint32 `json:"replay_drops"`
 	WindowDrops     uint32 `json:"window_drops"`
 	IntegrityFailed uint32 `json:"integrity_failed"`
+}
+
+// IKEState is one IKE SA of an IKEv2 tunnel: its state (connecting,
+// authenticating, established, rekeyed, closing, ...), which end
+// started it, the peer's identity and address, the chosen proposal,
+// when it was made and last rekeyed, what is known of the peer's
+// liveness, and its CHILD SAs. Error is why it failed.
+type IKEState struct {
+	State       string       `json:"state"`
+	Role        string       `json:"role"`
+	PeerID      string       `json:"peer_id,omitempty"`
+	Remote      string       `json:"remote,omitempty"`
+	Proposal    string       `json:"proposal,omitempty"`
+	Established string       `json:"established,omitempty"`
+	LastRekey   string       `json:"last_rekey,omitempty"`
+	Liveness    string       `json:"liveness,omitempty"`
+	NAT         string       `json:"nat,omitempty"`
+	Error       string       `json:"error,omitempty"`
+	Children    []ChildState `json:"children,omitempty"`
+}
+
+// ChildState is one CHILD SA: its proposal, the kernel driver its
+// cipher runs on, ESP-in-UDP ports if any, and the kernel's counters.
+type ChildState struct {
+	Proposal string   `json:"proposal"`
+	Driver   string   `json:"driver,omitempty"`
+	Created  string   `json:"created,omitempty"`
+	Encap    string   `json:"encap,omitempty"`
+	Rekeyed  bool     `json:"rekeyed,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Out      *SAState `json:"out,omitempty"`
+	In       *SAState `json:"in,omitempty"`
 }
 
 func saState(c ipsec.SACounters) *SAState {
@@ -163,10 +208,19 @@ func (r *Router) startTunnels(ctx context.Context) {
 		}
 		tick := time.NewTicker(every)
 		defer tick.Stop()
+		ikeTick := time.NewTicker(ikeWatch)
+		defer ikeTick.Stop()
+		defer func() {
+			ts.mu.Lock()
+			r.ikeDown(ts)
+			ts.mu.Unlock()
+		}()
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
+			case <-ikeTick.C:
+				r.watchIKELocked(ts)
 			case <-ts.kick:
 				r.tunnelsUp(ts)
 			case <-tick.C:
@@ -228,7 +282,28 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 		ts.h = h
 	}
 	up := 0
+	var ikeReady []*tunnelRun
 	for _, t := range ts.list {
+		if t.site.Mode() == site.KeyingIKEv2 {
+			if t.ike == nil && t.keyErr == "" {
+				t.ike, t.psk, t.keyErr = r.readTunnelIKE(t.site)
+			}
+			if t.ike == nil {
+				r.tunnelDown(t, t.keyErr)
+				continue
+			}
+			rt, err := tunnelRoute(r.cfg.Site, t.addrs, wan)
+			if err == nil {
+				err = r.links.routeTo(r.wanIf, rt)
+			}
+			if err != nil {
+				r.tunnelDown(t, err.Error())
+				continue
+			}
+			t.route = rt.String()
+			ikeReady = append(ikeReady, t)
+			continue
+		}
 		if t.x == nil && t.keyErr == "" {
 			t.x, t.keyErr = r.readTunnelKeys(t.site)
 		}
@@ -263,6 +338,32 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 			t.site.Name, t.x.Local, t.x.Remote, t.x.LocalNet, t.x.RemoteNet, t.site.Cipher, t.site.Auth,
 			t.x.Out.SPI, t.x.In.SPI, t.route)
 	}
+	if wan.Addr.IsValid() {
+		r.ikeUp(ts, wan.Addr.Addr(), ikeReady)
+	} else {
+		r.ikeDown(ts)
+	}
+	r.setIPsecService(ts, up)
+}
+
+// setIPsecService says how many tunnels are up: manual ones installed
+// (manual) and IKEv2 ones with an IKE SA carrying a CHILD SA.
+func (r *Router) setIPsecService(ts *tunnelSet, manual int) {
+	up := manual
+	if manual < 0 {
+		up = 0
+		for _, t := range ts.list {
+			if t.state == "up" {
+				up++
+			}
+		}
+	} else {
+		for _, t := range ts.list {
+			if t.ike != nil && t.state == "up" {
+				up++
+			}
+		}
+	}
 	r.svc.set("ipsec", fmt.Sprintf("%d of %d tunnel(s) up", up, len(ts.list)))
 }
 
@@ -281,7 +382,7 @@ func (r *Router) tunnelDown(t *tunnelRun, why string) {
 func (r *Router) readTunnelKeys(t site.Tunnel) (*ipsec.Tunnel, string) {
 	const where = "the card's ocfw folder"
 	if t.Mode() == site.KeyingIKEv2 {
-		return nil, site.NoIKEv2Yet
+		return nil, "keying ikev2: no key file (the IKE endpoint negotiates the keys)"
 	}
 	if r.cfg.Files == nil {
 		return nil, fmt.Sprintf("no data partition: the key file %s is read from %s", t.Keys, where)
@@ -381,8 +482,10 @@ func (r *Router) watchTunnels(ts *tunnelSet) {
 	if ts.h == nil {
 		return
 	}
+	r.watchIKE(ts)
+	r.setIPsecService(ts, -1)
 	for _, t := range ts.list {
-		if t.state != "up" {
+		if t.state != "up" || t.x == nil {
 			continue
 		}
 		c, err := ts.h.Counters(*t.x)
@@ -451,15 +554,28 @@ func (r *Router) peerProblem(ts *tunnelSet, t *tunnelRun, c ipsec.TunnelCounters
 	return p
 }
 
-// tunnelStatus is every tunnel's state and counters now.
-func (ts *tunnelSet) status() []TunnelState {
+// tunnelStatus is every tunnel's state and counters now; driverOf names
+// a cipher's kernel driver.
+func (ts *tunnelSet) status(driverOf func(string) string) []TunnelState {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	var out []TunnelState
 	for _, t := range ts.list {
-		st := TunnelState{Name: t.site.Name, Peer: t.site.Peer, RemoteSubnet: t.site.RemoteSubnet,
-			Cipher: t.site.Cipher, Auth: t.site.Auth, Keys: t.site.Keys, State: t.state, Route: t.route, Problem: t.problem,
-			Since: t.since.UTC().Format(time.RFC3339)}
+		st := TunnelState{Name: t.site.Name, Peer: t.site.Peer, RemoteSubnet: t.site.RemoteSubnet, Keying: t.site.Mode(),
+			State: t.state, Route: t.route, Problem: t.problem, Since: t.since.UTC().Format(time.RFC3339)}
+		if st.Keying == site.KeyingIKEv2 {
+			st.PSK = t.site.PSK
+			if t.ike != nil {
+				st.LocalSubnet = t.ike.LocalSubnet.String()
+				st.IKE = ts.ikeStatus(t, driverOf)
+			}
+			if t.addrs.Local.IsValid() {
+				st.Local = t.addrs.Local.String()
+			}
+			out = append(out, st)
+			continue
+		}
+		st.Cipher, st.Auth, st.Keys, st.Driver = t.site.Cipher, t.site.Auth, t.site.Keys, driverOf(t.site.Cipher)
 		if t.addrs.Local.IsValid() {
 			st.Local = t.addrs.Local.String()
 		}

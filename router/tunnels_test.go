@@ -220,7 +220,7 @@ func TestPeerProblem(t *testing.T) {
 			}
 			run.problem = got
 			ts.list = []*tunnelRun{run}
-			st := Status{Tunnels: ts.status()}
+			st := Status{Tunnels: ts.status(func(string) string { return "" })}
 			var b strings.Builder
 			st.WriteText(&b)
 			if got != "" && !strings.Contains(b.String(), "\n  "+got+"\n") {
@@ -260,19 +260,5 @@ func TestTunnelSeqsKnowTheStoreWasLost(t *testing.T) {
 		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
 			t.Errorf("lost %v, record %v: %v, want %q", c.lost, c.record, err, c.want)
 		}
-	}
-}
-
-// TestIKEv2TunnelStaysDownAndSaysWhy: until router/ike is wired in, an
-// IKEv2 tunnel is left down with the reason validate also prints.
-func TestIKEv2TunnelStaysDownAndSaysWhy(t *testing.T) {
-	sc := siteA()
-	ike := site.Tunnel{Name: "a-b", Peer: "203.0.113.2", RemoteSubnet: "192.168.2.0/24", PSK: "a-b.psk"}
-	if ike.Mode() != site.KeyingIKEv2 {
-		t.Fatalf("mode %s", ike.Mode())
-	}
-	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.psk": []byte("{}")}}}
-	if x, why := r.readTunnelKeys(ike); x != nil || why != site.NoIKEv2Yet {
-		t.Errorf("IKEv2 tunnel: %v, %q", x, why)
 	}
 }

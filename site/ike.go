@@ -19,12 +19,6 @@ const (
 )
 
 // Keyings are the values keying takes.
-// NoIKEv2Yet is why an IKEv2 tunnel stays down on the board: the site
-// config takes it, the firewall opens its ports, but the IKE daemon
-// (router/ike) is not wired into the router yet. ocfw validate warns with
-// the same words, so the host and the box say the same.
-const NoIKEv2Yet = "keying ikev2 is not run by this firmware yet (router/ike is being written): until it is, key this tunnel by hand (keying: manual, ocfw tunnel keys)"
-
 var Keyings = []string{KeyingIKEv2, KeyingManual}
 
 // Mode is how the tunnel is keyed. IKEv2 is the default, but configs

@@ -11,7 +11,7 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 	out := []Payload{}
 	if notify(ps, AUTHENTICATION_FAILED) != nil {
 		// The initiator did not accept our AUTH (RFC 7296 2.21.2).
-		return out, func() { e.closeSA(sa, authFailedPSK+" (the peer rejected our AUTH)") }
+		return out, func() { e.closeSA(sa, authRejectedPSK+": do both ends have the same psk file?") }
 	}
 	for _, p := range ps {
 		d, ok := p.(*Delete)

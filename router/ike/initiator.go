@@ -307,7 +307,13 @@ func (e *Endpoint) buildAuth(sa *ikeSA) []Payload {
 		&TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
 }
 
-const authFailedPSK = "authentication failed: check the PSK at both ends"
+// The two ways a PSK mismatch shows, in the words `ocf net` and the log
+// give the owner: the peer refused our AUTH, or its AUTH fails here.
+// Neither names a secret.
+const (
+	authRejectedPSK = "authentication failed: the peer rejected our pre-shared key (AUTHENTICATION_FAILED)"
+	authBadPeerPSK  = "authentication failed: the peer's AUTH did not verify: do both ends have the same psk file?"
+)
 
 func (e *Endpoint) authResponse(sa *ikeSA, ps []Payload) {
 	p := sa.peer
@@ -318,7 +324,7 @@ func (e *Endpoint) authResponse(sa *ikeSA, ps []Payload) {
 		if n := errorNotify(ps); n != nil {
 			reason = fmt.Sprintf("IKE_AUTH refused with %s", n.Notify)
 			if n.Notify == AUTHENTICATION_FAILED {
-				reason = authFailedPSK + " (the peer rejected our AUTH; also check the identities)"
+				reason = authRejectedPSK + ": do both ends have the same psk file, and the ids each expects?"
 			}
 		}
 		e.closeSA(sa, reason)
@@ -330,7 +336,7 @@ func (e *Endpoint) authResponse(sa *ikeSA, ps []Payload) {
 	}
 	signed := SignedOctets(sa.suite.PRF, sa.initResp, sa.ni, sa.keys.Pr, idr.Body())
 	if auth.Method != AuthSharedKeyMIC || VerifyPSK(sa.suite.PRF, p.cfg.PSK, signed, auth.Data) != nil {
-		e.rejectResponder(sa, authFailedPSK+" (the peer's AUTH does not verify)")
+		e.rejectResponder(sa, authBadPeerPSK)
 		return
 	}
 	e.established(sa, idr.Identity)

@@ -138,7 +138,7 @@ func (e *Endpoint) authRequest(sa *ikeSA, natt bool, ps []Payload, from netip.Ad
 	}
 	signed := SignedOctets(sa.suite.PRF, sa.initReq, sa.nr, sa.keys.Pi, idi.Body())
 	if auth.Method != AuthSharedKeyMIC || VerifyPSK(sa.suite.PRF, p.cfg.PSK, signed, auth.Data) != nil {
-		return fail(authFailedPSK + " (the peer's AUTH does not verify)")
+		return fail(authBadPeerPSK)
 	}
 	if notify(ps, INITIAL_CONTACT) != nil {
 		// The peer restarted: whatever it had with us before is gone.

@@ -86,7 +86,8 @@ type request struct {
 	// queueing the others promised (a rekey marked as running).
 	movable bool
 	abort   func()
-	// liveness marks the DPD check: its failure is worded for ocf net.
+	// liveness marks an empty INFORMATIONAL (DPD): unanswered, it says
+	// the peer is down rather than naming the exchange.
 	liveness bool
 	id       uint32
 	pkt      []byte
@@ -154,14 +155,14 @@ func (e *Endpoint) retransmit(sa *ikeSA, now time.Time) {
 		return
 	}
 	if r.sent >= e.cfg.Retries {
-		what := r.exch.String()
 		if r.liveness {
-			what = "liveness check (" + what + ")"
+			e.dead(sa, fmt.Sprintf("no answer to liveness checks for %d s: peer down?", int(now.Sub(e.lastHeard(sa)).Seconds())))
+			return
 		}
 		// The sends were base, 2 base, 4 base... apart, and the last
 		// waited its turn too.
 		waited := e.cfg.RetransmitBase * time.Duration(1<<r.sent-1)
-		e.dead(sa, fmt.Sprintf("peer not answering: %s unanswered, %d sends over %v", what, r.sent, waited))
+		e.dead(sa, fmt.Sprintf("peer not answering: %s unanswered, %d sends over %v", r.exch.String(), r.sent, waited))
 		return
 	}
 	r.next = now.Add(e.cfg.RetransmitBase << r.sent)

@@ -64,6 +64,9 @@ var wantLayouts = []struct {
 	{algoAuthDef, [3]int{72, 72, 72}, map[string]int{"alg_name": 0, "alg_key_len": 64, "alg_trunc_len": 68}},
 	{encapTmplDef, [3]int{24, 24, 24}, map[string]int{"encap_type": 0, "encap_sport": 2, "encap_dport": 4, "encap_oa": 8}},
 	{replayESNDef, [3]int{24, 24, 24}, map[string]int{"bmp_len": 0, "oseq": 4, "seq": 8, "oseq_hi": 12, "seq_hi": 16, "replay_window": 20}},
+	// xfrm_encap_tmpl: encap_type 0, encap_sport 2, encap_dport 4, 2
+	// bytes padding, encap_oa 8: 24.
+	{encapTmplDef, [3]int{24, 24, 24}, map[string]int{"encap_type": 0, "encap_sport": 2, "encap_dport": 4, "encap_oa": 8}},
 }
 
 var arches = []cabi.Arch{cabi.Arch386, cabi.ArchARM, cabi.ArchAMD64}

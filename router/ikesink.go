@@ -1,0 +1,227 @@
+package router
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/ocfw/ocfw/router/ike"
+	"github.com/ocfw/ocfw/router/ipsec"
+)
+
+// ChildReplayWindow is the anti-replay window of the IKEv2 tunnels'
+// inbound SAs, in packets: the manual tunnels' and strongSwan's (its
+// charon.replay_window is 32 by default, 128 in docs/tunnels.md).
+const ChildReplayWindow = 128
+
+// xfrm is what the CHILD SA sink needs of router/ipsec's Handle; tests
+// give it a recorder.
+type xfrm interface {
+	Install(ipsec.Tunnel) error
+	Remove(ipsec.Tunnel) error
+	RemoveSAs(ipsec.Tunnel) error
+	Counters(ipsec.Tunnel) (ipsec.TunnelCounters, error)
+}
+
+// childSink puts the IKEv2 endpoint's CHILD SAs into the kernel as
+// router/ipsec tunnels: the same SAs and policies a manual tunnel gets,
+// keyed by IKE instead of a key file. It is an ike.ChildSASink and an
+// ike.TrafficSink (the kernel's inbound packet counter tells when ESP
+// last came from the peer, so that the liveness check stays quiet while
+// traffic flows).
+type childSink struct {
+	x   xfrm
+	now func() time.Time
+
+	mu   sync.Mutex
+	kids map[uint32]*childRun // by our inbound SPI
+	// owner is, per pair of subnets, the inbound SPI of the CHILD SA the
+	// policies point at (the newest installed).
+	owner map[[2]netip.Prefix]uint32
+}
+
+// childRun is one CHILD SA in the kernel.
+type childRun struct {
+	peer      string
+	t         ipsec.Tunnel
+	installed time.Time
+	// What LastInbound last read from the kernel, and when the inbound
+	// packet count last grew.
+	inPackets uint64
+	read      time.Time
+	lastIn    time.Time
+}
+
+func newChildSink(x xfrm) *childSink {
+	return &childSink{x: x, now: time.Now, kids: map[uint32]*childRun{}, owner: map[[2]netip.Prefix]uint32{}}
+}
+
+// childTunnel is a CHILD SA as router/ipsec's tunnel: tunnel mode, one
+// subnet each side (what the site's tunnels negotiate), the negotiated
+// ESN, ChildReplayWindow, and ESP in UDP when IKE moved to the NAT-T port.
+func childTunnel(c ike.ChildSA) (ipsec.Tunnel, error) {
+	if len(c.LocalTS) != 1 || len(c.RemoteTS) != 1 {
+		return ipsec.Tunnel{}, fmt.Errorf("%s: %d local and %d remote subnets, want one each (the site's tunnel)", c, len(c.LocalTS), len(c.RemoteTS))
+	}
+	cipher, err := childCipher(c.Encr)
+	if err != nil {
+		return ipsec.Tunnel{}, fmt.Errorf("%s: %w", c, err)
+	}
+	auth, err := childAuth(c.Integ)
+	if err != nil {
+		return ipsec.Tunnel{}, fmt.Errorf("%s: %w", c, err)
+	}
+	sa := func(spi uint32, ek, ak []byte) ipsec.SA {
+		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: ChildReplayWindow, ESN: c.ESN}
+	}
+	t := ipsec.Tunnel{Name: c.Peer, Local: c.Local, Remote: c.Remote, LocalNet: c.LocalTS[0], RemoteNet: c.RemoteTS[0],
+		Out: sa(c.OutSPI, c.OutEncr, c.OutInteg), In: sa(c.InSPI, c.InEncr, c.InInteg)}
+	if e := c.Encap; e != nil {
+		t.Out.Encap = &ipsec.UDPEncap{SrcPort: e.LocalPort, DstPort: e.RemotePort}
+		t.In.Encap = &ipsec.UDPEncap{SrcPort: e.RemotePort, DstPort: e.LocalPort}
+	}
+	if err := t.Validate(); err != nil {
+		return ipsec.Tunnel{}, err
+	}
+	return t, nil
+}
+
+// childCipher is the catalog's name (router/ipsec's) of an IKE cipher.
+func childCipher(e ike.Encr) (string, error) {
+	switch {
+	case e.ID == ike.ENCR_AES_CBC && (e.KeyLen == 16 || e.KeyLen == 24 || e.KeyLen == 32):
+		return fmt.Sprintf("aes-%d-cbc", e.KeyLen*8), nil
+	case e.ID == ike.ENCR_3DES:
+		return "des-ede3-cbc", nil
+	}
+	return "", fmt.Errorf("cipher %s has no kernel ESP name here", e)
+}
+
+// childAuth is the catalog's name of an IKE integrity algorithm.
+func childAuth(i ike.Integ) (string, error) {
+	switch i.ID {
+	case ike.AUTH_HMAC_SHA1_96:
+		return "hmac-sha1", nil
+	case ike.AUTH_HMAC_SHA2_256_128:
+		return "hmac-sha256", nil
+	}
+	return "", fmt.Errorf("integrity %s has no kernel ESP name here", i)
+}
+
+func subnets(t ipsec.Tunnel) [2]netip.Prefix { return [2]netip.Prefix{t.LocalNet, t.RemoteNet} }
+
+// Install puts a CHILD SA's SAs into the kernel and points its subnets'
+// policies at it (a rekey's successor takes them over from the SA it
+// replaces, with no moment without policy).
+func (s *childSink) Install(c ike.ChildSA) error {
+	t, err := childTunnel(c)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.x.Install(t); err != nil {
+		return err
+	}
+	now := s.now()
+	s.kids[c.InSPI] = &childRun{peer: c.Peer, t: t, installed: now, read: now}
+	s.owner[subnets(t)] = c.InSPI
+	return nil
+}
+
+// Delete takes a CHILD SA out of the kernel. While another CHILD SA of
+// the same subnets runs (a rekey), only the SAs go: the policies stay,
+// pointed at the other one if they pointed at this.
+func (s *childSink) Delete(c ike.ChildSA) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.kids[c.InSPI]
+	if !ok {
+		return nil
+	}
+	delete(s.kids, c.InSPI)
+	key := subnets(k.t)
+	var other *childRun
+	var otherSPI uint32
+	for spi, o := range s.kids {
+		if subnets(o.t) == key && (other == nil || o.installed.After(other.installed)) {
+			other, otherSPI = o, spi
+		}
+	}
+	if other == nil {
+		delete(s.owner, key)
+		return s.x.Remove(k.t)
+	}
+	if s.owner[key] == c.InSPI {
+		if err := s.x.Install(other.t); err != nil {
+			return err
+		}
+		s.owner[key] = otherSPI
+	}
+	return s.x.RemoveSAs(k.t)
+}
+
+// minRead spaces the kernel reads of LastInbound: the endpoint asks at
+// every tick while a liveness check is near.
+const minRead = time.Second
+
+// LastInbound is when the kernel's inbound SA of c last counted a
+// packet more, to the second or so (it is read at most once a second).
+func (s *childSink) LastInbound(c ike.ChildSA) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.kids[c.InSPI]
+	if !ok {
+		return time.Time{}, false
+	}
+	now := s.now()
+	if now.Sub(k.read) >= minRead {
+		k.read = now
+		if tc, err := s.x.Counters(k.t); err == nil && tc.In.Packets > k.inPackets {
+			k.inPackets, k.lastIn = tc.In.Packets, now
+		}
+	}
+	return k.lastIn, !k.lastIn.IsZero()
+}
+
+// counters reads the kernel's counters of our CHILD SA with inbound SPI
+// spi, for the status.
+func (s *childSink) counters(spi uint32) (ipsec.TunnelCounters, ipsec.Tunnel, bool, error) {
+	s.mu.Lock()
+	k, ok := s.kids[spi]
+	s.mu.Unlock()
+	if !ok {
+		return ipsec.TunnelCounters{}, ipsec.Tunnel{}, false, nil
+	}
+	tc, err := s.x.Counters(k.t)
+	return tc, k.t, true, err
+}
+
+// removeAll takes every CHILD SA out of the kernel: the endpoint is
+// being replaced (the WAN's address changed), its SAs are dead.
+func (s *childSink) removeAll() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first error
+	for spi, k := range s.kids {
+		if err := s.x.Remove(k.t); err != nil && first == nil {
+			first = err
+		}
+		delete(s.kids, spi)
+	}
+	clear(s.owner)
+	return first
+}
+
+// lastInbound is what LastInbound found last for our inbound SPI spi,
+// without reading the kernel.
+func (s *childSink) lastInbound(spi uint32) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.kids[spi]
+	if !ok || k.lastIn.IsZero() {
+		return time.Time{}, false
+	}
+	return k.lastIn, true
+}
