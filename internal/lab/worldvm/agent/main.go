@@ -44,6 +44,10 @@
 //	                          500/4500, recording its CHILD SAs (the JSON: agent's IKEConfig)
 //	ike-status NAME           -> JSON: the endpoint's Status, the CHILD SAs, its log
 //	ike-stop NAME             close the endpoint (no deletes sent) and free its ports
+//	manual NS STORE install|check|remove TUNNEL-JSON
+//	                          a manually keyed tunnel (router/ipsec's Tunnel) as the router
+//	                          keeps it: install/check through Seqs with the store in the
+//	                          file STORE -> JSON: its counters and the store's reservation
 //	poweroff                  answer, then power off
 //	help                      this list
 //
@@ -114,6 +118,7 @@ func init() {
 		"ike":         {"NS NAME CONFIG-JSON", 3, 3, 15 * time.Second, cmdIKE},
 		"ike-status":  {"NAME", 1, 1, 15 * time.Second, cmdIKEStatus},
 		"ike-stop":    {"NAME", 1, 1, 15 * time.Second, cmdIKEStop},
+		"manual":      {"NS STORE install|check|remove TUNNEL-JSON", 4, 4, 15 * time.Second, cmdManual},
 		"poweroff":    {"", 0, 0, 15 * time.Second, nil},
 		"help":        {"", 0, 0, 15 * time.Second, cmdHelp},
 	}
