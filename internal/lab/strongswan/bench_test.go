@@ -60,15 +60,19 @@ func TestBenchIKE(t *testing.T) {
 		"ike": res.Suite, "esp": res.ESP, "local_ts": "10.1.0.0/24", "remote_ts": "10.2.0.0/24",
 		"initiate": true, "install": true})
 
+	// echo tries a TCP echo through the tunnel until one passes, each
+	// try a new connection given 300 ms: a SYN or SYN-ACK lost while the
+	// responder still installs its routes would otherwise add TCP's 1 s
+	// retransmission timer to the figure, at random.
 	echo := func(ns string) {
 		t.Helper()
 		var err error
-		for range 40 {
+		for range 100 {
 			var reply string
-			if reply, err = w.Do(ctx, "tcp "+ns+" 10.2.0.1:7 setup"); err == nil && strings.Contains(reply, "from 10.1.0.1:") {
+			if reply, err = w.Do(ctx, "timeout=300ms tcp "+ns+" 10.2.0.1:7 setup"); err == nil && strings.Contains(reply, "from 10.1.0.1:") {
 				return
 			}
-			time.Sleep(25 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond)
 		}
 		t.Fatalf("no echo through the tunnel from %s: %v", ns, err)
 	}
