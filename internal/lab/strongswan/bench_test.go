@@ -54,7 +54,7 @@ func TestBenchIKE(t *testing.T) {
 		}
 		w.MustDo(t, in.SwanctlCommand("--load-all"))
 	}
-	res := BenchResult{Suite: "aes128-sha256-modp2048", ESP: "aes128-sha256", StreamSeconds: 5}
+	res := BenchResult{Suite: "aes128-sha256-modp2048", ESP: "aes128-sha256", StreamSeconds: 2}
 	cfg := mustJSON(t, map[string]any{"name": "east", "local": "192.0.2.1", "remote": "192.0.2.2",
 		"local_id": "west.example", "remote_id": "east.example", "psk": testPSK,
 		"ike": res.Suite, "esp": res.ESP, "local_ts": "10.1.0.0/24", "remote_ts": "10.2.0.0/24",
@@ -162,7 +162,9 @@ func TestBenchIKE(t *testing.T) {
 		}
 		return float64(r.Bytes) / r.Seconds / 1e6
 	}
-	for i := range trials {
+	// Short streams, many rounds: on a loaded host the best of many
+	// short runs finds the quiet moments.
+	for i := range 3 * trials {
 		var a, b float64
 		if i%2 == 0 {
 			a, b = stream("east2"), stream("mb")
