@@ -26,5 +26,8 @@ type BenchResult struct {
 	// both ends), the same cipher and integrity algorithm; three rounds
 	// per trial.
 	IKEMBps, ManualMBps []float64
-	StreamSeconds       float64
+	// ManualNoESNMBps is the manual tunnel without extended sequence
+	// numbers, as charon's CHILD SA (esp_proposals without esn) runs.
+	ManualNoESNMBps []float64
+	StreamSeconds   float64
 }

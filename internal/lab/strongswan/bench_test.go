@@ -33,8 +33,10 @@ func TestBenchIKE(t *testing.T) {
 	ctx := context.Background()
 	ip := func(ns, args string) { w.MustDo(t, "exec "+ns+" LD_LIBRARY_PATH="+LibraryPath+" "+IP+" "+args) }
 	// Three pairs on the same addresses: west -> east (charon to charon),
-	// ow -> east2 (ocfw to charon), mb -> ma (manual keys).
-	for _, p := range [][2]string{{"west", "east"}, {"ow", "east2"}, {"ma", "mb"}} {
+	// ow -> east2 (ocfw to charon), mb -> ma (manual keys, ESN as ocfw
+	// tunnel keys makes them), md -> mc (manual keys without ESN, as
+	// charon's CHILD SA has them).
+	for _, p := range [][2]string{{"west", "east"}, {"ow", "east2"}, {"ma", "mb"}, {"mc", "md"}} {
 		a, b := p[0], p[1]
 		for _, c := range []string{"ns " + a, "ns " + b, "veth " + a + " x0 " + b + " y0",
 			"addr " + a + " x0 192.0.2.1/24", "addr " + b + " y0 192.0.2.2/24",
@@ -48,6 +50,8 @@ func TestBenchIKE(t *testing.T) {
 	ip("ow", "route add 10.2.0.0/24 via 192.0.2.2 src 10.1.0.1")
 	ip("ma", "route add 10.2.0.0/24 via 192.0.2.2 src 10.1.0.1")
 	ip("mb", "route add 10.1.0.0/24 via 192.0.2.1 src 10.2.0.1")
+	ip("mc", "route add 10.2.0.0/24 via 192.0.2.2 src 10.1.0.1")
+	ip("md", "route add 10.1.0.0/24 via 192.0.2.1 src 10.2.0.1")
 	for _, in := range []Instance{west, east, east2} {
 		if err := in.Start(ctx, w); err != nil {
 			t.Fatal(err)
@@ -141,13 +145,15 @@ func TestBenchIKE(t *testing.T) {
 
 	// Throughput: the ocfw-charon tunnel up again, and a manual one.
 	ocfwSetup()
-	tun := benchTunnel(t)
-	peer := ipsec.Tunnel{Name: tun.Name, Local: tun.Remote, Remote: tun.Local, LocalNet: tun.RemoteNet, RemoteNet: tun.LocalNet,
-		Out: tun.In, In: tun.Out}
+	tun, noESN := benchTunnel(t, true), benchTunnel(t, false)
+	mirror := func(x ipsec.Tunnel) ipsec.Tunnel {
+		return ipsec.Tunnel{Name: x.Name, Local: x.Remote, Remote: x.Local, LocalNet: x.RemoteNet, RemoteNet: x.LocalNet,
+			Out: x.In, In: x.Out}
+	}
 	for _, x := range []struct {
 		ns string
 		t  ipsec.Tunnel
-	}{{"ma", tun}, {"mb", peer}} {
+	}{{"ma", tun}, {"mb", mirror(tun)}, {"mc", noESN}, {"md", mirror(noESN)}} {
 		w.MustDo(t, fmt.Sprintf("manual %s /tmp/bench-%s.store install %s", x.ns, x.ns, worldvm.Quote(mustJSON(t, x.t))))
 	}
 	stream := func(ns string) float64 {
@@ -164,15 +170,19 @@ func TestBenchIKE(t *testing.T) {
 	}
 	// Short streams, many rounds: on a loaded host the best of many
 	// short runs finds the quiet moments.
+	// The senders: the IKEv2 tunnel's, the manual ones' with and
+	// without ESN; each round starts with the next.
+	senders := []string{"east2", "mb", "md"}
 	for i := range 3 * trials {
-		var a, b float64
-		if i%2 == 0 {
-			a, b = stream("east2"), stream("mb")
-		} else {
-			b, a = stream("mb"), stream("east2")
+		got := map[string]float64{}
+		for k := range senders {
+			ns := senders[(i+k)%len(senders)]
+			got[ns] = stream(ns)
 		}
-		res.IKEMBps, res.ManualMBps = append(res.IKEMBps, a), append(res.ManualMBps, b)
-		t.Logf("trial %d: IKEv2-keyed %.3f MB/s, manual %.3f MB/s", i+1, a, b)
+		res.IKEMBps = append(res.IKEMBps, got["east2"])
+		res.ManualMBps = append(res.ManualMBps, got["mb"])
+		res.ManualNoESNMBps = append(res.ManualNoESNMBps, got["md"])
+		t.Logf("round %d: IKEv2-keyed %.3f MB/s, manual %.3f MB/s, manual without ESN %.3f MB/s", i+1, got["east2"], got["mb"], got["md"])
 	}
 	// Both streams went through ESP: the SAs counted them.
 	var mr manualReply
@@ -195,8 +205,9 @@ func TestBenchIKE(t *testing.T) {
 
 // benchTunnel is a manually keyed tunnel between the world's 192.0.2.1
 // (10.1.0.0/24) and 192.0.2.2 (10.2.0.0/24) with the IKE one's ESP
-// suite, as ocfw tunnel keys makes them (ESN, 128-packet window).
-func benchTunnel(t *testing.T) ipsec.Tunnel {
+// suite and a 128-packet window, ESN as ocfw tunnel keys makes them or
+// not.
+func benchTunnel(t *testing.T, esn bool) ipsec.Tunnel {
 	key := func(n int) []byte {
 		b := make([]byte, n)
 		if _, err := rand.Read(b); err != nil {
@@ -205,7 +216,7 @@ func benchTunnel(t *testing.T) ipsec.Tunnel {
 		return b
 	}
 	sa := func(spi uint32) ipsec.SA {
-		return ipsec.SA{SPI: spi, Cipher: "aes-128-cbc", Auth: "hmac-sha256", EncKey: key(16), AuthKey: key(32), ReplayWindow: 128, ESN: true}
+		return ipsec.SA{SPI: spi, Cipher: "aes-128-cbc", Auth: "hmac-sha256", EncKey: key(16), AuthKey: key(32), ReplayWindow: 128, ESN: esn}
 	}
 	return ipsec.Tunnel{Name: "bench", Local: netip.MustParseAddr("192.0.2.1"), Remote: netip.MustParseAddr("192.0.2.2"),
 		LocalNet: netip.MustParsePrefix("10.1.0.0/24"), RemoteNet: netip.MustParsePrefix("10.2.0.0/24"),
