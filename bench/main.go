@@ -4,12 +4,15 @@
 // Debian's i386 openssl with Geode-LX instructions only), the
 // dispatcher's overhead, AF_ALG against Go inside one QEMU boot, and,
 // where the firmware builder exists, build cost, sizes and boot time, and
-// ESP throughput with ocfw's engine choice against the kernel's default.
+// ESP throughput with ocfw's engine choice against the kernel's default;
+// IKEv2 tunnel setup with ocfw's endpoint against strongSwan's, ESP
+// throughput of an IKEv2-keyed tunnel against a manual one, and the IKE
+// daemon's memory built for the NSLU2 under qemu-arm.
 //
 // Figures are ratios of runs made side by side, interleaved, best of
 // -trials: the host is shared, and noise only ever slows a run down.
 //
-//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp]
+//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem]
 //
 // A full run also writes its tables into the marked section of
 // docs/benchmarks-results.md (-doc), where the docs show them; a run with
@@ -43,6 +46,8 @@ var sections = []struct {
 	{"rebuild", runRebuild},
 	{"boot", runBoot},
 	{"esp", runESP},
+	{"ike", runIKE},
+	{"ikemem", runIKEMem},
 }
 
 func main() {
@@ -54,7 +59,7 @@ func main() {
 		return
 	}
 	trials := flag.Int("trials", 3, "runs per side; the best counts")
-	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp")
+	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem")
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
 	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")

@@ -27,6 +27,8 @@ type results struct {
 	Rebuild   *rebuildResult  `json:"rebuild,omitempty"`
 	Boot      *bootResult     `json:"boot,omitempty"`
 	ESP       *espResult      `json:"esp,omitempty"`
+	IKE       *ikeResult      `json:"ike,omitempty"`
+	IKEMem    *ikeMemResult   `json:"ikemem,omitempty"`
 }
 
 type sectionStatus struct {
@@ -161,6 +163,12 @@ func (r *results) markdown() string {
 	}
 	if r.ESP != nil {
 		espTable(&b, r.ESP)
+	}
+	if r.IKE != nil {
+		ikeTable(&b, r.IKE)
+	}
+	if r.IKEMem != nil {
+		ikeMemTable(&b, r.IKEMem)
 	}
 	var notes []string
 	for _, s := range r.Sections {

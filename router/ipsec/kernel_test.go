@@ -35,7 +35,7 @@ func TestKernelInTheLoop(t *testing.T) {
 		return
 	}
 	for _, name := range []string{"TestGuestTunnel", "TestGuestInstallIsIdempotent", "TestGuestTamperedKey", "TestGuestKernelWantsThisLayout",
-		"TestGuestRestartKeepsSeqs", "TestGuestLinuxPeerCommands"} {
+		"TestGuestRestartKeepsSeqs"} {
 		if !strings.Contains(res.Output, "--- PASS: "+name) {
 			t.Errorf("the guest did not pass %s", name)
 		}

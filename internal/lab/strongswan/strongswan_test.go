@@ -116,6 +116,9 @@ func TestTwoCharons(t *testing.T) {
 		t.Errorf("ip xfrm state in west shows %d ESP SAs, want 2 (in and out):\n%s", c, xfrm)
 	}
 	t.Logf("handshake %v", handshake.Round(time.Millisecond))
+
+	// Manual keys with a Linux peer, on this boot (linuxpeer_test.go).
+	t.Run("linux-peer-manual-keys", func(t *testing.T) { testLinuxPeerManualKeys(t, w) })
 }
 
 var saBytesRe = regexp.MustCompile(`(?m)^\s+(in|out)\s+[0-9a-f]{8}(?:_i|_o)?(?:\s+[0-9a-f]{8}(?:_i|_o)?)?,\s+(\d+) bytes`)

@@ -44,6 +44,13 @@
 //	                          500/4500, recording its CHILD SAs (the JSON: agent's IKEConfig)
 //	ike-status NAME           -> JSON: the endpoint's Status, the CHILD SAs, its log
 //	ike-stop NAME             close the endpoint (no deletes sent) and free its ports
+//	sink-server NS PORT       TCP: reads each connection to its end, answers the byte count
+//	stream NS HOST:PORT DURATION  send to a sink-server for DURATION
+//	                          -> JSON: the bytes it counted, seconds until its answer
+//	manual NS STORE install|check|remove TUNNEL-JSON
+//	                          a manually keyed tunnel (router/ipsec's Tunnel) as the router
+//	                          keeps it: install/check through Seqs with the store in the
+//	                          file STORE -> JSON: its counters and the store's reservation
 //	poweroff                  answer, then power off
 //	help                      this list
 //
@@ -121,6 +128,9 @@ func init() {
 		"udp-echo":    {"NS [ADDR:]PORT", 2, 2, 15 * time.Second, cmdUDPEcho},
 		"probe":       {"NAME NS HOST:PORT INTERVAL", 4, 4, 15 * time.Second, cmdProbe},
 		"probe-end":   {"NAME", 1, 1, 15 * time.Second, cmdProbeEnd},
+		"sink-server": {"NS PORT", 2, 2, 15 * time.Second, cmdSinkServer},
+		"stream":      {"NS HOST:PORT DURATION", 3, 3, 90 * time.Second, cmdStream},
+		"manual":      {"NS STORE install|check|remove TUNNEL-JSON", 4, 4, 15 * time.Second, cmdManual},
 		"poweroff":    {"", 0, 0, 15 * time.Second, nil},
 		"help":        {"", 0, 0, 15 * time.Second, cmdHelp},
 	}
