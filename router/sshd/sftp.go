@@ -286,6 +286,9 @@ func (f *sftpFS) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 	var l listing
 	if p == StagingRoot {
 		es, err := os.ReadDir(f.srv.cfg.StagingDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return l, nil // nothing uploaded yet
+		}
 		if err != nil {
 			return nil, f.fail(fxFailure("%s: %v", p, err))
 		}
