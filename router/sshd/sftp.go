@@ -165,7 +165,7 @@ func (f *sftpFS) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 		if err != nil {
 			return nil, f.fail(err)
 		}
-		return os.Open(name)
+		return os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	}
 	v, ok := f.view()[p]
 	if !ok {
@@ -390,7 +390,7 @@ func kib(n int64) string { return fmt.Sprintf("%d KiB", n>>10) }
 // checkLocked refuses a size for name that breaks a limit.
 func (st *staging) checkLocked(p, name string, size int64) error {
 	if size > st.fileMax {
-		return fxFailure("%s: %d bytes or more is over the %s per-file limit (%s)", p, size, kib(st.fileMax), st.limits())
+		return fxFailure("%s: over the %s per-file limit (%s)", p, kib(st.fileMax), st.limits())
 	}
 	used, _, err := st.usageLocked(name)
 	if err != nil {
@@ -438,7 +438,10 @@ func (st *staging) truncate(f *sftpFS, p, name string, size int64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := st.checkLocked(p, name, size); err != nil {
-		return f.fail(err)
+		// Not on stderr again: scp sets the size it sent after a
+		// write was refused for it, and the user was told then.
+		f.srv.logf("ssh: %s: sftp: %v", f.addr, err)
+		return err
 	}
 	return os.Truncate(name, size)
 }

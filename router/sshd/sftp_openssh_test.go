@@ -106,10 +106,24 @@ func TestOpenSSHFiles(t *testing.T) {
 		same(t, got, testView["log.txt"])
 		same(t, filepath.Join(staging, "tunnel.key"), "0123456789abcdef")
 	})
+	t.Run("scp -p, chmod, rename, rm in staging", func(t *testing.T) {
+		p := write("p.txt", 5)
+		if _, errOut, code := o.run(t, "scp", "", "-p", p, host+"/staging/p.txt"); code != 0 {
+			t.Fatalf("scp -p: exit %d: %s\nlog:\n%s", code, errOut, ts.log)
+		}
+		batch := "chmod 600 /staging/p.txt\nrename /staging/p.txt /staging/q.txt\nls /staging\nrm /staging/q.txt\n"
+		out, errOut, code := o.run(t, "sftp", batch, "-b", "-", "root@127.0.0.1")
+		if code != 0 || !strings.Contains(out, "q.txt") {
+			t.Fatalf("sftp -b: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		if got := strings.Join(staged(), " "); got != "site.json tunnel.key" {
+			t.Errorf("staging holds %s after rm", got)
+		}
+	})
 	t.Run("over the caps refused", func(t *testing.T) {
 		big := write("big.bin", 80<<10)
 		_, errOut, code := o.run(t, "scp", "", big, host+"/staging/big.bin")
-		if code == 0 || !strings.Contains(errOut, "over the 64 KiB per-file limit") {
+		if code == 0 || strings.Count(errOut, "ocfw: /staging/big.bin: over the 64 KiB per-file limit") != 1 {
 			t.Errorf("80 KiB upload: exit %d, stderr %q; want a failure naming the per-file limit", code, errOut)
 		}
 		a, b := write("a.bin", 50<<10), write("b.bin", 50<<10)
