@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testView is a card view as the router shows it, with a key file the
@@ -189,6 +190,10 @@ func TestOpenSSHLoginName(t *testing.T) {
 		if code != 255 || !strings.Contains(errOut, "Permission denied (publickey)") {
 			t.Errorf("%s: exit %d, %q; want 255 and permission denied", user, code, errOut)
 		}
+	}
+	// The server logs a failed login once the connection has ended,
+	// which may be after the client has exited.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(ts.log.String(), `user "bob"`) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) { // hang guard
 	}
 	if log := ts.log.String(); !strings.Contains(log, `user "bob"`) {
 		t.Errorf("the refused name is not logged:\n%s", log)
