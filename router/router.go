@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router/sshd"
 	"github.com/ocfw/ocfw/store"
 )
 
@@ -60,6 +61,11 @@ type Config struct {
 	Root string
 	// Shell is what SSH sessions run; "" means /bbin/gosh.
 	Shell string
+	// FilesView is what SSH's sftp shows read-only (the card's reports,
+	// log, site config...); StagingDir backs its writable /staging/ (a
+	// RAM directory; "" means none). See sshd.Config.
+	FilesView  func() []sshd.ViewFile
+	StagingDir string
 	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
 	LinkWait time.Duration
 	// Files reads the tunnels' key files from the card's ocfw folder;

@@ -92,7 +92,8 @@ func (r *Router) startServices(ctx context.Context) []error {
 				return err
 			}
 			r.logf("ssh: host key %s", sshd.Fingerprint(hk.PublicKey()))
-			srv, err := sshd.New(sshd.Config{HostKey: hk, AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.serviceLog()})
+			srv, err := sshd.New(sshd.Config{HostKey: hk, AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.serviceLog(),
+				User: s.SSH.LoginName(), View: r.cfg.FilesView, StagingDir: r.cfg.StagingDir})
 			if err != nil {
 				r.svc.set("ssh", "off: "+err.Error())
 				return err

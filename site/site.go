@@ -120,7 +120,27 @@ type PortForward struct {
 type SSH struct {
 	AuthorizedKeys []string `yaml:"authorized_keys" json:"authorized_keys,omitempty"`
 	Port           int      `yaml:"port" json:"port,omitempty"` // default 22
+	// User is the one login name the router accepts (default "root");
+	// any other is refused at authentication. Every session runs as
+	// the router's own user whatever the name.
+	User string `yaml:"user" json:"user,omitempty"`
 }
+
+// DefaultSSHUser is the login name when the site names none.
+const DefaultSSHUser = "root"
+
+// LoginName is the one login name the router accepts.
+func (s SSH) LoginName() string {
+	if s.User != "" {
+		return s.User
+	}
+	return DefaultSSHUser
+}
+
+// userRE is a POSIX-ish user name, as Debian's useradd accepts by
+// default: a lower-case letter or underscore, then up to 31 lower-case
+// letters, digits, underscores or dashes.
+var userRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 
 // NTP sets the clock once the WAN is up.
 type NTP struct {
@@ -417,6 +437,9 @@ func (c *checker) ssh(s SSH) {
 	}
 	if s.Port < 0 || s.Port > 65535 {
 		c.bad("ssh.port", "%d: want a port 1-65535", s.Port)
+	}
+	if s.User != "" && !userRE.MatchString(s.User) {
+		c.bad("ssh.user", "%q: want a user name: a lower-case letter or _, then up to 31 lower-case letters, digits, _ or - (or leave it out for %s)", s.User, DefaultSSHUser)
 	}
 }
 

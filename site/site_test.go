@@ -24,7 +24,7 @@ func TestReadSite(t *testing.T) {
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	if !s.LAN.ForwarderOn() || s.LAN.DHCP.LeaseTime() != DefaultLease || s.SSH.SSHPort() != 22 {
+	if !s.LAN.ForwarderOn() || s.LAN.DHCP.LeaseTime() != DefaultLease || s.SSH.SSHPort() != 22 || s.SSH.LoginName() != "root" {
 		t.Errorf("defaults: forwarder %v lease %v ssh %d", s.LAN.ForwarderOn(), s.LAN.DHCP.LeaseTime(), s.SSH.SSHPort())
 	}
 	// Round trip through the JSON the host writes.
@@ -46,6 +46,8 @@ func TestReadSite(t *testing.T) {
 		{"static WAN without gateway", strings.Replace(goodSite, `"address": "dhcp"`, `"address": "198.51.100.2/24"`, 1), "wan.gateway: a static WAN address needs the gateway"},
 		{"LAN overlapping WAN", strings.Replace(strings.Replace(goodSite, `"address": "dhcp"`, `"address": "192.168.1.2/16", "gateway": "192.168.0.1"`, 1), "x", "x", 1), "overlaps the WAN network"},
 		{"bad local domain", strings.Replace(goodSite, `"ports": ["lan1"]`, `"ports": ["lan1"], "domain": "Home..lan"`, 1), `lan.domain: "Home..lan": want a domain`},
+		{"bad ssh user", strings.Replace(goodSite, `"ssh": {`, "\n \"ssh\": {\"user\": \"Admin\",", 1), `bad.json: ssh.user: "Admin": want a user name`},
+		{"ssh user with a space", strings.Replace(goodSite, `"ssh": {`, `"ssh": {"user": "a b",`, 1), `ssh.user: "a b": want a user name`},
 		{"huge", strings.Repeat(" ", plan.MaxFileSize+1), "larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

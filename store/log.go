@@ -275,3 +275,14 @@ func (w *LogWriter) Close() error {
 	w.mu.Unlock()
 	return err
 }
+
+// ReadLog reads the log ring from the card as it is now (Contents' Log
+// is what Open found). A record being written while it is read fails
+// its checksum and is left out, as a torn one would be.
+func (s *Store) ReadLog() ([]LogLine, error) {
+	b, err := s.readFile(LogFile)
+	if err != nil {
+		return nil, err
+	}
+	return readLog(b), nil
+}

@@ -206,3 +206,28 @@ func waitFor(t *testing.T, ok func() bool) {
 	}
 	t.Fatal("timed out")
 }
+
+// ReadLog sees what was logged since Open, which Contents does not.
+func TestReadLogIsCurrent(t *testing.T) {
+	dev := &memDev{b: partition(t), budget: -1}
+	st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"one", "two"} {
+		if err := st.Log(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines, err := st.ReadLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, l.Text)
+	}
+	if strings.Join(got, ",") != "one,two" {
+		t.Errorf("ReadLog: %q, want one, two", got)
+	}
+}

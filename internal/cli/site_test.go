@@ -24,6 +24,7 @@ lan:
   dhcp: {range: [192.168.1.10, 192.168.1.9], lease: 5s}
 firewall:
   wan_services: [telnet]
+ssh: {user: Root}
 `), 0o644)
 	out, errs, code := ocfw(t, "validate", bad, "../../examples/sites/alix2d13.yaml")
 	if code != 1 {
@@ -35,6 +36,7 @@ firewall:
 		bad + `:8:17: 192.168.1.9 comes before 192.168.1.10`,
 		bad + `:8:53: "5s": want a duration of a minute or more`,
 		bad + `:10:18: "telnet": the router offers ssh on the WAN, nothing else`,
+		bad + `:11:13: "Root": want a user name`,
 	} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errs)

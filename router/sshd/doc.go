@@ -1,8 +1,9 @@
 // Package sshd is the router's management SSH server: public-key logins
-// only, sessions that run the board's shell (interactively, with or
-// without a pty, or one command with `exec`), and nothing else — no
-// passwords, no port or agent forwarding, no subsystems (so no sftp: a
-// client that asks is told so on its stderr).
+// as one login name only, sessions that run the board's shell
+// (interactively, with or without a pty, or one command with `exec`),
+// the sftp subsystem over a virtual tree (sftp.go: a read-only view the
+// caller gives and a bounded RAM staging area), and nothing else — no
+// passwords, no port or agent forwarding, no other subsystem.
 //
 // The protocol (key exchange, ciphers, authentication, channels) is
 // golang.org/x/crypto/ssh: a well-reviewed implementation that already

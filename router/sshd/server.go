@@ -49,6 +49,8 @@ const (
 	// DefaultIdentGrace is how long a new connection may take to send
 	// its identification line, which every SSH client sends at once.
 	DefaultIdentGrace = 5 * time.Second
+	// DefaultUser is the login name when Config names none.
+	DefaultUser = "root"
 	// DefaultIdleTimeout closes a connection after this long with no
 	// traffic either way (output of a running command counts).
 	DefaultIdleTimeout = 15 * time.Minute
@@ -97,10 +99,23 @@ type Config struct {
 	// cannot use it (LoadHostKeys' RSA key). RSA keys sign with
 	// RSAHostKeyAlgorithms only.
 	OtherHostKeys []ssh.Signer
-	// AuthorizedKeys are the only way in (see ParseAuthorizedKeys). Any
-	// user name is accepted with them; every session runs as the
-	// router's own user (root).
+	// AuthorizedKeys are the only way in (see ParseAuthorizedKeys), as
+	// User; every session runs as the router's own user (root).
 	AuthorizedKeys []AuthorizedKey
+	// User is the one login name accepted; "" means DefaultUser. Any
+	// other is refused at authentication, whatever the key.
+	User string
+	// View is the sftp subsystem's read-only tree, asked afresh for
+	// each request; nil shows nothing but the staging area.
+	View func() []ViewFile
+	// StagingDir backs the sftp tree's writable /staging/: a RAM
+	// directory (made when missing); "" means no staging area.
+	StagingDir string
+	// StagingMax, StagingFileMax and StagingFiles bound it: bytes in
+	// all, bytes in one file, files (see the Default values).
+	StagingMax     int64
+	StagingFileMax int64
+	StagingFiles   int
 	// Shell runs sessions: Shell for a shell, Shell -c CMD for exec.
 	Shell string
 	// Env is the sessions' environment; nil means DefaultEnv.
@@ -123,15 +138,18 @@ type Config struct {
 // Server is an SSH server; one Server may serve several listeners, which
 // share its connection limits.
 type Server struct {
-	cfg    Config
-	ssh    atomic.Pointer[ssh.ServerConfig] // replaced whole by AddHostKey
-	hkMu   sync.Mutex
-	hks    []ssh.Signer // the host keys ssh offers, as AddHostKey adds them
-	gate   *gate
-	keys   map[string]string // marshalled key -> "SHA256:... (comment)"
-	logf   func(string, ...any)
-	tries  sync.Mutex
-	failed map[string]*attempts // remote address -> failed methods, while logging in
+	cfg  Config
+	ssh  atomic.Pointer[ssh.ServerConfig] // replaced whole by AddHostKey
+	hkMu sync.Mutex
+	hks  []ssh.Signer // the host keys ssh offers, as AddHostKey adds them
+	gate *gate
+	keys map[string]string // marshalled key -> "SHA256:... (comment)"
+	logf func(string, ...any)
+	// staging keeps the sftp staging area's account, shared by every
+	// session.
+	staging *staging
+	tries   sync.Mutex
+	failed  map[string]*attempts // remote address -> failed methods, while logging in
 }
 
 type attempts struct {
@@ -182,6 +200,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	if cfg.User == "" {
+		cfg.User = DefaultUser
+	}
+	if cfg.StagingMax <= 0 {
+		cfg.StagingMax = DefaultStagingMax
+	}
+	if cfg.StagingFileMax <= 0 {
+		cfg.StagingFileMax = DefaultStagingFileMax
+	}
+	if cfg.StagingFiles <= 0 {
+		cfg.StagingFiles = DefaultStagingFiles
+	}
 	s := &Server{
 		cfg:    cfg,
 		keys:   map[string]string{},
@@ -191,6 +221,7 @@ func New(cfg Config) (*Server, error) {
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
+	s.staging = &staging{dir: cfg.StagingDir, max: cfg.StagingMax, fileMax: cfg.StagingFileMax, maxFiles: int64(cfg.StagingFiles)}
 	s.gate = newGate(cfg.MaxStartups, cfg.PerSourceStartups, cfg.StartupsDropFrom, cfg.MaxConns, s.logf)
 	for _, k := range cfg.AuthorizedKeys {
 		who := Fingerprint(k.Key)
@@ -238,7 +269,12 @@ func (s *Server) sshConfig(hostKeys []ssh.Signer) *ssh.ServerConfig {
 		// OpenSSH since 8.8.
 		PublicKeyAuthAlgorithms: ssh.SupportedAlgorithms().PublicKeyAuths,
 		MaxAuthTries:            s.cfg.MaxAuthTries,
-		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+		PublicKeyCallback: func(m ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			if m.User() != s.cfg.User {
+				// Refused before the key is looked at: the client
+				// learns nothing about which keys would do.
+				return nil, fmt.Errorf("user %q is not the login name", m.User())
+			}
 			who, ok := s.keys[string(key.Marshal())]
 			if !ok {
 				return nil, errors.New("key not authorized")

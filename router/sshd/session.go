@@ -18,9 +18,9 @@ import (
 // this only bounds a background child that keeps the output open.
 const drainGrace = time.Second
 
-// SubsystemHint is what a client asking for a subsystem (sftp; scp,
-// which uses sftp since OpenSSH 9) sees on its stderr.
-const SubsystemHint = "ocfw: this router offers no subsystems (no sftp, so no scp either); copy files with: ssh router 'cat > FILE' < FILE\r\n"
+// SubsystemHint is what a client asking for a subsystem other than sftp
+// sees on its stderr.
+const SubsystemHint = "ocfw: this router offers the sftp subsystem only (scp and sftp use it)\r\n"
 
 // session is one "session" channel: at most one process, started by the
 // first shell or exec request.
@@ -114,12 +114,27 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, addr string) 
 			if ss.started {
 				break
 			}
-			// sftp and any other: a client told "subsystem request
-			// failed" shows nothing more, so the request is taken
-			// and the session ends at once with the hint on its
-			// stderr, which OpenSSH's ssh, sftp and scp print.
 			var sub struct{ Name string }
 			ssh.Unmarshal(req.Payload, &sub)
+			if sub.Name == "sftp" {
+				ss.started = true // and ss.cmd stays nil
+				if req.WantReply {
+					req.Reply(true, nil)
+				}
+				go func() {
+					if err := s.serveSFTP(ch, addr); err != nil {
+						s.logf("ssh: %s: sftp: %v", addr, err)
+					}
+					ch.CloseWrite()
+					ch.SendRequest("exit-status", false, ssh.Marshal(exitStatus{}))
+					ch.Close()
+				}()
+				continue
+			}
+			// Any other: a client told "subsystem request failed"
+			// shows nothing more, so the request is taken and the
+			// session ends at once with the hint on its stderr,
+			// which OpenSSH's ssh prints.
 			s.logf("ssh: %s: refused subsystem %q", addr, sub.Name)
 			ss.started = true // and ss.cmd stays nil
 			if req.WantReply {

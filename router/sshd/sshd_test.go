@@ -461,15 +461,15 @@ func TestSubsystemsAndForwardingAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Taken, to end at once with the hint (and exit status 1, which
-	// TestOpenSSHSubsystemHint sees).
-	if err := s.RequestSubsystem("sftp"); err != nil {
+	// Any but sftp: taken, to end at once with the hint (and exit
+	// status 1, which TestOpenSSHSubsystemHint sees).
+	if err := s.RequestSubsystem("netconf"); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := io.ReadAll(stderr); err != nil || string(b) != SubsystemHint {
-		t.Errorf("sftp subsystem: stderr %q, %v; want the hint", b, err)
+		t.Errorf("netconf subsystem: stderr %q, %v; want the hint", b, err)
 	}
-	if !strings.Contains(ts.log.String(), `refused subsystem "sftp"`) {
+	if !strings.Contains(ts.log.String(), `refused subsystem "netconf"`) {
 		t.Errorf("refusal not logged:\n%s", ts.log)
 	}
 	// ssh -L: the target is this test's own listener, on loopback.
