@@ -58,7 +58,7 @@ type Config struct {
 	QuietLog func(format string, args ...any)
 	// Root prefixes /proc (tests); "" is the real root.
 	Root string
-	// Shell is what SSH sessions run; "" means /bbin/gosh.
+	// Shell is what SSH sessions run; "" means /bbin/ocfsh.
 	Shell string
 	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
 	LinkWait time.Duration
@@ -149,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		cfg.LinkWait = 10 * time.Second
 	}
 	if cfg.Shell == "" {
-		cfg.Shell = "/bbin/gosh"
+		cfg.Shell = "/bbin/ocfsh"
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Router{cfg: cfg, cancel: cancel, started: time.Now(), cryptoSettled: make(chan struct{})}
