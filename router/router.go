@@ -292,6 +292,7 @@ type Status struct {
 	SSH      string            `json:"ssh_host_key,omitempty"`
 	Memory   Memory            `json:"memory"`
 	Events   []string          `json:"events,omitempty"`
+	Views                      // ocf clients and ocf firewall (views.go)
 }
 
 // Memory is the board's memory as /proc tells it, in KiB: the firmware
