@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,6 +47,11 @@ func newRebootCmd(name string, cmd int) *cobra.Command {
 		Short: verb + " the board cleanly: the router stops and the card's log is written first",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// Run over SSH, this process outlives the session: the
+			// router it stops closes the connection, which hangs
+			// up the session's processes and leaves their output
+			// nowhere.
+			signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 			return realShutdown(c.OutOrStdout()).run(name, cmd)
 		},
 	}
