@@ -128,6 +128,21 @@ func interactive(ctx context.Context, r *interp.Runner, stdin *os.File, stdout, 
 		}
 	}()
 	ed := newEditor(int(stdin.Fd()), stdin, stdout)
+	// No job control here: ^Z would stop the shell with the command
+	// (they share a process group) and nothing could resume them. The
+	// terminal's suspend key is off while the shell runs.
+	if t, err := unix.IoctlGetTermios(ed.fd, unix.TCGETS); err == nil && t.Cc[unix.VSUSP] != 0 {
+		was := t.Cc[unix.VSUSP]
+		t.Cc[unix.VSUSP] = 0
+		if unix.IoctlSetTermios(ed.fd, unix.TCSETS, t) == nil {
+			defer func() {
+				if t, err := unix.IoctlGetTermios(ed.fd, unix.TCGETS); err == nil {
+					t.Cc[unix.VSUSP] = was
+					unix.IoctlSetTermios(ed.fd, unix.TCSETS, t)
+				}
+			}()
+		}
+	}
 	host, _ := os.Hostname()
 	var src strings.Builder
 	for {

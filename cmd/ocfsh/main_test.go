@@ -174,6 +174,14 @@ func TestLineEditingOnAPty(t *testing.T) {
 		t.Fatal("no prompt")
 	}
 	typeEdits(t, tm.Send, wait)
+	// ^Z while a command runs stops nothing: no job control, and a
+	// stopped shell could not be resumed.
+	tm.Send("sleep 1; echo =slept\r")
+	time.Sleep(300 * time.Millisecond)
+	tm.Send("\x1a")
+	if !wait(regexp.MustCompile(`\n=slept\r\n`), 1) {
+		t.Fatal("^Z during a command stopped it")
+	}
 	tm.Send("exit 6\r")
 	if err := tm.Wait(10 * time.Second); err == nil || !strings.Contains(err.Error(), "exit status 6") {
 		t.Errorf("exit 6: %v", err)
