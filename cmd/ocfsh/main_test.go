@@ -179,7 +179,7 @@ func TestLineEditingOnAPty(t *testing.T) {
 	tm.Send("sleep 1; echo =slept\r")
 	time.Sleep(300 * time.Millisecond)
 	tm.Send("\x1a")
-	if !wait(regexp.MustCompile(`\n=slept\r\n`), 1) {
+	if !wait(regexp.MustCompile(`=slept\r\n`), 1) {
 		t.Fatal("^Z during a command stopped it")
 	}
 	tm.Send("exit 6\r")
