@@ -109,7 +109,7 @@ func adminOverSSH(t *testing.T, vm *qemu.VM, port int, privPEM []byte) {
 			{"df", "Mounted on"},
 			{"free", "Mem:"},
 			{"ocf net | grep 'SSH host key'", "SSH host key SHA256:"},
-			{"head -n 1 /proc/meminfo; tail -n 1 /proc/meminfo", "MemTotal:"},
+			{"head -n 1 /proc/meminfo; cat /proc/meminfo | tail -n 2 | head -n 1", "MemTotal:"},
 			{"ps", "PID"},
 		} {
 			if out := run(t, c.cmd); !strings.Contains(out, c.want) {
