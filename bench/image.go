@@ -208,8 +208,8 @@ func (r *runner) measureBuilds(ctx context.Context, res *buildResult, pl *plan.P
 	ocfwBuild func(name string) (*imageBuild, error)) error {
 	var err error
 	urootArgs := func(out string, extra ...string) []string {
-		a := append([]string{"-o", out, "-build", "bb", "-tags", "goshsmall", "-initcmd", "init",
-			"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd", "-go-enable-inlining"}, extra...)
+		a := append([]string{"-o", out, "-build", "bb", "-initcmd", "init",
+			"-uinitcmd", "ocf boot", "-defaultsh", "ocfsh", "-skip-ldd", "-go-enable-inlining"}, extra...)
 		return append(a, rootfs.Commands...)
 	}
 	goEnv := func(cache string, t plan.GoTarget) []string {
@@ -223,7 +223,7 @@ func (r *runner) measureBuilds(ctx context.Context, res *buildResult, pl *plan.P
 		}
 		return time.Since(t0).Seconds(), nil
 	}
-	res.URootCommand = strings.Join(pl.Go.Env(), " ") + ` u-root -o OUT.cpio -build bb -tags goshsmall -initcmd init -uinitcmd "ocf boot" -defaultsh gosh -skip-ldd -go-enable-inlining` +
+	res.URootCommand = strings.Join(pl.Go.Env(), " ") + ` u-root -o OUT.cpio -build bb -initcmd init -uinitcmd "ocf boot" -defaultsh ocfsh -skip-ldd -go-enable-inlining` +
 		" <the " + strconv.Itoa(len(rootfs.Commands)) + " commands of kernel.Commands>"
 	for _, d := range []string{ocfwCache, urootCache} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -404,8 +404,8 @@ func (r *runner) nslu2(ctx context.Context, cat *boards.Catalog, uroot string) (
 	r.logf("nslu2 userland (arm)")
 	raw := filepath.Join(r.tmp, "nslu2.cpio")
 	env := append([]string{"CGO_ENABLED=0", "GOFLAGS="}, pl.Go.Env()...)
-	args := []string{"-o", raw, "-build", "bb", "-tags", "goshsmall", "-initcmd", "init",
-		"-uinitcmd", "ocf boot", "-defaultsh", "gosh", "-skip-ldd", "-go-enable-inlining"}
+	args := []string{"-o", raw, "-build", "bb", "-initcmd", "init",
+		"-uinitcmd", "ocf boot", "-defaultsh", "ocfsh", "-skip-ldd", "-go-enable-inlining"}
 	if _, err := r.run(ctx, env, uroot, append(args, rootfs.Commands...)...); err != nil {
 		return nil, err
 	}

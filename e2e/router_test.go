@@ -205,16 +205,23 @@ func TestRouterEndToEnd(t *testing.T) {
 	if c := cardStore(t, img); c.State.Values["dhcp_leases"] == nil {
 		t.Fatalf("no leases kept on the card: %+v", c.State)
 	}
-	vm = boot("router after reboot", img)
+	// The second boot also has its second LAN port on this host, for
+	// the admin's OpenSSH session; it ends with the admin's reboot.
+	sshPort := freePort(t)
+	vm = vmtest.Start(t, img, vmtest.Options{Name: "router after reboot",
+		NICs: []qemu.NIC{w.Peer(0, routerWANMAC), w.Peer(1, routerLANMAC), adminNIC(sshPort)}})
 	if err := vm.WaitFor(ctx, plan.MarkDone); err != nil {
 		t.Fatal(err)
 	}
-	vmtest.PowerOff(t, vm)
+	adminOverSSH(t, vm, sshPort, priv)
 	// The router's own log, kept on the card, says what the second boot
 	// found: the lease kept, the same host key.
 	log := cardLog(t, img)
 	if !strings.Contains(log, "lease 192.168.1.100 to 52:54:00:0b:00:02") || !strings.Contains(log, "1 lease(s) kept from before") {
 		t.Errorf("the log on the card does not show the lease given and kept across the reboot:\n%s", log)
+	}
+	if !strings.Contains(log, "ocfw: terminated: stopping the router") {
+		t.Errorf("the admin's reboot did not stop the router cleanly (no line of it on the card):\n%s", log)
 	}
 	if n := strings.Count(log, "ssh: host key "+hm[1]); n != 2 {
 		t.Errorf("the host key %s is in the log of %d boots, want both:\n%s", hm[1], n, log)

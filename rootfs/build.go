@@ -97,20 +97,21 @@ type Part struct {
 // router console:
 //
 //	init      PID 1: mounts, runs `ocf boot` as uinit, then the shell
-//	gosh      the shell (built with goshsmall: a plain line reader that
-//	          works on any serial terminal, no full-screen line editor)
+//	ocfsh     the shell (cmd/ocfsh: gosh's interpreter with a line editor
+//	          and history that work on a serial console and over SSH)
 //	ls, cat   read reports and /proc, /sys
 //	cp, rm, mkdir  manage files on the data partition
 //	mount, umount, sync  the data partition by hand, and flush before power-off
 //	dmesg     why a module or disk failed
 //	poweroff  scripted runs end with it; shutdown: `shutdown reboot`
 //	ip, ps, date, ping  look at the router from its console or SSH
+//	grep, head, tail, df, free  what an admin reaches for first
 //
 // No DHCP client command: the router's own (package router/dhcp) runs in
 // the daemon.
 var Commands = []string{
 	"github.com/u-root/u-root/cmds/core/init",
-	"github.com/u-root/u-root/cmds/core/gosh",
+	"github.com/ocfw/ocfw/cmd/ocfsh",
 	"github.com/u-root/u-root/cmds/core/ls",
 	"github.com/u-root/u-root/cmds/core/cat",
 	"github.com/u-root/u-root/cmds/core/cp",
@@ -128,6 +129,11 @@ var Commands = []string{
 	"github.com/u-root/u-root/cmds/core/ps",
 	"github.com/u-root/u-root/cmds/core/date",
 	"github.com/u-root/u-root/cmds/core/ping",
+	"github.com/u-root/u-root/cmds/core/grep",
+	"github.com/u-root/u-root/cmds/core/head",
+	"github.com/u-root/u-root/cmds/core/tail",
+	"github.com/u-root/u-root/cmds/core/df",
+	"github.com/u-root/u-root/cmds/core/free",
 	"github.com/ocfw/ocfw/cmd/ocf",
 }
 

@@ -83,7 +83,7 @@ func TestBuildReproducible(t *testing.T) {
 	if bad > 3 {
 		t.Errorf("... %d entries in all", bad)
 	}
-	for _, want := range []string{"init", "bbin/bb", "bbin/gosh", "bbin/poweroff", "bbin/ocf", "bin/uinit", "bin/sh", "dev/console",
+	for _, want := range []string{"init", "bbin/bb", "bbin/ocfsh", "bbin/grep", "bbin/df", "bbin/poweroff", "bbin/ocf", "bin/uinit", "bin/sh", "dev/console",
 		"etc/ocfw/plan.json", "etc/ocfw/boot.json", "etc/uinit.flags", "lib/firmware/NPE-B",
 		"lib/modules/" + second.Kernel.Version + "/modules.dep",
 		"lib/modules/" + second.Kernel.Version + "/kernel/drivers/crypto/geode-aes.ko"} {

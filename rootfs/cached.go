@@ -16,8 +16,7 @@ import (
 // beside the Go source, so they are in the cache key.
 const (
 	userlandInit  = "init"
-	userlandShell = "gosh"
-	userlandTag   = "goshsmall"
+	userlandShell = "ocfsh"
 )
 
 var userlandUinit = []string{"ocf", "boot"}
@@ -32,7 +31,6 @@ func userlandEnv(target plan.GoTarget, src string) *golang.Environ {
 		golang.WithGOOS(target.GOOS),
 		golang.WithGOARCH(target.GOARCH),
 		golang.DisableCGO(),
-		golang.WithBuildTag(userlandTag),
 		golang.WithWorkingDir(src),
 	)
 }

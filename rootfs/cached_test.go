@@ -139,8 +139,8 @@ func TestUserlandKeyTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(strings.Join(in.Flags, " "), "-trimpath") || len(in.Commands) != len(Commands) || len(in.Tags) == 0 {
-			t.Fatalf("inputs miss the build's flags, commands or tags: %+v", in)
+		if !strings.Contains(strings.Join(in.Flags, " "), "-trimpath") || len(in.Commands) != len(Commands) {
+			t.Fatalf("inputs miss the build's flags or commands: %+v", in)
 		}
 		k, err := usercache.Key(context.Background(), in)
 		if err != nil {

@@ -59,7 +59,7 @@ type Config struct {
 	QuietLog func(format string, args ...any)
 	// Root prefixes /proc (tests); "" is the real root.
 	Root string
-	// Shell is what SSH sessions run; "" means /bbin/gosh.
+	// Shell is what SSH sessions run; "" means /bbin/ocfsh.
 	Shell string
 	// FilesView is what SSH's sftp shows read-only (the card's reports,
 	// log, site config...); StagingDir backs its writable /staging/ (a
@@ -156,7 +156,7 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		cfg.LinkWait = 10 * time.Second
 	}
 	if cfg.Shell == "" {
-		cfg.Shell = "/bbin/gosh"
+		cfg.Shell = "/bbin/ocfsh"
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Router{cfg: cfg, cancel: cancel, started: time.Now(), cryptoSettled: make(chan struct{})}
@@ -299,6 +299,7 @@ type Status struct {
 	SSH      string            `json:"ssh_host_key,omitempty"`
 	Memory   Memory            `json:"memory"`
 	Events   []string          `json:"events,omitempty"`
+	Views                      // ocf clients and ocf firewall (views.go)
 }
 
 // Memory is the board's memory as /proc tells it, in KiB: the firmware

@@ -40,6 +40,7 @@ type services struct {
 	ntpOnce sync.Once
 	ntpLAN  *ntp.Server       // the LAN's SNTP server; nil without a LAN
 	state   map[string]string // service -> "running", "off: why"...
+	fw      *firewall.Ruleset // as last applied, for the rules' counters
 }
 
 func (s *services) set(name, state string) {
@@ -257,6 +258,12 @@ func (r *Router) serviceStatus(st *Status) {
 				state = "released"
 			}
 			st.Leases = append(st.Leases, fmt.Sprintf("%s %s %s %s", l.IP, l.MAC, l.Hostname, state))
+			st.Clients = append(st.Clients, l)
+		}
+	}
+	if r.svc.fw != nil {
+		if ls, err := firewall.Listing(r.svc.fw); err == nil {
+			st.Firewall = ls
 		}
 	}
 	if cs, err := firewall.Counters(); err == nil {
@@ -378,6 +385,9 @@ func (r *Router) applyFirewall() error {
 		n += len(c.Rules)
 	}
 	r.logf("firewall: %d rules in table %s: inbound on the WAN dropped but replies, DHCP, pings%s", n, firewall.TableName, wanOpen(r.cfg.Site))
+	r.svc.mu.Lock()
+	r.svc.fw = rs
+	r.svc.mu.Unlock()
 	r.svc.set("firewall", "applied")
 	return nil
 }

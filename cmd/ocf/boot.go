@@ -226,7 +226,12 @@ func newDaemonCmd() *cobra.Command {
 			// The router runs until the board stops.
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-			<-sig
+			s := <-sig
+			if o.Log != nil {
+				// Said on the card: this boot ended by a clean stop
+				// (ocf reboot, ocf poweroff), not a power cut.
+				o.Log.Add(fmt.Sprintf("ocfw: %v: stopping the router", s))
+			}
 			o.Router.Close()
 			if o.Log != nil {
 				// What the card's log holds in RAM goes to the card

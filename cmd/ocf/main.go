@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/internal/ocfcmd"
 	"github.com/ocfw/ocfw/plan"
@@ -69,6 +70,11 @@ software and decides from which request size hardware is worth using.`,
 		newDaemonCmd(),
 		newNetCmd(),
 		newEnginesCmd(f),
+		newLogCmd(f),
+		newClientsCmd(),
+		newFirewallCmd(),
+		newRebootCmd("reboot", unix.LINUX_REBOOT_CMD_RESTART),
+		newRebootCmd("poweroff", unix.LINUX_REBOOT_CMD_POWER_OFF),
 	)
 	return root
 }

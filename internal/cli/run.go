@@ -233,7 +233,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 	res, err := boardvm.Run(ctx, image, opt)
 	if opt.Console != nil && res != nil && res.Console != "" && !strings.HasSuffix(res.Console, "\n") {
 		// What comes next (a message, the shell's prompt) starts on a
-		// line of its own, not after the guest's "$ ".
+		// line of its own, not after the guest's prompt.
 		fmt.Fprint(opt.Console, "\r\n")
 	}
 	if escaped.Load() {

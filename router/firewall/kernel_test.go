@@ -97,9 +97,11 @@ func TestGuestRouter(t *testing.T) {
 		Tunnels: []site.Tunnel{{Name: "a-b", Peer: tunnelPeer, RemoteSubnet: remoteNet,
 			Cipher: "aes-128-cbc", Auth: "hmac-sha1", Keys: "a-b.keys"}},
 	}
+	var rs *Ruleset
 	apply := func() {
 		t.Helper()
-		rs, err := Build(site, "wan0", "lan0", netip.MustParsePrefix(routerLAN+"/24"))
+		var err error
+		rs, err = Build(site, "wan0", "lan0", netip.MustParsePrefix(routerLAN+"/24"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,6 +124,28 @@ func TestGuestRouter(t *testing.T) {
 	t.Run("lan manages router", func(t *testing.T) {
 		if _, err := lan.dialTCP(routerLAN+":22", 10*time.Second); err != nil {
 			t.Errorf("lan -> router SSH: %v", err)
+		}
+	})
+	t.Run("listing counts each rule", func(t *testing.T) {
+		// The LAN's SSH above went through the input rule that lets
+		// the LAN manage the router: its counter saw it.
+		ls, err := Listing(rs, InNetNS(router.FD()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ch := range ls {
+			for _, r := range ch.Rules {
+				if ch.Name == "input" && strings.Contains(r.Rule, `iifname "lan0" meta nfproto ipv4 ip saddr 192.168.1.0/24 accept`) {
+					found = true
+					if r.Packets == 0 || r.Bytes == 0 {
+						t.Errorf("%s: %d packets, %d bytes after the LAN's SSH", r.Rule, r.Packets, r.Bytes)
+					}
+				}
+			}
+		}
+		if !found || len(ls) != len(rs.Chains) {
+			t.Errorf("no LAN management rule in the listing (%d chains): %+v", len(ls), ls)
 		}
 	})
 	t.Run("wan to lan dropped", func(t *testing.T) {

@@ -93,7 +93,7 @@ func Apply(rs *Ruleset, opts ...Option) error {
 			Policy:   &policy,
 		})
 		for _, r := range ch.Rules {
-			ex, err := r.exprs()
+			ex, err := r.build(true)
 			if err != nil { // check above makes this unreachable
 				return fmt.Errorf("firewall: chain %s: %w", ch.Name, err)
 			}
@@ -134,6 +134,61 @@ func Counters(opts ...Option) ([]Counter, error) {
 	return out, nil
 }
 
+// ChainListing is one chain of the router's table as the kernel runs it:
+// its rules, each with what its counter saw since the last Apply.
+type ChainListing struct {
+	Name   string        `json:"name"`
+	Hook   string        `json:"hook"`
+	Policy string        `json:"policy"`
+	Rules  []RuleListing `json:"rules"`
+}
+
+// RuleListing is one rule (its text as Rule.String writes it) and its
+// counter.
+type RuleListing struct {
+	Rule    string `json:"rule"`
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// Listing reads the counters of the rules rs installed (Apply) and
+// pairs each with its rule, chain by chain in rs's order. The kernel
+// gives a chain's rules in the order they were added, which is rs's; a
+// chain whose rules the kernel has a different number of (changed by
+// hand with nft) is an error rather than a wrong pairing.
+func Listing(rs *Ruleset, opts ...Option) ([]ChainListing, error) {
+	c, err := conn(opts)
+	if err != nil {
+		return nil, fmt.Errorf("firewall: %w", err)
+	}
+	t := &nftables.Table{Name: rs.Table, Family: nftables.TableFamilyINet}
+	var out []ChainListing
+	for _, ch := range rs.Chains {
+		rules, err := c.GetRules(t, &nftables.Chain{Name: ch.Name, Table: t})
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil, fmt.Errorf("firewall: no table inet %s or chain %s: the firewall was never applied", rs.Table, ch.Name)
+			}
+			return nil, fmt.Errorf("firewall: reading chain %s: %w", ch.Name, err)
+		}
+		if len(rules) != len(ch.Rules) {
+			return nil, fmt.Errorf("firewall: chain %s has %d rules in the kernel, %d as applied: changed by hand?", ch.Name, len(rules), len(ch.Rules))
+		}
+		cl := ChainListing{Name: ch.Name, Hook: ch.Hook, Policy: ch.Policy}
+		for i, r := range ch.Rules {
+			rl := RuleListing{Rule: r.String()}
+			for _, e := range rules[i].Exprs {
+				if ce, ok := e.(*expr.Counter); ok {
+					rl.Packets, rl.Bytes = ce.Packets, ce.Bytes
+				}
+			}
+			cl.Rules = append(cl.Rules, rl)
+		}
+		out = append(out, cl)
+	}
+	return out, nil
+}
+
 // Registers: nft's 16-byte registers 1 and 2 (NFT_REG_1, NFT_REG_2).
 const (
 	reg1 = 1
@@ -166,7 +221,13 @@ var icmpTypes = map[string]byte{"echo-request": 8}
 // exprs translates the rule into nftables expressions, in the order its
 // String shows them. It is pure, so the host tests check every rule Build
 // makes translates.
-func (r Rule) exprs() ([]expr.Any, error) {
+func (r Rule) exprs() ([]expr.Any, error) { return r.build(false) }
+
+// build is exprs, with an anonymous counter before the verdict when
+// counted: what Apply installs, so that every rule counts the packets
+// and bytes it decided (`ocf firewall`). A counter only counts: the
+// rule matches and decides as without it.
+func (r Rule) build(counted bool) ([]expr.Any, error) {
 	var ex []expr.Any
 	cmp := func(op expr.CmpOp, data []byte) {
 		ex = append(ex, &expr.Cmp{Op: op, Register: reg1, Data: data})
@@ -284,6 +345,9 @@ func (r Rule) exprs() ([]expr.Any, error) {
 	}
 	if r.Counter != "" {
 		ex = append(ex, &expr.Objref{Type: int(nftables.ObjTypeCounter), Name: r.Counter})
+	}
+	if counted {
+		ex = append(ex, &expr.Counter{})
 	}
 	switch r.Verdict {
 	case "accept":

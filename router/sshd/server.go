@@ -17,9 +17,9 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	// DefaultShell is the board's shell (u-root's gosh), run as
-	// `gosh -c CMD` for exec and plain `gosh` for a shell.
-	DefaultShell = "/bbin/gosh"
+	// DefaultShell is the board's shell (cmd/ocfsh), run as
+	// `ocfsh -c CMD` for exec and plain `ocfsh` for a shell.
+	DefaultShell = "/bbin/ocfsh"
 	// DefaultMaxConns bounds logged-in connections: each costs buffers
 	// and goroutines, and the NSLU2 has 32 MB. Connections still
 	// logging in have their own bounds, below, and never take these

@@ -102,7 +102,7 @@ type RunResult struct {
 
 // WatchdogError is a guest killed by the watchdog (RunOptions.Timeout).
 // Its message ends with the watchdog's verdict, after the last console
-// lines: a tail ending in the shell's "$ " must not look like a live
+// lines: a tail ending in the shell's prompt must not look like a live
 // guest.
 type WatchdogError struct {
 	After time.Duration

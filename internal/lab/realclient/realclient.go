@@ -5,6 +5,8 @@
 // interfaces: each runs under nsenter in its namespace, optionally with
 // tmpfs mounted over the directories it writes (a private mount
 // namespace), and is killed with its process group when the test ends.
+// StartTerminal runs one on a pseudo-terminal of its own instead, for
+// what a person types (OpenSSH's ssh -tt into the router's shell).
 package realclient
 
 import (
