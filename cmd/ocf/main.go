@@ -68,6 +68,7 @@ software and decides from which request size hardware is worth using.`,
 		newBootCmd(),
 		newDaemonCmd(),
 		newNetCmd(),
+		newConfigCmd(),
 		newEnginesCmd(f),
 	)
 	return root
