@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/ocfw/ocfw/internal/cli"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/router/config"
@@ -229,4 +231,76 @@ func TestPushConfig(t *testing.T) {
 			t.Errorf("the boot does not say it runs the pushed config")
 		}
 	})
+	if t.Failed() {
+		return
+	}
+	// Power cuts: QEMU killed at moments of a push, its confirm and a
+	// rollback, each found on the console (the store announces its
+	// writes there); the next boot runs the old or the new config,
+	// whole, and the data partition stays clean.
+	hostname := "push-gw2"
+	for i, c := range []struct {
+		at      string // console text to kill at (its n-th occurrence in this push)
+		n       int
+		moveLAN bool // push a config that cuts SSH off: it rolls back
+		want    string
+	}{
+		{"store: writing value site_push", 1, false, "old"},
+		{"config: pushed config", 1, false, "old"},
+		{"config: applying", 1, false, "old"},
+		{"config: pushed config", 2, false, "old"}, // "... applied"
+		{"store: writing value site_push", 2, false, "either"},
+		{"confirmed at", 1, false, "new"},
+		{"store: writing value site_push", 2, true, "old"},
+		{"config: applying", 2, true, "old"},
+	} {
+		t.Run(fmt.Sprintf("power cut %d at %s", i+1, strings.TrimSpace(c.at)), func(t *testing.T) {
+			next := fmt.Sprintf("cut-%d", i+1)
+			lan := "192.168.1.1/24"
+			if c.moveLAN {
+				lan = "192.168.1.2/24"
+			}
+			f := write(next+".yaml", pushSite(pub, next, lan, "", ""))
+			from := len(vm.Console())
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				var out, errs bytes.Buffer
+				cli.Run(ctx, []string{"push", "-i", keyFile, "--known-hosts", knownHosts, "--timeout", "20s", f, host}, &out, &errs)
+			}()
+			at, n := c.at, c.n
+			seen := ""
+			for end := time.Now().Add(3 * time.Minute); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				con := vm.Console()[from:]
+				if strings.Count(con, at) >= n {
+					seen = con
+					break
+				}
+			}
+			vm.Kill()
+			cancel()
+			<-done
+			if seen == "" {
+				t.Fatalf("%q (%d) never came on the console:\n%s", at, n, vm.Tail(30))
+			}
+			dataPartitionClean(t, img)
+			vm = vmtest.Start(t, img, vmtest.Options{Name: next, NICs: nics})
+			got := strings.TrimSpace(b.wait(t, vm, "cat /proc/sys/kernel/hostname", 5*time.Minute))
+			status, _ := b.run("ocf config status", nil)
+			t.Logf("killed at %q: boots %s; %s", at, got, strings.TrimSpace(status))
+			switch {
+			case got != hostname && got != next:
+				t.Fatalf("boots %q: neither the old %s nor the new %s", got, hostname, next)
+			case c.want == "old" && got != hostname, c.want == "new" && got != next:
+				t.Errorf("boots %s, want the %s config", got, c.want)
+			case strings.Contains(status, "provisional"):
+				t.Errorf("a provisional config after the boot: %s", status)
+			}
+			hostname = got
+		})
+		if t.Failed() {
+			return
+		}
+	}
 }
