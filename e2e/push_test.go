@@ -60,13 +60,15 @@ func (b *boardSSH) run(cmd string, stdin []byte) (string, error) {
 		return "", err
 	}
 	defer s.Close()
-	var out bytes.Buffer
-	s.Stdout, s.Stderr = &out, &out
+	// Two buffers: x/crypto/ssh copies each stream in its own
+	// goroutine, and one bytes.Buffer read into twice at once loses data.
+	var out, errOut bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errOut
 	if stdin != nil {
 		s.Stdin = bytes.NewReader(stdin)
 	}
 	err = s.Run(cmd)
-	return out.String(), err
+	return out.String() + errOut.String(), err
 }
 
 // wait runs cmd until it works or d has passed.

@@ -21,6 +21,12 @@ import (
 // fixed order; key files count for the tunnels. PortsChanged says the
 // board or its ports changed, which no live apply does.
 func Diff(a, b *site.Site, filesA, filesB map[string]string) []string {
+	if len(filesA) == 0 {
+		filesA = nil // no key files pushed, whether nil or empty
+	}
+	if len(filesB) == 0 {
+		filesB = nil
+	}
 	var parts []string
 	add := func(p string, x, y any) {
 		if !same(x, y) {

@@ -30,6 +30,7 @@ func TestDiffNamesOnlyWhatChanged(t *testing.T) {
 		{"domain", func(s *site.Site) { s.LAN.Domain = "home.arpa" }, nil, []string{"dns"}},
 		{"ntp", func(s *site.Site) { s.NTP.Servers = []string{"192.0.2.1"} }, nil, []string{"ntp"}},
 		{"a key file", nil, map[string]string{"t.json": "{}"}, []string{"tunnels"}},
+		{"no key files, as an empty map", nil, map[string]string{}, nil},
 		{"empty list is no list", func(s *site.Site) { s.NTP.Servers = []string{} }, nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
