@@ -90,19 +90,7 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 	if s.WAN.Port != old.WAN.Port || strings.Join(s.LAN.Ports, ",") != strings.Join(old.LAN.Ports, ",") {
 		return fmt.Errorf("router: the ports changed (wan.port, lan.ports): that needs a reboot")
 	}
-	// What each part restarts: a moved LAN address moves every LAN
-	// service's socket; the WAN's address is in the firewall and the
-	// tunnels.
-	restart := map[string]bool{
-		"ssh":         has[PartSSH] || has[PartLAN] || has[PartFirewall],
-		"dhcp":        has[PartDHCP] || has[PartLAN],
-		"dns":         has[PartDNS] || has[PartLAN],
-		"ntp-server":  has[PartLAN],
-		"ipsec":       has[PartTunnels] || has[PartWAN],
-		"dhcp-client": has[PartWAN],
-		"ntp":         has[PartNTP],
-	}
-	firewallToo := has[PartFirewall] || has[PartLAN] || has[PartWAN] || has[PartTunnels] || has[PartSSH]
+	restart, firewallToo := restarts(old, s, has)
 	var names []string
 	for n, ok := range restart {
 		if ok {
@@ -241,4 +229,24 @@ func (r *Router) removeTunnels() {
 	}
 	ts.h.Close()
 	ts.h = nil
+}
+
+// restarts are the services Reconfigure restarts from old to s for the
+// parts changed, and whether the firewall is programmed again.
+func restarts(old, s *site.Site, has map[string]bool) (restart map[string]bool, firewall bool) {
+	// What each part restarts: a moved LAN address moves every LAN
+	// service's socket; the WAN's address is in the firewall and the
+	// tunnels; SSH listens everywhere or on the LAN as the WAN services
+	// say.
+	restart = map[string]bool{
+		"ssh":         has[PartSSH] || has[PartLAN] || contains(old.Firewall.WANServices, "ssh") != contains(s.Firewall.WANServices, "ssh"),
+		"dhcp":        has[PartDHCP] || has[PartLAN],
+		"dns":         has[PartDNS] || has[PartLAN],
+		"ntp-server":  has[PartLAN],
+		"ipsec":       has[PartTunnels] || has[PartWAN],
+		"dhcp-client": has[PartWAN],
+		"ntp":         has[PartNTP],
+	}
+	firewall = has[PartFirewall] || has[PartLAN] || has[PartWAN] || has[PartTunnels] || has[PartSSH]
+	return restart, firewall
 }
