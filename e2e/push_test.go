@@ -18,6 +18,7 @@ import (
 	"github.com/ocfw/ocfw/internal/cli"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
+	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router/config"
 )
 
@@ -86,6 +87,17 @@ func (b *boardSSH) wait(t *testing.T, vm *qemu.VM, cmd string, d time.Duration) 
 	return ""
 }
 
+// bootDone waits for the end of the boot sequence: the self-test and the
+// ESP measurement are not what a push races.
+func bootDone(t *testing.T, vm *qemu.VM) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := vm.WaitFor(ctx, plan.MarkDone); err != nil {
+		t.Fatalf("the boot sequence did not end: %v\n%s", err, vm.Tail(30))
+	}
+}
+
 func freeTCPPort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -152,6 +164,7 @@ func TestPushConfig(t *testing.T) {
 	}
 
 	vm := vmtest.Start(t, img, vmtest.Options{Name: "gw", NICs: nics})
+	bootDone(t, vm)
 	b.wait(t, vm, "true", 5*time.Minute)
 
 	t.Run("unknown host key refused", func(t *testing.T) {
@@ -226,6 +239,7 @@ func TestPushConfig(t *testing.T) {
 		vmtest.PowerOff(t, vm)
 		dataPartitionClean(t, img)
 		vm = vmtest.Start(t, img, vmtest.Options{Name: "gw-again", NICs: nics})
+		bootDone(t, vm)
 		if h := b.wait(t, vm, "cat /proc/sys/kernel/hostname", 5*time.Minute); strings.TrimSpace(h) != "push-gw2" {
 			t.Errorf("hostname after the reboot: %q", h)
 		}
@@ -266,9 +280,9 @@ func TestPushConfig(t *testing.T) {
 			from := len(vm.Console())
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
+			var out, errs bytes.Buffer
 			go func() {
 				defer close(done)
-				var out, errs bytes.Buffer
 				cli.Run(ctx, []string{"push", "-i", keyFile, "--known-hosts", knownHosts, "--timeout", "20s", f, host}, &out, &errs)
 			}()
 			at, n := c.at, c.n
@@ -283,12 +297,14 @@ func TestPushConfig(t *testing.T) {
 			vm.Kill()
 			cancel()
 			<-done
+			t.Logf("ocfw push (killed at %q):\n%s%s", at, out.String(), errs.String())
 			if seen == "" {
 				t.Fatalf("%q (%d) never came on the console:\n%s", at, n, vm.Tail(30))
 			}
 			dataPartitionClean(t, img)
 			vm = vmtest.Start(t, img, vmtest.Options{Name: next, NICs: nics})
 			got := strings.TrimSpace(b.wait(t, vm, "cat /proc/sys/kernel/hostname", 5*time.Minute))
+			bootDone(t, vm)
 			status, _ := b.run("ocf config status", nil)
 			t.Logf("killed at %q: boots %s; %s", at, got, strings.TrimSpace(status))
 			switch {

@@ -41,6 +41,7 @@ type services struct {
 	ntpLAN  *ntp.Server         // the LAN's SNTP server; nil without a LAN
 	state   map[string]string   // service -> "running", "off: why"...
 	running map[string]*running // by name, so Reconfigure can stop one
+	rsaMu   sync.Mutex          // held while the RSA host key is loaded or made
 }
 
 func (s *services) set(name, state string) {
@@ -338,7 +339,11 @@ func (k valueKeys) Save(b []byte) error {
 
 // addRSAHostKey loads or makes the second host key and offers it.
 func (r *Router) addRSAHostKey(ks sshd.KeyStore, srv *sshd.Server) {
+	// One at a time: an SSH restart (Reconfigure) while the first RSA
+	// key is still being made must load that key, not make another.
+	r.svc.rsaMu.Lock()
 	k, err := sshd.LoadRSAHostKey(ks, r.logf)
+	r.svc.rsaMu.Unlock()
 	if err == nil && k != nil {
 		err = srv.AddHostKey(k)
 	}
