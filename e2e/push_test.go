@@ -163,6 +163,7 @@ func TestPushConfig(t *testing.T) {
 		return out, errs, code
 	}
 
+	top := t // the guests live as long as the whole test, not one subtest
 	vm := vmtest.Start(t, img, vmtest.Options{Name: "gw", NICs: nics})
 	bootDone(t, vm)
 	b.wait(t, vm, "true", 5*time.Minute)
@@ -238,7 +239,7 @@ func TestPushConfig(t *testing.T) {
 	t.Run("kept over a reboot", func(t *testing.T) {
 		vmtest.PowerOff(t, vm)
 		dataPartitionClean(t, img)
-		vm = vmtest.Start(t, img, vmtest.Options{Name: "gw-again", NICs: nics})
+		vm = vmtest.Start(top, img, vmtest.Options{Name: "gw-again", NICs: nics}) // outlives this subtest
 		bootDone(t, vm)
 		if h := b.wait(t, vm, "cat /proc/sys/kernel/hostname", 5*time.Minute); strings.TrimSpace(h) != "push-gw2" {
 			t.Errorf("hostname after the reboot: %q", h)
@@ -302,7 +303,7 @@ func TestPushConfig(t *testing.T) {
 				t.Fatalf("%q (%d) never came on the console:\n%s", at, n, vm.Tail(30))
 			}
 			dataPartitionClean(t, img)
-			vm = vmtest.Start(t, img, vmtest.Options{Name: next, NICs: nics})
+			vm = vmtest.Start(top, img, vmtest.Options{Name: next, NICs: nics})
 			got := strings.TrimSpace(b.wait(t, vm, "cat /proc/sys/kernel/hostname", 5*time.Minute))
 			bootDone(t, vm)
 			status, _ := b.run("ocf config status", nil)
