@@ -313,7 +313,7 @@ func TestPushConfig(t *testing.T) {
 				t.Fatalf("boots %q: neither the old %s nor the new %s", got, hostname, next)
 			case c.want == "old" && got != hostname, c.want == "new" && got != next:
 				t.Errorf("boots %s, want the %s config", got, c.want)
-			case strings.Contains(status, "provisional"):
+			case strings.Contains(status, "is provisional"):
 				t.Errorf("a provisional config after the boot: %s", status)
 			}
 			hostname = got
