@@ -257,21 +257,22 @@ func TestPushConfig(t *testing.T) {
 	// whole, and the data partition stays clean.
 	hostname := "push-gw2"
 	for i, c := range []struct {
+		name    string
 		at      string // console text to kill at (its n-th occurrence in this push)
 		n       int
 		moveLAN bool // push a config that cuts SSH off: it rolls back
 		want    string
 	}{
-		{"store: writing value site_push", 1, false, "old"},
-		{"config: pushed config", 1, false, "old"},
-		{"config: applying", 1, false, "old"},
-		{"config: pushed config", 2, false, "old"}, // "... applied"
-		{"store: writing value site_push", 2, false, "either"},
-		{"confirmed at", 1, false, "new"},
-		{"store: writing value site_push", 2, true, "old"},
-		{"config: applying", 2, true, "old"},
+		{"provisional write", "store: writing value site_push", 1, false, "old"},
+		{"accepted", "config: pushed config", 1, false, "old"},
+		{"services restarting", "config: applying", 1, false, "old"},
+		{"applied", "config: pushed config", 2, false, "old"}, // "... applied"
+		{"confirm write", "store: writing value site_push", 2, false, "either"},
+		{"confirmed", "confirmed at", 1, false, "new"},
+		{"rollback write", "store: writing value site_push", 2, true, "old"},
+		{"rollback restarting", "config: applying", 2, true, "old"},
 	} {
-		t.Run(fmt.Sprintf("power cut %d at %s", i+1, strings.TrimSpace(c.at)), func(t *testing.T) {
+		t.Run(fmt.Sprintf("power cut %d at the %s", i+1, c.name), func(t *testing.T) {
 			next := fmt.Sprintf("cut-%d", i+1)
 			lan := "192.168.1.1/24"
 			if c.moveLAN {
