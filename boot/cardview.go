@@ -11,15 +11,16 @@ import (
 
 	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router/config"
 	"github.com/ocfw/ocfw/router/sshd"
 	"github.com/ocfw/ocfw/site"
 	"github.com/ocfw/ocfw/store"
 )
 
-// StagingDir is SSH's sftp staging area: in RAM (under plan.RunDir), so
-// nothing an upload does touches the card; only validated content moves
-// from there into the store (`ocf config apply`).
-const StagingDir = plan.RunDir + "/staging"
+// StagingDir is SSH's sftp staging area, the one `ocf config stage` and
+// `ocf config apply` use: in RAM, so nothing an upload does touches the
+// card; only validated content moves from there into the store.
+const StagingDir = config.StagingDir
 
 // bootManifest is the image's manifest on a CF card's boot partition
 // (firmware.BootManifest, a host package).

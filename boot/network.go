@@ -12,6 +12,7 @@ import (
 
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router"
+	"github.com/ocfw/ocfw/router/config"
 	"github.com/ocfw/ocfw/store"
 )
 
@@ -23,6 +24,14 @@ import (
 // was used and why.
 func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (sc *site.Site, notes []string) {
 	if st != nil {
+		// A config pushed over SSH and confirmed wins (router/config);
+		// one still provisional is rolled back here.
+		if s, note := pushedSite(st, pl); note != "" {
+			if s != nil {
+				return s, []string{"site config: " + note}
+			}
+			notes = append(notes, note)
+		}
 		data, err := st.ReadFile(site.CardFile, plan.MaxFileSize)
 		switch {
 		case err == nil:
@@ -62,6 +71,7 @@ func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (sc *site.Site, notes
 // not the router starts (the ESP run measures its tunnels' algorithms).
 func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store, lw *store.LogWriter) (*router.Router, *site.Site, []string, error) {
 	sc, notes := loadSite(cfg, pl, st)
+	booted := bootedGen(st)
 	for _, n := range notes {
 		n = store.Printable(n)
 		cfg.printf("ocfw: %s", n)
@@ -81,6 +91,9 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	if st != nil {
 		rc.Values = st
 		rc.Files = st // the tunnels' key files, beside site.json
+		if booted != nil {
+			rc.Files = config.Files(booted, st)
+		}
 	} else {
 		notes = append(notes, "no data partition: SSH host keys and DHCP leases live in RAM only, new at every boot")
 	}
@@ -88,6 +101,7 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	if r != nil {
 		ctxStatus := context.Background()
 		go r.ServeStatus(ctxStatus, cfg.path(router.StatusSocket))
+		startConfig(cfg, r, pl, st, booted, rc.Log)
 	}
 	return r, sc, notes, err
 }
@@ -115,4 +129,48 @@ func logSinks(cfg *Config, lw *store.LogWriter) (log, event, quiet func(format s
 		}
 	}
 	return sink(true, true), sink(true, false), sink(false, false)
+}
+
+// pushedSite is the confirmed pushed config (router/config), with a note
+// for the log; nil and a note when one could not be used, nil and ""
+// when none was pushed.
+func pushedSite(st *store.Store, pl *plan.Plan) (*site.Site, string) {
+	g, note, err := config.AtBoot(st)
+	if err != nil {
+		return nil, "pushed site config unreadable, the card's or the built-in one is used: " + err.Error()
+	}
+	if g == nil {
+		return nil, note
+	}
+	s, errs := router.ReadSite("pushed config", []byte(g.Site), pl.Ports)
+	if len(errs) > 0 {
+		return nil, fmt.Sprintf("pushed config %d is invalid, the card's or the built-in one is used: %v", g.N, errs[0])
+	}
+	return s, note
+}
+
+// bootedGen is the pushed generation loadSite chose, if any.
+func bootedGen(st *store.Store) *config.Gen {
+	if st == nil {
+		return nil
+	}
+	r, err := config.Load(st)
+	if err != nil || r.State == config.StateProvisional {
+		return nil
+	}
+	return r.Confirmed
+}
+
+// startConfig serves `ocf config` (ocfw push) for the running router.
+func startConfig(cfg *Config, r *router.Router, pl *plan.Plan, st *store.Store, booted *config.Gen, logf func(string, ...any)) {
+	opts := config.Options{Router: r, Ports: pl.Ports, Booted: booted, Log: logf, ApplyDelay: config.ApplyDelay}
+	if st != nil {
+		opts.Values, opts.Files = st, st
+	}
+	m, err := config.New(opts)
+	if err != nil {
+		logf("config: %v: ocf config (ocfw push) is off", err)
+		return
+	}
+	go m.Serve(context.Background(), cfg.path(config.Socket))
 }

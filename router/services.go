@@ -38,9 +38,11 @@ type services struct {
 	dhcp    *dhcp.Server
 	tunnels *tunnelSet // nil without tunnels
 	ntpOnce sync.Once
-	ntpLAN  *ntp.Server       // the LAN's SNTP server; nil without a LAN
-	state   map[string]string // service -> "running", "off: why"...
-	fw      *firewall.Ruleset // as last applied, for the rules' counters
+	ntpLAN  *ntp.Server         // the LAN's SNTP server; nil without a LAN
+	state   map[string]string   // service -> "running", "off: why"...
+	running map[string]*running // by name, so Reconfigure can stop one
+	rsaMu   sync.Mutex          // held while the RSA host key is loaded or made
+	fw      *firewall.Ruleset   // as last applied, for the rules' counters
 }
 
 func (s *services) set(name, state string) {
@@ -57,6 +59,28 @@ func (s *services) set(name, state string) {
 // keeps running.
 func (r *Router) startServices(ctx context.Context) []error {
 	var errs []error
+	s := r.cfg.Site
+	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
+
+	r.startSSH(ctx)
+	errs = append(errs, r.startDHCP(ctx)...)
+
+	r.startDNS(ctx)
+	r.startNTPServer(ctx, lan)
+	r.startTunnels(ctx)
+	r.svcCtx = ctx
+	r.mu.Lock()
+	static := r.wan.Addr.IsValid()
+	r.mu.Unlock()
+	if static {
+		r.wanChanged() // a static WAN is up already: set the clock now
+	}
+	return errs
+}
+
+// startSSH runs the SSH server as the site asks (Start, and Reconfigure
+// when its part changed).
+func (r *Router) startSSH(ctx context.Context) {
 	s := r.cfg.Site
 	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
 
@@ -108,9 +132,12 @@ func (r *Router) startServices(ctx context.Context) []error {
 		})
 	}
 
-	errs = append(errs, r.startDHCP(ctx)...)
+}
 
-	// The LAN's DNS forwarder.
+// startDNS runs the LAN's DNS forwarder when the site has one.
+func (r *Router) startDNS(ctx context.Context) {
+	s := r.cfg.Site
+	lan, _ := s.LAN.Address.Prefix()
 	if lan.IsValid() && s.LAN.ForwarderOn() {
 		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: r.upstreams(), Logf: r.serviceLog(),
 			Domain: s.LAN.LocalDomain(), Hosts: r.lanHosts})
@@ -123,16 +150,6 @@ func (r *Router) startServices(ctx context.Context) []error {
 	} else {
 		r.svc.set("dns", "off")
 	}
-	r.startNTPServer(ctx, lan)
-	r.startTunnels(ctx)
-	r.svcCtx = ctx
-	r.mu.Lock()
-	static := r.wan.Addr.IsValid()
-	r.mu.Unlock()
-	if static {
-		r.wanChanged() // a static WAN is up already: set the clock now
-	}
-	return errs
 }
 
 // wanChanged tells the services the WAN's address or resolvers changed:
@@ -283,9 +300,11 @@ func (r *Router) serviceStatus(st *Status) {
 
 // goService runs fn until the router stops, logging a failure.
 func (r *Router) goService(name string, ctx context.Context, fn func(ctx context.Context) error) {
+	ctx, done := r.svc.track(name, ctx)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer done()
 		if err := fn(ctx); err != nil && ctx.Err() == nil {
 			r.logf("%s stopped: %v", name, err)
 			r.svc.set(name, "stopped: "+err.Error())
@@ -328,7 +347,11 @@ func (k valueKeys) Save(b []byte) error {
 
 // addRSAHostKey loads or makes the second host key and offers it.
 func (r *Router) addRSAHostKey(ks sshd.KeyStore, srv *sshd.Server) {
+	// One at a time: an SSH restart (Reconfigure) while the first RSA
+	// key is still being made must load that key, not make another.
+	r.svc.rsaMu.Lock()
 	k, err := sshd.LoadRSAHostKey(ks, r.logf)
+	r.svc.rsaMu.Unlock()
 	if err == nil && k != nil {
 		err = srv.AddHostKey(k)
 	}
@@ -410,7 +433,12 @@ func wanOpen(s *site.Site) string {
 // startDHCP runs the WAN's DHCP client and the LAN's DHCP server as the
 // site asks.
 func (r *Router) startDHCP(ctx context.Context) []error {
-	var errs []error
+	r.startDHCPClient(ctx)
+	return r.startDHCPServer(ctx)
+}
+
+// startDHCPClient runs the WAN's DHCP client when the site asks for one.
+func (r *Router) startDHCPClient(ctx context.Context) {
 	s := r.cfg.Site
 	if s.WAN.Address.IsDHCP() {
 		c := dhcp.NewClient(dhcp.ClientConfig{Interface: r.wanIf, Hostname: s.Hostname, Log: r.logf,
@@ -427,6 +455,12 @@ func (r *Router) startDHCP(ctx context.Context) []error {
 		r.svc.set("dhcp-client", dhcpClientState(r.wanIf, nil))
 		r.goService("dhcp-client", ctx, c.Run)
 	}
+}
+
+// startDHCPServer runs the LAN's DHCP server when the site has a range.
+func (r *Router) startDHCPServer(ctx context.Context) []error {
+	var errs []error
+	s := r.cfg.Site
 	if len(s.LAN.DHCP.Range) == 0 || r.lanIf == "" {
 		r.svc.set("dhcp", "off: no LAN range in the site config")
 		return errs

@@ -137,6 +137,7 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newBoardCmd(g),
 		newPlanCmd(g),
 		newValidateCmd(g),
+		newPushCmd(g),
 		newSiteCmd(g),
 		newTunnelCmd(g),
 		withPlanFlags(g, ocfcmd.NewSelftestCmd),

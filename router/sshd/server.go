@@ -428,7 +428,7 @@ func (s *Server) handle(ctx context.Context, raw net.Conn, st *startup) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sessions }()
-			s.session(ch, creqs, addr)
+			s.session(ch, creqs, addr, connID(conn))
 		}()
 	}
 	wg.Wait()

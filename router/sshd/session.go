@@ -1,6 +1,7 @@
 package sshd
 
 import (
+	"encoding/hex"
 	"io"
 	"os"
 	"os/exec"
@@ -25,8 +26,9 @@ const SubsystemHint = "ocfw: this router offers the sftp subsystem only (scp and
 // session is one "session" channel: at most one process, started by the
 // first shell or exec request.
 type session struct {
-	srv *Server
-	ch  ssh.Channel
+	srv  *Server
+	ch   ssh.Channel
+	conn string // connID of the connection it is on
 
 	term    string
 	size    *unix.Winsize // from pty-req; nil means pipes, no pty
@@ -64,8 +66,8 @@ var signals = map[string]syscall.Signal{
 	"USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM, "PIPE": syscall.SIGPIPE,
 }
 
-func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, addr string) {
-	ss := &session{srv: s, ch: ch, replied: make(chan struct{})}
+func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, addr, conn string) {
+	ss := &session{srv: s, ch: ch, replied: make(chan struct{}), conn: conn}
 	for req := range reqs {
 		ok := false
 		switch req.Type {
@@ -191,6 +193,7 @@ func (ss *session) start(isExec bool, command string) error {
 		args = append(args, "-c", command)
 	}
 	cmd := &exec.Cmd{Path: cfg.Shell, Args: args, Dir: "/", Env: append([]string(nil), cfg.Env...)}
+	cmd.Env = append(cmd.Env, ConnEnv+"="+ss.conn)
 	var (
 		outs   []*os.File  // what the process writes, in the order relayed
 		to     []io.Writer // where each goes
@@ -353,3 +356,14 @@ func closeAll(fs ...*os.File) {
 		}
 	}
 }
+
+// ConnEnv names the variable that tells a session's process which SSH
+// connection it runs on (connID): `ocf config confirm` must come over
+// another connection than the one that applied the config, which proves
+// a new login still works. Clients cannot set it (env requests are
+// refused).
+const ConnEnv = "OCFW_SSH_CONN"
+
+// connID tells connections apart: the first 8 bytes of the session
+// identifier, which both ends derive from the key exchange.
+func connID(c ssh.ConnMetadata) string { return hex.EncodeToString(c.SessionID()[:8]) }

@@ -1,0 +1,252 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/site"
+)
+
+// Parts of a site config that Reconfigure applies live, each restarting
+// only what it concerns (router/config.Diff finds them).
+const (
+	PartHostname = "hostname" // the host name
+	PartLAN      = "lan"      // the LAN's address or MTU
+	PartWAN      = "wan"      // the WAN's addressing, gateway, resolvers, MTU
+	PartFirewall = "firewall" // NAT, the firewall, port forwards, WAN services
+	PartDHCP     = "dhcp"     // the LAN's DHCP server (range, static leases and their names)
+	PartDNS      = "dns"      // the LAN's DNS forwarder and local domain
+	PartSSH      = "ssh"      // SSH keys and port
+	PartTunnels  = "tunnels"  // the IPsec tunnels and their key files
+	PartNTP      = "ntp"      // the time servers asked
+)
+
+// running is one service goroutine that Reconfigure may stop.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// track gives a service a context of its own under ctx, so that it can be
+// stopped alone; done must be called when it has ended.
+func (s *services) track(name string, ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	run := &running{cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.running == nil {
+		s.running = map[string]*running{}
+	}
+	s.running[name] = run
+	s.mu.Unlock()
+	return ctx, func() {
+		cancel()
+		close(run.done)
+		s.mu.Lock()
+		if s.running[name] == run {
+			delete(s.running, name)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// stop ends the named service and waits for it; nothing when it is not
+// running.
+func (s *services) stop(name string) {
+	s.mu.Lock()
+	run := s.running[name]
+	s.mu.Unlock()
+	if run == nil {
+		return
+	}
+	run.cancel()
+	<-run.done
+}
+
+// Site is the site config the router runs now.
+func (r *Router) Site() *site.Site {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg.Site
+}
+
+// Reconfigure applies a new site config without a reboot: only the
+// services the changed parts concern are stopped and started again, with
+// the new config; the rest (and the links) keep running. files replaces
+// where the tunnels' key files are read from when not nil. The ports and
+// the board cannot change this way (router/config refuses that before).
+// Every problem is returned; what could be applied is.
+func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
+	has := map[string]bool{}
+	for _, p := range parts {
+		has[p] = true
+	}
+	old := r.Site()
+	if s.WAN.Port != old.WAN.Port || strings.Join(s.LAN.Ports, ",") != strings.Join(old.LAN.Ports, ",") {
+		return fmt.Errorf("router: the ports changed (wan.port, lan.ports): that needs a reboot")
+	}
+	restart, firewallToo := restarts(old, s, has)
+	var names []string
+	for n, ok := range restart {
+		if ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	r.logf("config: applying %v live: restarting %v%s", parts, names, map[bool]string{true: " and the firewall"}[firewallToo])
+	for _, n := range names {
+		r.svc.stop(n)
+	}
+	if restart["ipsec"] {
+		r.removeTunnels()
+	}
+	r.mu.Lock()
+	r.cfg.Site = s
+	if files != nil {
+		r.cfg.Files = files
+	}
+	r.mu.Unlock()
+
+	var errs []error
+	fail := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+			r.logf("config: %v", err)
+		}
+	}
+	if has[PartHostname] {
+		fail(unix.Sethostname([]byte(s.Hostname)))
+	}
+	if has[PartLAN] && r.lanIf != "" {
+		if lan, err := s.LAN.Address.Prefix(); err != nil {
+			fail(err)
+		} else {
+			fail(r.links.up(r.lanIf, s.LAN.MTU))
+			fail(r.links.setAddr(r.lanIf, lan))
+			r.logf("network: LAN %s on %s", lan, r.lanIf)
+		}
+	}
+	if firewallToo {
+		fail(r.applyFirewall())
+	}
+	if has[PartWAN] {
+		fail(r.links.up(r.wanIf, s.WAN.MTU))
+		if s.WAN.Address.IsDHCP() {
+			if !old.WAN.Address.IsDHCP() {
+				fail(r.links.clearAddr(r.wanIf))
+				r.mu.Lock()
+				r.wan = wanState{}
+				r.mu.Unlock()
+			}
+		} else if p, err := s.WAN.Address.Prefix(); err != nil {
+			fail(err)
+		} else {
+			gw, _ := netip.ParseAddr(s.WAN.Gateway)
+			var dns []netip.Addr
+			for _, d := range s.WAN.DNS {
+				a, _ := netip.ParseAddr(d)
+				dns = append(dns, a)
+			}
+			fail(r.setWAN(p, gw, dns, "static"))
+		}
+	}
+	ctx := r.svcCtx
+	if restart["ssh"] {
+		r.svc.mu.Lock()
+		r.svc.ssh = nil
+		r.svc.mu.Unlock()
+		r.startSSH(ctx)
+	}
+	if restart["dhcp-client"] {
+		r.startDHCPClient(ctx)
+	}
+	if restart["dhcp"] {
+		r.svc.mu.Lock()
+		r.svc.dhcp = nil
+		r.svc.mu.Unlock()
+		for _, e := range r.startDHCPServer(ctx) {
+			fail(e)
+		}
+	}
+	if restart["dns"] {
+		r.svc.mu.Lock()
+		r.svc.dns = nil
+		r.svc.mu.Unlock()
+		r.startDNS(ctx)
+	}
+	if restart["ntp-server"] {
+		lan, _ := s.LAN.Address.Prefix()
+		r.startNTPServer(ctx, lan)
+	}
+	if restart["ipsec"] {
+		r.svc.mu.Lock()
+		r.svc.tunnels = nil
+		r.svc.mu.Unlock()
+		r.startTunnels(ctx)
+	}
+	if restart["ntp"] {
+		r.svc.ntpOnce = sync.Once{}
+	}
+	if restart["ntp"] || restart["ipsec"] {
+		r.mu.Lock()
+		up := r.wan.Addr.IsValid()
+		r.mu.Unlock()
+		if up {
+			r.wanChanged() // the clock's servers, the tunnels' WAN address
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("router: %d problem(s) applying the new config, the first: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// removeTunnels takes the running tunnels' SAs and policies out of the
+// kernel (their service is stopped): the new config installs its own.
+func (r *Router) removeTunnels() {
+	r.svc.mu.Lock()
+	ts := r.svc.tunnels
+	r.svc.mu.Unlock()
+	if ts == nil {
+		return
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.h == nil {
+		return
+	}
+	for _, t := range ts.list {
+		if t.x != nil {
+			if err := ts.h.Remove(*t.x); err != nil {
+				r.logf("ipsec: removing tunnel %s: %v", t.site.Name, err)
+			}
+		}
+	}
+	ts.h.Close()
+	ts.h = nil
+}
+
+// restarts are the services Reconfigure restarts from old to s for the
+// parts changed, and whether the firewall is programmed again.
+func restarts(old, s *site.Site, has map[string]bool) (restart map[string]bool, firewall bool) {
+	// What each part restarts: a moved LAN address moves every LAN
+	// service's socket; the WAN's address is in the firewall and the
+	// tunnels; SSH listens everywhere or on the LAN as the WAN services
+	// say.
+	restart = map[string]bool{
+		"ssh":         has[PartSSH] || has[PartLAN] || contains(old.Firewall.WANServices, "ssh") != contains(s.Firewall.WANServices, "ssh"),
+		"dhcp":        has[PartDHCP] || has[PartLAN],
+		"dns":         has[PartDNS] || has[PartLAN],
+		"ntp-server":  has[PartLAN],
+		"ipsec":       has[PartTunnels] || has[PartWAN],
+		"dhcp-client": has[PartWAN],
+		"ntp":         has[PartNTP],
+	}
+	firewall = has[PartFirewall] || has[PartLAN] || has[PartWAN] || has[PartTunnels] || has[PartSSH]
+	return restart, firewall
+}
