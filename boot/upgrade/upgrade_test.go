@@ -18,7 +18,9 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	p := func(state, slot, trial string) *Record { return &Record{State: state, To: "new", Slot: slot, Trial: trial} }
+	p := func(state, slot, trial string) *Record {
+		return &Record{State: state, To: "new", Slot: slot, Trial: trial}
+	}
 	for _, tc := range []struct {
 		name        string
 		r           *Record
