@@ -69,6 +69,7 @@ software and decides from which request size hardware is worth using.`,
 		newDaemonCmd(),
 		newNetCmd(),
 		newEnginesCmd(f),
+		newUpgradeCmd(),
 	)
 	return root
 }
