@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bu "github.com/ocfw/ocfw/boot/upgrade"
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/realclient"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
+	"github.com/ocfw/ocfw/plan"
+)
+
+// upgradeBox is a router VM reachable from the host's OpenSSH: its WAN
+// on one restricted user network (QEMU's DHCP gives it an address), its
+// LAN on another with 127.0.0.1:port forwarded to 192.168.1.1:22. Resets
+// restart it, as the board's own reset does.
+type upgradeBox struct {
+	vm              *qemu.VM
+	port            int
+	key, knownHosts string
+	sshPath         string
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startUpgradeBox(t *testing.T, img, key string) *upgradeBox {
+	b := &upgradeBox{port: freePort(t), key: key, knownHosts: filepath.Join(t.TempDir(), "known_hosts"), sshPath: realclient.Need(t, "ssh")}
+	b.vm = vmtest.Start(t, img, vmtest.Options{Name: "upgrade", Reboot: true, Timeout: 30 * time.Minute, TailLines: 120,
+		NICs: []qemu.NIC{
+			{RestrictedUser: true, MAC: routerWANMAC},
+			{RestrictedUser: true, MAC: routerLANMAC, UserNet: "192.168.1.0/24", UserHost: "192.168.1.254",
+				Forwards: []qemu.Forward{{Proto: "tcp", HostPort: b.port, GuestAddr: "192.168.1.1", GuestPort: 22}}},
+			{MAC: routerLAN2, Unplugged: true}}})
+	return b
+}
+
+// sshArgs are the flags both ocfw upgrade and the test's own ssh use:
+// the host key is learnt once, and must then stay the same.
+func (b *upgradeBox) upgradeFlags() []string {
+	return []string{"--port", strconv.Itoa(b.port), "--identity", b.key,
+		"--ssh-option", "UserKnownHostsFile=" + b.knownHosts, "--ssh-option", "StrictHostKeyChecking=accept-new",
+		"--ssh-option", "IdentitiesOnly=yes", "--ssh-option", "LogLevel=ERROR"}
+}
+
+func (b *upgradeBox) ssh(t *testing.T, command string) string {
+	t.Helper()
+	out, err := exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=yes",
+		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", command).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh %s: %v\n%s", command, err, out)
+	}
+	return string(out)
+}
+
+// waitCount waits until text is on the console n times.
+func waitCount(t *testing.T, vm *qemu.VM, text string, n int, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); strings.Count(vm.Console(), text) < n; time.Sleep(time.Second) {
+		if time.Now().After(deadline) || vm.Exited() {
+			t.Fatalf("%q not on the console %d times within %v", text, n, within)
+		}
+	}
+}
+
+// TestUpgradeEndToEnd builds two systems that differ (the speed budget in
+// their boot options), boots the first, upgrades it to the second with
+// `ocfw upgrade` through the host's OpenSSH, and checks the new system
+// proved itself and committed: the revision changed, the store's reports
+// and boot counter carried on, the host key is the one ssh learnt before
+// (StrictHostKeyChecking), both file systems are clean.
+func TestUpgradeEndToEnd(t *testing.T) {
+	needEndToEnd(t)
+	dir := t.TempDir()
+	pub, priv := testKey(t)
+	key := filepath.Join(dir, "key")
+	must(t, os.WriteFile(key, priv, 0o600))
+	site := filepath.Join(dir, "site.yaml")
+	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
+	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
+	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
+	oldSys, err := firmware.OpenSystem(oldImg)
+	must(t, err)
+	oldSys.Close()
+	newSys, err := firmware.OpenSystem(newImg)
+	must(t, err)
+	newSys.Close()
+	oldRev, newRev := oldSys.Manifest.System.Revision, newSys.Manifest.System.Revision
+	if oldRev == newRev {
+		t.Fatalf("both systems are %s", oldRev)
+	}
+
+	b := startUpgradeBox(t, oldImg, key)
+	waitCount(t, b.vm, plan.MarkDone, 1, 10*time.Minute)
+	if st := b.ssh(t, "ocf upgrade status"); !strings.Contains(st, "revision "+oldRev) || !strings.Contains(st, "slot a") {
+		t.Fatalf("status before: %s", st)
+	}
+	start := time.Now()
+	out, errs, code := ocfw(t, append(append([]string{"upgrade"}, b.upgradeFlags()...), "--wait", "20m", newImg, "127.0.0.1")...)
+	t.Logf("ocfw upgrade took %v:\n%s%s", time.Since(start).Round(time.Second), out, errs)
+	if code != 0 || !strings.Contains(out, "upgrade to "+newRev+" committed") {
+		t.Fatalf("ocfw upgrade: exit %d", code)
+	}
+	// ssh with StrictHostKeyChecking=yes: the host key is the old one.
+	st := b.ssh(t, "ocf upgrade status")
+	if !strings.Contains(st, "revision "+newRev) || !strings.Contains(st, "slot b") {
+		t.Errorf("status after: %s", st)
+	}
+	if n := b.ssh(t, "ocf net"); !strings.Contains(n, "upgrade to "+newRev+" committed") {
+		t.Errorf("ocf net does not tell the upgrade:\n%s", n)
+	}
+	if !regexp.MustCompile(`(?m)upgrade to ` + newRev + ` on trial`).MatchString(b.vm.Console()) {
+		t.Errorf("the console never said the new system was on trial")
+	}
+	vmtest.PowerOff(t, b.vm)
+
+	c := vmtest.Store(t, oldImg)
+	var rec bu.Record
+	if ok, err := c.State.Value(bu.RecordName, &rec); !ok || err != nil || rec.State != bu.Committed || rec.To != newRev || rec.From != oldRev {
+		t.Errorf("the store's upgrade record: %+v (%v)", rec, err)
+	}
+	if c.State.Boot < 2 || len(c.Reports) < 2 {
+		t.Errorf("the store after the upgrade: boot %d, %d reports; want the old system's kept", c.State.Boot, len(c.Reports))
+	}
+	fsckImage(t, oldImg)
+}
+
+// fsckImage runs fsck.fat -n on both partitions of a CF image.
+func fsckImage(t *testing.T, img string) {
+	t.Helper()
+	info, err := firmware.Inspect(img)
+	must(t, err)
+	for _, p := range info.Partitions {
+		b, err := os.ReadFile(img)
+		must(t, err)
+		part := filepath.Join(t.TempDir(), "part")
+		must(t, os.WriteFile(part, b[p.Offset:p.Offset+p.Size], 0o644))
+		out, err := exec.Command("fsck.fat", "-n", part).CombinedOutput()
+		if err != nil || bytes.Contains(bytes.ToLower(out), []byte("dirty")) {
+			t.Errorf("fsck.fat -n partition at %d: %v\n%s", p.Offset, err, out)
+		}
+	}
+}
+
