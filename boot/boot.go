@@ -381,7 +381,7 @@ func (b *sequence) finishReport() {
 		r.Notes = append(r.Notes, "no data partition: "+b.why)
 	}
 	if u := out.Upgrade; u != nil && b.site != nil {
-		u.site = b.site.SSH.SSHPort()
+		u.sshAddr = sshAddr(b.site)
 	}
 	if u := out.Upgrade; u != nil && u.Message != "" {
 		r.Notes = append(r.Notes, u.Message)

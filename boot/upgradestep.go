@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ocfw/ocfw/boot/upgrade"
@@ -22,7 +24,7 @@ type Upgrade struct {
 	Board   *upgrade.Board
 	Action  upgrade.Action
 	Message string // the record as this boot left it, for `ocf net`
-	site    int    // the SSH port
+	sshAddr string // where the router's SSH listens (host:port)
 }
 
 // UpgradeStatusFile is where the boot leaves the upgrade's message for
@@ -115,11 +117,11 @@ func (u *Upgrade) Prove(ctx context.Context, o *Outcome, cfg *Config) error {
 				}
 			}
 		}
-		port := u.site
-		if port == 0 {
-			port = site.DefaultSSHPort
+		addr := u.sshAddr
+		if addr == "" {
+			addr = fmt.Sprintf("127.0.0.1:%d", site.DefaultSSHPort)
 		}
-		c.SSH = func(ctx context.Context) error { return sshAnswers(ctx, port) }
+		c.SSH = func(ctx context.Context) error { return sshAnswers(ctx, addr) }
 	} else {
 		c.SSH = func(context.Context) error { return errors.New("the router did not start") }
 	}
@@ -132,12 +134,22 @@ func (u *Upgrade) Prove(ctx context.Context, o *Outcome, cfg *Config) error {
 	return err
 }
 
-// sshAnswers dials the SSH port on the loopback and reads the banner.
-func sshAnswers(ctx context.Context, port int) error {
+// sshAddr is where the router's SSH listens: the LAN address, or every
+// address (dialled on the loopback) when the WAN may reach it.
+func sshAddr(s *site.Site) string {
+	port := s.SSH.SSHPort()
+	if lan, err := s.LAN.Address.Prefix(); err == nil && lan.IsValid() && !slices.Contains(s.Firewall.WANServices, "ssh") {
+		return netip.AddrPortFrom(lan.Addr(), uint16(port)).String()
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+// sshAnswers dials the router's SSH and reads the banner.
+func sshAnswers(ctx context.Context, addr string) error {
 	var last error
 	for {
 		d := net.Dialer{Timeout: 5 * time.Second}
-		conn, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			conn.SetDeadline(time.Now().Add(10 * time.Second))
 			buf := make([]byte, 4)
@@ -147,13 +159,13 @@ func sshAnswers(ctx context.Context, port int) error {
 				return nil
 			}
 			if err == nil {
-				err = fmt.Errorf("port %d answers %q, not SSH", port, buf)
+				err = fmt.Errorf("%s answers %q, not SSH", addr, buf)
 			}
 		}
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("port %d: %v", port, last)
+			return fmt.Errorf("%s: %v", addr, last)
 		case <-time.After(2 * time.Second):
 		}
 	}

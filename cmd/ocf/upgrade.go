@@ -99,7 +99,8 @@ func serveUpgrade(o *boot.Outcome, console io.Writer) {
 				return
 			}
 			if handleUpgrade(o, conn, console) {
-				time.Sleep(2 * time.Second) // the answer reaches the host
+				conn.Close()                // the answer is whole: ocf upgrade receive ends
+				time.Sleep(2 * time.Second) // and its SSH session with it
 				resetBoard(o, console, "booting the new system once")
 			}
 		}()
