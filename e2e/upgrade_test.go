@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -147,17 +150,74 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	if !regexp.MustCompile(`(?m)upgrade to ` + newRev + ` on trial`).MatchString(b.vm.Console()) {
 		t.Errorf("the console never said the new system was on trial")
 	}
+
+	// A new system whose kernel panics (its initramfs is not one: no
+	// root) resets by panic=10, and the running system comes back by
+	// itself and says so. Sent by hand: ocfw builds no such image.
+	sys, err := firmware.OpenSystem(newImg)
+	must(t, err)
+	kernel, err := io.ReadAll(io.LimitReader(sys.Reader(), sys.Manifest.System.Kernel.Size))
+	sys.Close()
+	must(t, err)
+	junk := bytes.Repeat([]byte("not an initramfs "), 1000)
+	bad := bu.Header{Board: "alix2d13", Revision: "0badc0ffee00",
+		Kernel: bu.FileSum{Size: int64(len(kernel)), SHA256: fmt.Sprintf("%x", sha256.Sum256(kernel))},
+		Initrd: bu.FileSum{Size: int64(len(junk)), SHA256: fmt.Sprintf("%x", sha256.Sum256(junk))}}
+	var stream bytes.Buffer
+	must(t, bu.WriteHeader(&stream, bad))
+	stream.Write(kernel)
+	stream.Write(junk)
+	cmd := exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
+		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", "ocf upgrade receive")
+	cmd.Stdin = &stream
+	got, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "upgrade to 0badc0ffee00 pending") {
+		t.Fatalf("sending a system that panics: %v\n%s", err, got)
+	}
+	want := "last upgrade to 0badc0ffee00 rolled back: " + bu.NoStart
+	if st := b.waitStatus(t, "upgrade to 0badc0ffee00 rolled back", 10*time.Minute); !strings.Contains(st, want) || !strings.Contains(st, "revision "+newRev) {
+		t.Errorf("after the panic: %s\nwant %q", st, want)
+	}
+	if !strings.Contains(b.vm.Console(), "Kernel panic") {
+		t.Errorf("the console shows no kernel panic")
+	}
+
+	// A new system whose self-test is worse (a faulty engine injected)
+	// proves nothing: rolled back, and ocfw upgrade says why, exit 1.
+	if os.Getenv("OCFW_UPGRADE_SELFTEST") != "" {
+		faulty := filepath.Join(dir, "faulty.img")
+		buildImage(t, faulty, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site, "--test-inject", "corrupt:16")
+		out, errs, code = ocfw(t, append(append([]string{"upgrade"}, b.upgradeFlags()...), "--wait", "20m", faulty, "127.0.0.1")...)
+		t.Logf("ocfw upgrade to a faulty system:\n%s%s", out, errs)
+		if code == 0 || !strings.Contains(errs, "rolled back: the new system's self-test is worse than the old one's") {
+			t.Errorf("ocfw upgrade to a faulty system: exit %d", code)
+		}
+	}
 	vmtest.PowerOff(t, b.vm)
 
 	c := vmtest.Store(t, oldImg)
 	var rec bu.Record
-	if ok, err := c.State.Value(bu.RecordName, &rec); !ok || err != nil || rec.State != bu.Committed || rec.To != newRev || rec.From != oldRev {
+	if ok, err := c.State.Value(bu.RecordName, &rec); !ok || err != nil || rec.State != bu.RolledBack || rec.Slots["b"] != newRev {
 		t.Errorf("the store's upgrade record: %+v (%v)", rec, err)
 	}
-	if c.State.Boot < 2 || len(c.Reports) < 2 {
-		t.Errorf("the store after the upgrade: boot %d, %d reports; want the old system's kept", c.State.Boot, len(c.Reports))
+	if c.State.Boot < 4 || len(c.Reports) < 4 {
+		t.Errorf("the store after the upgrades: boot %d, %d reports; want every boot's kept", c.State.Boot, len(c.Reports))
 	}
 	fsckImage(t, oldImg)
+}
+
+// waitStatus polls ocf upgrade status until it contains text.
+func (b *upgradeBox) waitStatus(t *testing.T, text string, within time.Duration) string {
+	t.Helper()
+	var out string
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(5 * time.Second) {
+		var err error
+		if out, err = b.trySSH("ocf upgrade status"); err == nil && strings.Contains(out, text) {
+			return out
+		}
+	}
+	t.Fatalf("ocf upgrade status never said %q; last:\n%s", text, out)
+	return ""
 }
 
 // fsckImage runs fsck.fat -n on both partitions of a CF image.
