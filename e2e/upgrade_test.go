@@ -108,6 +108,7 @@ func waitCount(t *testing.T, vm *qemu.VM, text string, n int, within time.Durati
 // (accept-new refuses a changed key), both file systems are clean.
 func TestUpgradeEndToEnd(t *testing.T) {
 	needEndToEnd(t)
+	t.Parallel() // one guest, idle between its boots: it overlaps the others
 	dir := t.TempDir()
 	pub, priv := testKey(t)
 	key := filepath.Join(dir, "key")

@@ -130,6 +130,13 @@ type Result struct {
 // ErrRolledBack says the box rolled the new system back.
 var ErrRolledBack = errors.New("rolled back")
 
+// rolledBack is the box's own line, which says it (errors.Is
+// ErrRolledBack).
+type rolledBack struct{ line string }
+
+func (e rolledBack) Error() string        { return e.line }
+func (e rolledBack) Is(target error) bool { return target == ErrRolledBack }
+
 // Run is `ocfw upgrade`.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Wait == 0 {
@@ -190,7 +197,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				res.Message, res.Committed = st.Last, ok
 				fmt.Fprintln(o.Out, st.Last)
 				if !ok {
-					return res, fmt.Errorf("%w: %s", ErrRolledBack, st.Last)
+					return res, rolledBack{st.Last}
 				}
 				return res, nil
 			}
