@@ -62,8 +62,11 @@ func (b *sequence) upgradeEarly() {
 		}
 		card, err := upgrade.OpenCard(f, size)
 		if err != nil {
+			// A card edited by hand (a longer syslinux.cfg) boots as
+			// before; it only takes no upgrade. A note, not a problem.
 			f.Close()
-			return fmt.Errorf("upgrade: %s: %w", dev, err)
+			cfg.printf("ocfw: upgrade: %s: %v; this card takes no upgrade", dev, err)
+			return nil
 		}
 		u := &Upgrade{Board: &upgrade.Board{Card: card, Store: b.st, Booted: booted, Name: b.pl.Board, Logf: cfg.printf}}
 		u.Action, u.Message = u.Board.Early()
