@@ -80,6 +80,8 @@ type Outcome struct {
 	// Router is the running router (nil without a site config or when
 	// it could not start); it keeps running after Run returns.
 	Router *router.Router
+	// Upgrade is the boot's part of an upgrade (nil without slots).
+	Upgrade *Upgrade
 	// Log batches the card's log writes (nil without a data partition);
 	// Run flushes it when the boot is done, the daemon closes it when
 	// the board goes down.
@@ -230,6 +232,7 @@ func (b *sequence) openData() {
 	if b.st == nil {
 		cfg.printf("ocfw: no data partition (%s): reports stay in RAM (%s) and on this console", b.why, plan.RunDir)
 	}
+	b.upgradeEarly()
 
 	if pl := b.pl; pl != nil {
 		cfg.printf("ocfw: plan for %s: %d engines, %d ciphers, %d modules", pl.Board, len(pl.Engines), len(pl.Ciphers), len(pl.Modules))
@@ -377,6 +380,13 @@ func (b *sequence) finishReport() {
 	r.Notes = append(r.Notes, b.engineNotes...)
 	if b.st == nil {
 		r.Notes = append(r.Notes, "no data partition: "+b.why)
+	}
+	if u := out.Upgrade; u != nil && b.site != nil {
+		u.sshAddr = sshAddr(b.site)
+	}
+	if u := out.Upgrade; u != nil && u.Message != "" {
+		r.Notes = append(r.Notes, u.Message)
+		u.writeStatus(cfg)
 	}
 	b.problem(step(b.ctx, "writing the report", cfg.StepTimeout+3*b.opts.TestWriteTimeOrZero(), func() error {
 		return writeAll(cfg, out, b.st, b.why)

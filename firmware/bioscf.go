@@ -16,6 +16,7 @@ import (
 	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/internal/fat"
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/plan/slots"
 )
 
 // On-card layout shared with the rootfs side (see the contract in
@@ -32,10 +33,11 @@ const (
 	syslinuxReserve = 512 * 1024
 )
 
-// Boot files on the boot partition.
+// Boot files on the boot partition: slot a's (the factory default; the
+// build puts the same system in slot b, see package boot/upgrade).
 const (
-	BootKernel    = "/vmlinuz"
-	BootInitrd    = "/initrd"
+	BootKernel    = "/a/vmlinuz"
+	BootInitrd    = "/a/initrd"
 	BootManifest  = "/ocfw/manifest.json"
 	BootSyslinux  = syslinuxCfg
 	DataReportDir = "/" + plan.ReportDir // reports on the data partition
@@ -57,15 +59,8 @@ func SyslinuxConfig(pl *plan.Plan) (string, error) {
 	if pl.Console.Baud <= 0 {
 		return "", fmt.Errorf("board %s: console baud %d", pl.Board, pl.Console.Baud)
 	}
-	return fmt.Sprintf(`# ocfw firmware for %s: console %s at %d baud (SYSLINUX through the BIOS's)
-DEFAULT ocfw
-PROMPT 0
-TIMEOUT 10
-LABEL ocfw
-  LINUX %s
-  INITRD %s
-  APPEND %s
-`, pl.Board, pl.Console.Device, pl.Console.Baud, BootKernel, BootInitrd, Cmdline(pl)), nil
+	head := fmt.Sprintf("ocfw firmware for %s: console %s at %d baud (SYSLINUX through the BIOS's)", pl.Board, pl.Console.Device, pl.Console.Baud)
+	return slots.Config(head, slots.SlotA, Cmdline(pl))
 }
 
 func serialPort(dev string) (int, error) {
@@ -95,7 +90,7 @@ func planCFLayout(pl *plan.Plan, opts ImageOptions) (cfLayout, error) {
 	}
 	bootMiB := pl.Image.BootMB
 	if bootMiB == 0 {
-		bootMiB = 32
+		bootMiB = 64
 	}
 	cardMB := opts.CardMB
 	if cardMB == 0 {
@@ -159,9 +154,10 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 	if b := pl.Image.InitramfsBudgetKB; b > 0 && isize > int64(b)*1024 {
 		return nil, fmt.Errorf("initramfs %s is %d KiB, over the %s's budget of %d KiB", in.Initramfs, (isize+1023)/1024, pl.Board, b)
 	}
-	if need, have := fitsFAT16(l.bootSize, []int64{ksize, isize, int64(len(cfg)), 64 * 1024}); need > have {
-		return nil, fmt.Errorf("kernel (%d KiB) and initramfs (%d KiB) need about %d KiB; the %d MiB boot partition holds about %d KiB",
-			ksize/1024, isize/1024, need/1024, l.bootSize/MiB, have/1024)
+	kslot, islot := slots.SlotSizes(ksize, isize)
+	if need, have := fitsFAT16(l.bootSize, []int64{kslot, islot, kslot, islot, slots.CfgSize, 64 * 1024}); need > have {
+		return nil, fmt.Errorf("two system slots of %d MiB (kernel %d KiB, initramfs %d KiB, with room to grow) need about %d KiB; the %d MiB boot partition (boot_mb) holds about %d KiB",
+			(kslot+islot)/MiB, ksize/1024, isize/1024, need/1024, l.bootSize/MiB, have/1024)
 	}
 
 	run := runner{ctx: ctx, sde: opts.SourceDateEpoch}
@@ -175,7 +171,8 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 		{Name: "boot", Offset: l.bootOff, Size: l.bootSize, FS: "FAT16", Label: plan.BootLabel},
 		{Name: "data", Offset: l.dataOff, Size: l.dataSize, FS: fmt.Sprintf("FAT%d", l.dataFAT), Label: pl.Image.DataLabel},
 	}
-	m.Notes = append(m.Notes, "dd or `ocfw flash` the image to the card; the data partition keeps the last reports in /ocfw/report-NN.json, written in place")
+	m.Notes = append(m.Notes, "dd or `ocfw flash` the image to the card; the data partition keeps the last reports in /ocfw/report-NN.json, written in place",
+		"the boot partition holds two system slots (/a, /b) of fixed size; `ocfw upgrade` writes the inactive one in place")
 
 	work, err := os.MkdirTemp(filepath.Dir(opts.Output), ".ocfw-build-")
 	if err != nil {
@@ -183,7 +180,7 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 	}
 	defer os.RemoveAll(work)
 	stamp := time.Unix(opts.SourceDateEpoch, 0)
-	stage := func(name string, src string, data []byte) (string, error) {
+	stage := func(name string, src string, data []byte, size int64) (string, error) {
 		p := filepath.Join(work, name)
 		var err error
 		if src != "" {
@@ -191,24 +188,48 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 		} else {
 			err = os.WriteFile(p, data, 0o644)
 		}
+		if err == nil && size > 0 {
+			err = os.Truncate(p, size) // zeros after the system: the slot's room to grow
+		}
 		if err == nil {
 			err = os.Chtimes(p, stamp, stamp)
 		}
 		return p, err
 	}
-	kpath, err := stage("vmlinuz", in.Kernel, nil)
+	ksum, _, err := fileSHA256(in.Kernel)
 	if err != nil {
 		return nil, err
 	}
-	ipath, err := stage("initrd", in.Initramfs, nil)
+	isum, _, err := fileSHA256(in.Initramfs)
 	if err != nil {
 		return nil, err
 	}
-	cpath, err := stage("syslinux.cfg", "", []byte(cfg))
+	m.System = &System{
+		Revision:   slots.Revision(ksum, isum),
+		Kernel:     File{Name: "vmlinuz", Size: ksize, SHA256: ksum},
+		Initrd:     File{Name: "initrd", Size: isize, SHA256: isum},
+		KernelSlot: kslot, InitrdSlot: islot,
+	}
+	kpath, err := stage("vmlinuz", in.Kernel, nil, kslot)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range [][2]string{{BootKernel, kpath}, {BootInitrd, ipath}, {BootSyslinux, cpath}} {
+	ipath, err := stage("initrd", in.Initramfs, nil, islot)
+	if err != nil {
+		return nil, err
+	}
+	cpath, err := stage("syslinux.cfg", "", []byte(cfg), 0)
+	if err != nil {
+		return nil, err
+	}
+	// Both slots get the system: either boots, and an upgrade overwrites
+	// the one not running.
+	var copies [][2]string
+	for _, slot := range slots.Slots {
+		copies = append(copies, [2]string{slots.Kernel(slot), kpath}, [2]string{slots.Initrd(slot), ipath})
+	}
+	copies = append(copies, [2]string{BootSyslinux, cpath})
+	for _, f := range copies {
 		sum, n, err := fileSHA256(f[1])
 		if err != nil {
 			return nil, err
@@ -219,7 +240,7 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 	if err != nil {
 		return nil, err
 	}
-	mpath, err := stage("manifest.json", "", inner)
+	mpath, err := stage("manifest.json", "", inner, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +269,11 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 	}
 	boot := fmt.Sprintf("%s@@%d", name, l.bootOff)
 	data := fmt.Sprintf("%s@@%d", name, l.dataOff)
-	if err := run.run(toolMmd, "-i", boot, "::/boot", "::"+syslinuxDir, "::/ocfw"); err != nil {
+	dirs := []string{"-i", boot, "::/boot", "::" + syslinuxDir, "::/ocfw"}
+	for _, slot := range slots.Slots {
+		dirs = append(dirs, "::/"+slot)
+	}
+	if err := run.run(toolMmd, dirs...); err != nil {
 		return nil, err
 	}
 	if err := run.run(toolMmd, "-i", data, "::"+DataReportDir); err != nil {
@@ -257,13 +282,17 @@ func buildBIOSCF(ctx context.Context, pl *plan.Plan, in Input, opts ImageOptions
 	if m.Store, err = preallocate(run, img, l.dataOff, l.dataSize, work, stamp); err != nil {
 		return nil, err
 	}
-	for _, f := range [][2]string{{kpath, BootKernel}, {ipath, BootInitrd}, {cpath, BootSyslinux}, {mpath, BootManifest}} {
-		if err := run.run(toolMcopy, "-m", "-o", "-i", boot, f[0], "::"+f[1]); err != nil {
-			return nil, fmt.Errorf("copying %s to the boot partition: %w", f[1], err)
+	copies = append(copies, [2]string{BootManifest, mpath})
+	for _, f := range copies {
+		if err := run.run(toolMcopy, "-m", "-o", "-i", boot, f[1], "::"+f[0]); err != nil {
+			return nil, fmt.Errorf("copying %s to the boot partition: %w", f[0], err)
 		}
 	}
 	opts.logf("installing SYSLINUX")
 	if err := run.run(toolSyslinux, "--install", "--offset", strconv.FormatInt(l.bootOff, 10), "--directory", syslinuxDir, name); err != nil {
+		return nil, err
+	}
+	if err := checkSlots(img, l); err != nil {
 		return nil, err
 	}
 	if err := writeMBR(img, l); err != nil {
@@ -482,6 +511,25 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// checkSlots makes sure every file an upgrade writes in place is one
+// contiguous extent of the boot partition, as the board will require.
+func checkSlots(img io.ReaderAt, l cfLayout) error {
+	fsys, err := fat.Open(img, l.bootOff, l.bootSize)
+	if err != nil {
+		return err
+	}
+	paths := []string{slots.SyslinuxCfg, slots.LDLinux}
+	for _, s := range slots.Slots {
+		paths = append(paths, slots.Kernel(s), slots.Initrd(s))
+	}
+	for _, p := range paths {
+		if _, err := fsys.Extent(p); err != nil {
+			return fmt.Errorf("the boot partition's %s is not one contiguous extent (an upgrade writes it in place): %w", p, err)
+		}
+	}
+	return nil
 }
 
 func openFAT(r io.ReaderAt, off, size int64) (*fat.FS, error) { return fat.Open(r, off, size) }

@@ -61,7 +61,7 @@ func TestBIOSCFImageChecks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mdir: %v\n%s", err, out)
 	}
-	for _, want := range []string{"::/vmlinuz", "::/initrd", "::/boot/syslinux/syslinux.cfg", "::/boot/syslinux/ldlinux.sys", "::/ocfw/manifest.json"} {
+	for _, want := range []string{"::/a/vmlinuz", "::/a/initrd", "::/b/vmlinuz", "::/b/initrd", "::/boot/syslinux/syslinux.cfg", "::/boot/syslinux/ldlinux.sys", "::/ocfw/manifest.json"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("mdir lists no %s:\n%s", want, out)
 		}

@@ -9,14 +9,14 @@ func TestSyslinuxConfig(t *testing.T) {
 	for _, tc := range []struct {
 		board, console string
 	}{
-		{"alix2d13", "APPEND console=ttyS0,38400n8 panic=10"},
-		{"net5501", "APPEND console=ttyS0,19200n8 panic=10"},
+		{"alix2d13", "APPEND console=ttyS0,38400n8 panic=10 ocfw.slot=a"},
+		{"net5501", "APPEND console=ttyS0,19200n8 panic=10 ocfw.slot=a"},
 	} {
 		cfg, err := SyslinuxConfig(testPlan(t, tc.board))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{tc.console, "LINUX /vmlinuz", "INITRD /initrd", "PROMPT 0"} {
+		for _, want := range []string{tc.console, "LINUX /a/vmlinuz", "INITRD /a/initrd", "LINUX /b/vmlinuz", "DEFAULT a", "PROMPT 0"} {
 			if !strings.Contains(cfg, want+"\n") {
 				t.Errorf("%s: config lacks %q:\n%s", tc.board, want, cfg)
 			}

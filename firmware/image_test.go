@@ -50,7 +50,7 @@ func TestBIOSCFSizeErrors(t *testing.T) {
 		{"larger than the card", in, ImageOptions{SizeMiB: 200}, "larger than the alix2d13's 128 MB card"},
 		{"card override too small", in, ImageOptions{SizeMiB: 120, CardMB: 64}, "64 MB card"},
 		{"no room for data", in, ImageOptions{SizeMiB: 36}, "data partition"},
-		{"initramfs does not fit", bigIn, ImageOptions{}, "boot partition holds"},
+		{"initramfs does not fit", bigIn, ImageOptions{}, "boot partition (boot_mb) holds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -135,7 +135,7 @@ func TestInspectBIOSCF(t *testing.T) {
 	if names[BootKernel] != m.Files[0].Size {
 		t.Errorf("vmlinuz is %d bytes in the image, manifest says %d", names[BootKernel], m.Files[0].Size)
 	}
-	if !strings.Contains(info.BootConfig, "DEFAULT ocfw") || !strings.Contains(info.BootConfig, "console=ttyS0,38400n8") {
+	if !strings.Contains(info.BootConfig, "DEFAULT a\n") || !strings.Contains(info.BootConfig, "console=ttyS0,38400n8") {
 		t.Errorf("boot config:\n%s", info.BootConfig)
 	}
 	if info.Manifest == nil || info.Manifest.Image == nil || info.Manifest.Image.SHA256 != m.Image.SHA256 {

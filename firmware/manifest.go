@@ -39,18 +39,32 @@ type Manifest struct {
 	// versions, so an image can be traced to its source.
 	Builder *buildinfo.Source `json:"builder,omitempty"`
 	// Inputs maps each input's name to its sha256.
-	Inputs  map[string]string `json:"inputs"`
-	Layout  []Region          `json:"layout"`
-	Files   []File            `json:"files,omitempty"`
-	Outputs []File            `json:"outputs,omitempty"` // other files written beside the image
-	Notes   []string          `json:"notes,omitempty"`
-	Plan    *plan.Plan        `json:"plan"`
+	Inputs map[string]string `json:"inputs"`
+	Layout []Region          `json:"layout"`
+	Files  []File            `json:"files,omitempty"`
+	// System is the kernel and initramfs as built (bios-cf), before the
+	// padding to the slots' size: what `ocfw upgrade` sends and checks.
+	System  *System    `json:"system,omitempty"`
+	Outputs []File     `json:"outputs,omitempty"` // other files written beside the image
+	Notes   []string   `json:"notes,omitempty"`
+	Plan    *plan.Plan `json:"plan"`
 
 	Image    *File     `json:"image,omitempty"`
 	BlockMap *BlockMap `json:"block_map,omitempty"`
 	// Store is where the board keeps its state: the preallocated files
 	// it writes in place (package store), as byte ranges of the image.
 	Store []fat.Extent `json:"store,omitempty"`
+}
+
+// System is one system (kernel and initramfs) of a bios-cf image.
+type System struct {
+	// Revision names the system by its contents (boot/upgrade.Revision).
+	Revision string `json:"revision"`
+	Kernel   File   `json:"kernel"`
+	Initrd   File   `json:"initrd"`
+	// KernelSlot and InitrdSlot are the sizes of each slot's files.
+	KernelSlot int64 `json:"kernel_slot"`
+	InitrdSlot int64 `json:"initrd_slot"`
 }
 
 // Region is one partition or flash area of the image.

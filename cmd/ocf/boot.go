@@ -220,6 +220,14 @@ func newDaemonCmd() *cobra.Command {
 				fmt.Fprintln(f, doneLine)
 				f.Close()
 			}
+			if o != nil && o.Upgrade != nil {
+				go serveUpgrade(o, out)
+				if o.Upgrade.Trial() && o.Router == nil {
+					proveUpgrade(o, out) // fails: no SSH without the router; resets
+				} else if o.Upgrade.Trial() {
+					go proveUpgrade(o, out)
+				}
+			}
 			if o == nil || o.Router == nil {
 				return nil
 			}

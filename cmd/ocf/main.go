@@ -76,6 +76,7 @@ software and decides from which request size hardware is worth using.`,
 		newFirewallCmd(),
 		newRebootCmd("reboot", unix.LINUX_REBOOT_CMD_RESTART),
 		newRebootCmd("poweroff", unix.LINUX_REBOOT_CMD_POWER_OFF),
+		newUpgradeCmd(),
 	)
 	return root
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ocfw/ocfw/boot"
 	"github.com/ocfw/ocfw/router"
 )
 
@@ -25,7 +28,14 @@ func newNetCmd() *cobra.Command {
 				e.SetIndent("", "  ")
 				return e.Encode(st)
 			}
-			return st.WriteText(cmd.OutOrStdout())
+			if err := st.WriteText(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			// The last upgrade's outcome, as the boot left it.
+			if b, err := os.ReadFile(boot.UpgradeStatusFile); err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s", b)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

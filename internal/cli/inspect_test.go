@@ -17,7 +17,7 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
 
-// smallImage builds a 42 MiB alix2d13 image through the CLI (Debian's
+// smallImage builds a 74 MiB alix2d13 image through the CLI (Debian's
 // cached kernel, a stand-in initramfs) and returns its path and manifest.
 func smallImage(t *testing.T) (string, *firmware.Manifest) {
 	t.Helper()
@@ -33,7 +33,7 @@ func smallImage(t *testing.T) (string, *firmware.Manifest) {
 	must(t, os.WriteFile(initrd, append([]byte{0xfd, '7', 'z', 'X', 'Z', 0}, make([]byte, 1000)...), 0o644))
 	img := filepath.Join(dir, "alix.img")
 	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
-	if _, errs, code := ocfw(t, "build", "--board", "alix2d13", "--kernel", deb, "--initramfs", initrd, "--size", "42", "-o", img); code != 0 {
+	if _, errs, code := ocfw(t, "build", "--board", "alix2d13", "--kernel", deb, "--initramfs", initrd, "--size", "74", "-o", img); code != 0 {
 		t.Fatalf("build: exit %d: %s", code, errs)
 	}
 	b, err := os.ReadFile(firmware.ManifestPath(img))
@@ -127,7 +127,7 @@ func TestInspectExitStatus(t *testing.T) {
 			must(t, err)
 			c := cluster(fs, e.Offset)
 			setFAT(t, p, fs, c+1, c) // the kernel's second cluster leads back to its first
-		}, "/vmlinuz: fat: cluster chain loops"},
+		}, "/a/vmlinuz: fat: cluster chain loops"},
 		{"directory cycle", func(t *testing.T, p string) {
 			noSidecar(t, p)
 			fs, off := bootFS(t, p, m)

@@ -150,6 +150,7 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newBuildCmd(g),
 		newInspectCmd(),
 		newFlashCmd(),
+		newUpgradeCmd(),
 		newVersionCmd(),
 	)
 	registerCompletions(root, g)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,6 +77,11 @@ type Config struct {
 	// Echo, when set, gets a live copy of the console (e.g. os.Stderr
 	// while debugging).
 	Echo io.Writer
+
+	// Reboot lets a guest's reset restart it (a power cycle, as the
+	// board's own reset does); false stops the emulator at the first
+	// reset (-no-reboot).
+	Reboot bool
 }
 
 // ErrNotInstalled marks a missing emulator binary.
@@ -142,6 +148,9 @@ func (c Config) CommandLine() ([]string, error) {
 	// would go unnoticed.
 	args := []string{"-M", pick(c.Machine, a.Machine), "-accel", "tcg", "-m", strconv.Itoa(mem),
 		"-nographic", "-monitor", "none", "-serial", "stdio", "-no-reboot", "-nodefaults", "-no-user-config"}
+	if c.Reboot {
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "-no-reboot" })
+	}
 	if cpu := pick(c.CPU, a.CPU); cpu != "" {
 		args = append(args, "-cpu", cpu)
 	}

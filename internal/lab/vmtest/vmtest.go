@@ -38,6 +38,8 @@ type Options struct {
 	// Echo, when set, gets a live copy of the console (a file, while
 	// debugging).
 	Echo io.Writer
+	// Reboot lets the guest's resets restart it instead of ending QEMU.
+	Reboot bool
 	// TailLines is how much of the console the test's log gets if it
 	// fails; 0 means 60.
 	TailLines int
@@ -68,7 +70,7 @@ func Start(t testing.TB, image string, o Options) *qemu.VM {
 	if o.TailLines == 0 {
 		o.TailLines = 60
 	}
-	vm, err := qemu.Start(context.Background(), qemu.Config{Disk: image, NICs: o.NICs, Args: o.Args, Timeout: o.Timeout, Echo: o.Echo})
+	vm, err := qemu.Start(context.Background(), qemu.Config{Disk: image, NICs: o.NICs, Args: o.Args, Timeout: o.Timeout, Echo: o.Echo, Reboot: o.Reboot})
 	if err != nil {
 		t.Fatalf("%s: %v", o.Name, err)
 	}

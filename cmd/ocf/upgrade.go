@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/boot"
+	"github.com/ocfw/ocfw/boot/upgrade"
+	"github.com/ocfw/ocfw/plan"
+)
+
+// upgradeSocket is where the daemon, the store's one writer, takes
+// `ocf upgrade` requests.
+const upgradeSocket = plan.RunDir + "/upgrade.sock"
+
+// newUpgradeCmd builds `upgrade receive|status`, run by `ocfw upgrade`
+// over SSH.
+func newUpgradeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "upgrade",
+		Short: "Receive a new system into the inactive slot, or show the upgrade's state",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "receive",
+		Short: "Read a new system on stdin (from ocfw upgrade), write it into the inactive slot, verify it, boot it once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return upgradeRequest(cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}, &cobra.Command{
+		Use:   "status",
+		Short: "Show the running system's revision and the last upgrade's state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return upgradeRequest(strings.NewReader("status\n"), cmd.OutOrStdout())
+		},
+	})
+	return cmd
+}
+
+// upgradeRequest sends in to the daemon and copies its answer to out;
+// the answer's last line is "ok ..." or "error ...".
+func upgradeRequest(in io.Reader, out io.Writer) error {
+	conn, err := net.Dial("unix", upgradeSocket)
+	if err != nil {
+		return fmt.Errorf("the firmware's daemon takes no upgrade here (%v): no slots on this card, or no data partition", err)
+	}
+	defer conn.Close()
+	go func() {
+		io.Copy(conn, in)
+		conn.(*net.UnixConn).CloseWrite()
+	}()
+	s := bufio.NewScanner(conn)
+	last := ""
+	for s.Scan() {
+		last = s.Text()
+		fmt.Fprintln(out, last)
+	}
+	if rest, ok := strings.CutPrefix(last, "error "); ok {
+		return errors.New(rest)
+	}
+	if !strings.HasPrefix(last, "ok") {
+		return errors.New("the daemon's answer ended early")
+	}
+	return nil
+}
+
+// serveUpgrade answers upgrade requests for the daemon's life.
+func serveUpgrade(o *boot.Outcome, console io.Writer) {
+	os.Remove(upgradeSocket)
+	l, err := net.Listen("unix", upgradeSocket)
+	if err != nil {
+		fmt.Fprintf(console, "ocfw: upgrade: %v\n", err)
+		return
+	}
+	busy := make(chan struct{}, 1)
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			select {
+			case busy <- struct{}{}:
+				defer func() { <-busy }()
+			default:
+				fmt.Fprintln(conn, "error another upgrade is being received")
+				return
+			}
+			if handleUpgrade(o, conn, console) {
+				conn.Close()                // the answer is whole: ocf upgrade receive ends
+				time.Sleep(2 * time.Second) // and its SSH session with it
+				resetBoard(o, console, "booting the new system once")
+			}
+		}()
+	}
+}
+
+// handleUpgrade serves one request; true means reset the board.
+func handleUpgrade(o *boot.Outcome, conn net.Conn, console io.Writer) bool {
+	u := o.Upgrade.Board
+	br := bufio.NewReader(conn)
+	first, err := br.ReadString('\n')
+	if err != nil {
+		fmt.Fprintf(conn, "error reading the request: %v\n", err)
+		return false
+	}
+	if strings.TrimSpace(first) == "status" {
+		fmt.Fprintf(conn, "board %s\nslot %s\nrevision %s\n", u.Name, u.Booted, u.Revision())
+		if r, _ := u.Record(); r != nil {
+			fmt.Fprintf(conn, "last %s\n", r.Message())
+		}
+		fmt.Fprintln(conn, "ok")
+		return false
+	}
+	h, err := upgrade.ReadHeader(io.MultiReader(strings.NewReader(first), br))
+	if err != nil {
+		fmt.Fprintf(conn, "error %v\n", err)
+		return false
+	}
+	fmt.Fprintf(conn, "receiving %s for %s (kernel %d bytes, initramfs %d bytes)\n", h.Revision, h.Board, h.Kernel.Size, h.Initrd.Size)
+	rec, err := u.Receive(h, br, o.Tally())
+	if err != nil {
+		fmt.Fprintf(conn, "error %v\n", err)
+		fmt.Fprintf(console, "ocfw: upgrade refused or failed: %v\n", err)
+		return false
+	}
+	fmt.Fprintf(conn, "written to slot %s and verified (sha256)\nok %s; the board resets into it now\n", rec.Slot, rec.Message())
+	return true
+}
+
+// resetBoard flushes the card's log and resets.
+func resetBoard(o *boot.Outcome, console io.Writer, why string) {
+	fmt.Fprintf(console, "ocfw: resetting: %s\n", why)
+	if o.Log != nil {
+		o.Log.Close()
+	}
+	unix.Sync()
+	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART); err != nil {
+		fmt.Fprintf(console, "ocfw: reset: %v\n", err)
+	}
+}
+
+// proveUpgrade runs on a new system's one-time boot: the watchdog is
+// petted while the checks run; a pass commits the slot, anything else
+// resets the board into the old default.
+func proveUpgrade(o *boot.Outcome, console io.Writer) {
+	stop := petWatchdog(console)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	err := o.Upgrade.Prove(ctx, o, &boot.Config{})
+	if err != nil {
+		fmt.Fprintf(console, "ocfw: the new system failed its trial: %v\n", err)
+		resetBoard(o, console, "back to the old system")
+		return
+	}
+	stop()
+	fmt.Fprintf(console, "ocfw: %s\n", o.Upgrade.Message)
+}
+
+// petWatchdog opens the hardware watchdog (i6300esb in QEMU, geodewdt on
+// the Geode) if its driver is loaded and pets it until stop, which
+// disarms it with the magic close. Without one, a hang in the trial
+// waits for a power cycle.
+func petWatchdog(console io.Writer) (stop func()) {
+	f, err := os.OpenFile("/dev/watchdog", os.O_WRONLY, 0)
+	if err != nil {
+		fmt.Fprintf(console, "ocfw: no watchdog (%v): a hang in the trial needs a power cycle\n", err)
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				f.Write([]byte("V"))
+				f.Close()
+				return
+			case <-t.C:
+				f.Write([]byte{0})
+			}
+		}
+	}()
+	return func() { close(done) }
+}

@@ -1,0 +1,239 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bu "github.com/ocfw/ocfw/boot/upgrade"
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/realclient"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
+	"github.com/ocfw/ocfw/plan"
+)
+
+// upgradeBox is a router VM reachable from the host's OpenSSH: its WAN
+// on one restricted user network (QEMU's DHCP gives it an address), its
+// LAN on another with 127.0.0.1:port forwarded to 192.168.1.1:22. Resets
+// restart it, as the board's own reset does.
+type upgradeBox struct {
+	vm              *qemu.VM
+	port            int
+	key, knownHosts string
+	sshPath         string
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startUpgradeBox(t *testing.T, img, key string) *upgradeBox {
+	b := &upgradeBox{port: freePort(t), key: key, knownHosts: filepath.Join(t.TempDir(), "known_hosts"), sshPath: realclient.Need(t, "ssh")}
+	b.vm = vmtest.Start(t, img, vmtest.Options{Name: "upgrade", Reboot: true, Timeout: 30 * time.Minute, TailLines: 120,
+		NICs: []qemu.NIC{
+			{RestrictedUser: true, MAC: routerWANMAC},
+			{RestrictedUser: true, MAC: routerLANMAC, UserNet: "192.168.1.0/24", UserHost: "192.168.1.254",
+				Forwards: []qemu.Forward{{Proto: "tcp", HostPort: b.port, GuestAddr: "192.168.1.1", GuestPort: 22}}},
+			{MAC: routerLAN2, Unplugged: true}}})
+	return b
+}
+
+// sshArgs are the flags both ocfw upgrade and the test's own ssh use:
+// the host key is learnt once, and must then stay the same.
+func (b *upgradeBox) upgradeFlags() []string {
+	return []string{"--port", strconv.Itoa(b.port), "--identity", b.key,
+		"--ssh-option", "UserKnownHostsFile=" + b.knownHosts, "--ssh-option", "StrictHostKeyChecking=accept-new",
+		"--ssh-option", "IdentitiesOnly=yes", "--ssh-option", "LogLevel=ERROR"}
+}
+
+func (b *upgradeBox) ssh(t *testing.T, command string) string {
+	t.Helper()
+	out, err := b.trySSH(command)
+	if err != nil {
+		t.Fatalf("ssh %s: %v\n%s", command, err, out)
+	}
+	return out
+}
+
+// waitUpgradeReady waits until the daemon answers ocf upgrade status
+// (it starts serving once the boot sequence is done).
+func (b *upgradeBox) waitUpgradeReady(t *testing.T) string {
+	t.Helper()
+	var out string
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		if out, err = b.trySSH("ocf upgrade status"); err == nil {
+			return out
+		}
+	}
+	t.Fatalf("ocf upgrade status: %v\n%s", err, out)
+	return ""
+}
+
+func (b *upgradeBox) trySSH(command string) (string, error) {
+	out, err := exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
+		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", command).CombinedOutput()
+	return string(out), err
+}
+
+// waitCount waits until text is on the console n times.
+func waitCount(t *testing.T, vm *qemu.VM, text string, n int, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); strings.Count(vm.Console(), text) < n; time.Sleep(time.Second) {
+		if time.Now().After(deadline) || vm.Exited() {
+			t.Fatalf("%q not on the console %d times within %v", text, n, within)
+		}
+	}
+}
+
+// TestUpgradeEndToEnd builds two systems that differ (the speed budget in
+// their boot options), boots the first, upgrades it to the second with
+// `ocfw upgrade` through the host's OpenSSH, and checks the new system
+// proved itself and committed: the revision changed, the store's reports
+// and boot counter carried on, the host key is the one ssh learnt before
+// (accept-new refuses a changed key), both file systems are clean.
+func TestUpgradeEndToEnd(t *testing.T) {
+	needEndToEnd(t)
+	t.Parallel() // one guest, idle between its boots: it overlaps the others
+	dir := t.TempDir()
+	pub, priv := testKey(t)
+	key := filepath.Join(dir, "key")
+	must(t, os.WriteFile(key, priv, 0o600))
+	site := filepath.Join(dir, "site.yaml")
+	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
+	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
+	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
+	oldSys, err := firmware.OpenSystem(oldImg)
+	must(t, err)
+	oldSys.Close()
+	newSys, err := firmware.OpenSystem(newImg)
+	must(t, err)
+	newSys.Close()
+	oldRev, newRev := oldSys.Manifest.System.Revision, newSys.Manifest.System.Revision
+	if oldRev == newRev {
+		t.Fatalf("both systems are %s", oldRev)
+	}
+
+	b := startUpgradeBox(t, oldImg, key)
+	waitCount(t, b.vm, plan.MarkDone, 1, 10*time.Minute)
+	if st := b.waitUpgradeReady(t); !strings.Contains(st, "revision "+oldRev) || !strings.Contains(st, "slot a") {
+		t.Fatalf("status before: %s", st)
+	}
+	start := time.Now()
+	out, errs, code := ocfw(t, append(append([]string{"upgrade"}, b.upgradeFlags()...), "--wait", "20m", newImg, "127.0.0.1")...)
+	t.Logf("ocfw upgrade took %v:\n%s%s", time.Since(start).Round(time.Second), out, errs)
+	if code != 0 || !strings.Contains(out, "upgrade to "+newRev+" committed") {
+		t.Fatalf("ocfw upgrade: exit %d", code)
+	}
+	// ssh learnt the host key on the old system (accept-new refuses a changed one): it is the same.
+	st := b.ssh(t, "ocf upgrade status")
+	if !strings.Contains(st, "revision "+newRev) || !strings.Contains(st, "slot b") {
+		t.Errorf("status after: %s", st)
+	}
+	if n := b.ssh(t, "ocf net"); !strings.Contains(n, "upgrade to "+newRev+" committed") {
+		t.Errorf("ocf net does not tell the upgrade:\n%s", n)
+	}
+	if !regexp.MustCompile(`(?m)upgrade to ` + newRev + ` on trial`).MatchString(b.vm.Console()) {
+		t.Errorf("the console never said the new system was on trial")
+	}
+
+	// A new system whose kernel panics (its initramfs is not one: no
+	// root) resets by panic=10, and the running system comes back by
+	// itself and says so. Sent by hand: ocfw builds no such image.
+	sys, err := firmware.OpenSystem(newImg)
+	must(t, err)
+	kernel, err := io.ReadAll(io.LimitReader(sys.Reader(), sys.Manifest.System.Kernel.Size))
+	sys.Close()
+	must(t, err)
+	junk := bytes.Repeat([]byte("not an initramfs "), 1000)
+	bad := bu.Header{Board: "alix2d13", Revision: "0badc0ffee00",
+		Kernel: bu.FileSum{Size: int64(len(kernel)), SHA256: fmt.Sprintf("%x", sha256.Sum256(kernel))},
+		Initrd: bu.FileSum{Size: int64(len(junk)), SHA256: fmt.Sprintf("%x", sha256.Sum256(junk))}}
+	var stream bytes.Buffer
+	must(t, bu.WriteHeader(&stream, bad))
+	stream.Write(kernel)
+	stream.Write(junk)
+	cmd := exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
+		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", "ocf upgrade receive")
+	cmd.Stdin = &stream
+	got, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "upgrade to 0badc0ffee00 pending") {
+		t.Fatalf("sending a system that panics: %v\n%s", err, got)
+	}
+	want := "last upgrade to 0badc0ffee00 rolled back: " + bu.NoStart
+	if st := b.waitStatus(t, "upgrade to 0badc0ffee00 rolled back", 10*time.Minute); !strings.Contains(st, want) || !strings.Contains(st, "revision "+newRev) {
+		t.Errorf("after the panic: %s\nwant %q", st, want)
+	}
+	if !strings.Contains(b.vm.Console(), "Kernel panic") {
+		t.Errorf("the console shows no kernel panic")
+	}
+
+	// A new system whose self-test is worse (a faulty engine injected)
+	// proves nothing: rolled back, and ocfw upgrade says why, exit 1.
+	if os.Getenv("OCFW_UPGRADE_SELFTEST") != "" {
+		faulty := filepath.Join(dir, "faulty.img")
+		buildImage(t, faulty, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site, "--test-inject", "corrupt:16")
+		out, errs, code = ocfw(t, append(append([]string{"upgrade"}, b.upgradeFlags()...), "--wait", "20m", faulty, "127.0.0.1")...)
+		t.Logf("ocfw upgrade to a faulty system:\n%s%s", out, errs)
+		if code == 0 || !strings.Contains(errs, "rolled back: the new system's self-test is worse than the old one's") {
+			t.Errorf("ocfw upgrade to a faulty system: exit %d", code)
+		}
+	}
+	vmtest.PowerOff(t, b.vm)
+
+	c := vmtest.Store(t, oldImg)
+	var rec bu.Record
+	if ok, err := c.State.Value(bu.RecordName, &rec); !ok || err != nil || rec.State != bu.RolledBack || rec.Slots["b"] != newRev {
+		t.Errorf("the store's upgrade record: %+v (%v)", rec, err)
+	}
+	if c.State.Boot < 4 || len(c.Reports) < 4 {
+		t.Errorf("the store after the upgrades: boot %d, %d reports; want every boot's kept", c.State.Boot, len(c.Reports))
+	}
+	fsckImage(t, oldImg)
+}
+
+// waitStatus polls ocf upgrade status until it contains text.
+func (b *upgradeBox) waitStatus(t *testing.T, text string, within time.Duration) string {
+	t.Helper()
+	var out string
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(5 * time.Second) {
+		var err error
+		if out, err = b.trySSH("ocf upgrade status"); err == nil && strings.Contains(out, text) {
+			return out
+		}
+	}
+	t.Fatalf("ocf upgrade status never said %q; last:\n%s", text, out)
+	return ""
+}
+
+// fsckImage runs fsck.fat -n on both partitions of a CF image.
+func fsckImage(t *testing.T, img string) {
+	t.Helper()
+	info, err := firmware.Inspect(img)
+	must(t, err)
+	for _, p := range info.Partitions {
+		b, err := os.ReadFile(img)
+		must(t, err)
+		part := filepath.Join(t.TempDir(), "part")
+		must(t, os.WriteFile(part, b[p.Offset:p.Offset+p.Size], 0o644))
+		out, err := exec.Command("fsck.fat", "-n", part).CombinedOutput()
+		if err != nil || bytes.Contains(bytes.ToLower(out), []byte("dirty")) {
+			t.Errorf("fsck.fat -n partition at %d: %v\n%s", p.Offset, err, out)
+		}
+	}
+}

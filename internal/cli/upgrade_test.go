@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	bu "github.com/ocfw/ocfw/boot/upgrade"
+	"github.com/ocfw/ocfw/internal/upgrade"
+)
+
+// fakeBox answers `ocf upgrade status` and `receive` as the board does.
+type fakeBox struct {
+	board, rev string
+	received   []byte
+	header     bu.Header
+	afterBoot  string // the last line once the box has the system
+	calls      []string
+}
+
+func (b *fakeBox) Run(_ context.Context, command string, stdin io.Reader, stdout io.Writer) error {
+	b.calls = append(b.calls, command)
+	switch command {
+	case "ocf upgrade status":
+		fmt.Fprintf(stdout, "board %s\nslot a\nrevision %s\n", b.board, b.rev)
+		if b.received != nil {
+			fmt.Fprintf(stdout, "last %s\n", b.afterBoot)
+		}
+		fmt.Fprintln(stdout, "ok")
+		return nil
+	case "ocf upgrade receive":
+		h, err := bu.ReadHeader(stdin)
+		if err != nil {
+			return err
+		}
+		b.header = h
+		b.received, err = io.ReadAll(stdin)
+		if strings.HasSuffix(b.afterBoot, " committed") {
+			b.rev = h.Revision
+		}
+		return err
+	}
+	return fmt.Errorf("unexpected command %q", command)
+}
+
+func TestUpgradeHostSide(t *testing.T) {
+	img, m := smallImage(t)
+	if m.System == nil {
+		t.Fatal("the image's manifest names no system")
+	}
+	rev := m.System.Revision
+	run := func(box *fakeBox) (*upgrade.Result, string, error) {
+		var out bytes.Buffer
+		res, err := upgrade.Run(context.Background(), upgrade.Options{Image: img, Remote: box, Out: &out, Poll: time.Millisecond, Wait: time.Minute})
+		return res, out.String(), err
+	}
+	t.Run("another board refused before sending", func(t *testing.T) {
+		box := &fakeBox{board: "net5501", rev: "0123456789ab"}
+		_, _, err := run(box)
+		if err == nil || !strings.Contains(err.Error(), "is for board alix2d13; the box is a net5501: nothing sent") {
+			t.Errorf("err %v", err)
+		}
+		if len(box.calls) != 1 || box.received != nil {
+			t.Errorf("calls %v", box.calls)
+		}
+	})
+	t.Run("the same revision is not sent", func(t *testing.T) {
+		box := &fakeBox{board: "alix2d13", rev: rev}
+		if _, _, err := run(box); err == nil || box.received != nil {
+			t.Errorf("err %v, received %d bytes", err, len(box.received))
+		}
+	})
+	t.Run("committed", func(t *testing.T) {
+		box := &fakeBox{board: "alix2d13", rev: "0123456789ab", afterBoot: "upgrade to " + rev + " committed"}
+		res, out, err := run(box)
+		if err != nil || !res.Committed || res.From != "0123456789ab" || res.To != rev {
+			t.Fatalf("res %+v err %v\n%s", res, err, out)
+		}
+		k := box.received[:box.header.Kernel.Size]
+		if int64(len(box.received)) != box.header.Kernel.Size+box.header.Initrd.Size ||
+			fmt.Sprintf("%x", sha256.Sum256(k)) != m.System.Kernel.SHA256 || box.header.Board != "alix2d13" {
+			t.Errorf("the stream: %d bytes, header %+v", len(box.received), box.header)
+		}
+		if !strings.Contains(out, "upgrade to "+rev+" committed") {
+			t.Errorf("output lacks the result:\n%s", out)
+		}
+	})
+	t.Run("rolled back", func(t *testing.T) {
+		box := &fakeBox{board: "alix2d13", rev: "0123456789ab", afterBoot: "upgrade to " + rev + " rolled back: no network: the WAN (eth0) has no address"}
+		_, out, err := run(box)
+		if !errors.Is(err, upgrade.ErrRolledBack) || !strings.Contains(err.Error(), "no network") {
+			t.Errorf("err %v\n%s", err, out)
+		}
+	})
+	t.Run("no-wait", func(t *testing.T) {
+		box := &fakeBox{board: "alix2d13", rev: "0123456789ab", afterBoot: "upgrade to " + rev + " pending"}
+		var out bytes.Buffer
+		res, err := upgrade.Run(context.Background(), upgrade.Options{Image: img, Remote: box, Out: &out, NoWait: true})
+		if err != nil || res.Waited || len(box.calls) != 2 {
+			t.Errorf("res %+v err %v calls %v", res, err, box.calls)
+		}
+	})
+}
+
+func TestUpgradeCLIArgs(t *testing.T) {
+	_, errs, code := ocfw(t, "upgrade", "only-an-image.img")
+	if code == 0 || !strings.Contains(errs, "upgrade needs the new image and the box's address") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}
