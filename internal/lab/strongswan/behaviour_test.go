@@ -350,7 +350,7 @@ func TestOCFWBehindNAT(t *testing.T) {
 		c := clone(cfg)
 		c["psk"] = wrong
 		w.MustDo(t, "ike on ocfw "+worldvm.Quote(mustJSON(t, c)))
-		st := waitError(t, w, "ocfw", "rejected our AUTH")
+		st := waitError(t, w, "ocfw", "the peer rejected our pre-shared key")
 		checkNoTunnel(t, w, peer, st, wrong)
 	})
 	t.Run("wrong-psk-charon-initiates", func(t *testing.T) {
@@ -365,7 +365,7 @@ func TestOCFWBehindNAT(t *testing.T) {
 		if err == nil && strings.Contains(out, "completed successfully") {
 			t.Fatalf("charon established with a wrong PSK:\n%s", out)
 		}
-		st := waitError(t, w, "ocfw", "peer's AUTH does not verify")
+		st := waitError(t, w, "ocfw", "the peer's AUTH did not verify")
 		checkNoTunnel(t, w, peer, st, wrong)
 		if !strings.Contains(out, "AUTHENTICATION_FAILED") {
 			t.Errorf("charon was not told AUTHENTICATION_FAILED:\n%s", out)
