@@ -426,7 +426,7 @@ func checkNoTunnel(t *testing.T, w *worldvm.World, peer Instance, st ikeStatus, 
 	if sas := w.MustDo(t, peer.SwanctlCommand("--list-sas")); strings.Contains(sas, "ESTABLISHED") {
 		t.Errorf("charon has an IKE SA:\n%s", sas)
 	}
-	if !strings.Contains(st.Log, "authentication failed: check the PSK") {
+	if !strings.Contains(st.Log, "authentication failed: ") || !strings.Contains(st.Log, "psk file") {
 		t.Errorf("ocfw's log does not give the reason:\n%s", st.Log)
 	}
 	if strings.Contains(st.Log, testPSK) || strings.Contains(st.Log, wrong) {
