@@ -157,6 +157,10 @@ type Endpoint struct {
 	// redundant SA is deleted by nonces, as strongSwan does (RFC 7296
 	// 2.8.1, 2.8.2). Tests set it to check that path.
 	rfcCollisions bool
+	// keepDuplicates makes the endpoint keep every IKE SA with a peer
+	// (no dedupe), as strongSwan does with unique=no: tests stand it in
+	// for such a peer.
+	keepDuplicates bool
 }
 
 type halfKey struct {

@@ -559,8 +559,84 @@ func TestEndpointBothInitiate(t *testing.T) {
 	if p.net.count(IKE_SA_INIT, false, aIP) == 0 || p.net.count(IKE_SA_INIT, false, bIP) == 0 {
 		t.Error("not both ends initiated")
 	}
-	if len(p.a.sink.installed) != 2 || len(p.b.sink.installed) != 2 {
-		t.Errorf("installed A %d, B %d: want two each, one of them deleted", len(p.a.sink.installed), len(p.b.sink.installed))
+	// The duplicate's CHILD SA went into the kernel only at the end that
+	// answered it (until its delete): its initiator, deleting it, never
+	// pointed its policies at it.
+	if n := len(p.a.sink.installed) + len(p.b.sink.installed); n != 3 {
+		t.Errorf("installed A %d, B %d: want three in all, one of them deleted", len(p.a.sink.installed), len(p.b.sink.installed))
+	}
+}
+
+// TestEndpointDuplicateKeptByPeer: both ends initiate at once and the
+// peer keeps duplicates (strongSwan with unique=no). The duplicate the
+// peer made is deleted by us after waiting for the peer's delete; the
+// one we made, at once. Either way one IKE SA and one pair of CHILD SAs
+// remain. Which SA is the duplicate follows the nonces: the test runs
+// until it has seen both cases.
+func TestEndpointDuplicateKeptByPeer(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 64 && len(seen) < 2; i++ {
+		p := newPair(t, func(a, b *Config) { b.Peers[0].Initiate = true })
+		p.b.ep.keepDuplicates = true
+		ok := p.run(time.Minute, func() bool {
+			return p.up() && len(p.a.ep.Status()[0].SAs) == 1 && len(p.b.ep.Status()[0].SAs) == 1
+		})
+		if !ok {
+			t.Fatalf("run %d: A %+v, B %+v", i, p.a.ep.Status(), p.b.ep.Status())
+		}
+		p.checkChildren()
+		for _, l := range p.logs {
+			switch {
+			case strings.HasPrefix(l, aAddr) && strings.Contains(l, "the peer kept the duplicate IKE SA"):
+				seen["peer's"] = true
+			case strings.HasPrefix(l, aAddr) && strings.Contains(l, "a duplicate, the peer and we made one each at once"):
+				seen["ours"] = true
+			}
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("in 64 runs A deleted only %v duplicates", seen)
+	}
+}
+
+// TestEndpointInitialContactOvertaken: a restarted B sends IKE_AUTH with
+// INITIAL_CONTACT, which reaches A only after an IKE SA A started meanwhile
+// came up with the new B. That SA is no leftover of B's old life: A keeps
+// it, and the duplicate is settled alike at both ends (before, A dropped
+// it silently while B kept it as the one to stay: no tunnel).
+func TestEndpointInitialContactOvertaken(t *testing.T) {
+	p := newPair(t, func(a, b *Config) { a.Peers[0].Initiate = false })
+	var held []packet
+	p.net.filter = func(pk packet) int {
+		if h, ok := ikeOf(pk); ok && h.Exchange == IKE_AUTH && !h.Response() && pk.from.Addr() == bIP {
+			held = append(held, pk)
+			return 0
+		}
+		return 1
+	}
+	p.b.ep.Initiate("a")
+	p.net.flush()
+	if len(held) != 1 {
+		t.Fatalf("B's IKE_AUTH not held: %d", len(held))
+	}
+	p.a.ep.Initiate("b")
+	p.net.flush()
+	if len(established(p.a)) != 1 || len(established(p.b)) != 1 {
+		t.Fatalf("A's own IKE SA is not up: A %+v, B %+v", p.a.ep.Status(), p.b.ep.Status())
+	}
+	p.net.filter = nil
+	p.net.queue = append(p.net.queue, held...)
+	ok := p.run(5*time.Second, func() bool {
+		return p.up() && len(p.a.ep.Status()[0].SAs) == 1 && len(p.b.ep.Status()[0].SAs) == 1
+	})
+	if !ok {
+		t.Fatalf("no single IKE SA: A %+v, B %+v", p.a.ep.Status(), p.b.ep.Status())
+	}
+	p.checkChildren()
+	for _, l := range p.logs {
+		if strings.Contains(l, "INITIAL_CONTACT: deleting") {
+			t.Errorf("INITIAL_CONTACT removed an SA made after the restart: %s", l)
+		}
 	}
 }
 

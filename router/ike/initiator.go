@@ -342,6 +342,12 @@ func (e *Endpoint) authResponse(sa *ikeSA, ps []Payload) {
 	e.established(sa, idr.Identity)
 	c := sa.authChild
 	sa.authChild = nil
+	if sa.state != stateEstablished {
+		// dedupe found it the duplicate and is deleting it: its CHILD SA
+		// never goes into the kernel, so the policies stay with the SA
+		// that is kept (the peer drops its half with the IKE SA).
+		return
+	}
 	if err := e.finishChild(sa, c, ps, nil, sa.ni, sa.nr); err != nil {
 		sa.err = err.Error()
 		p.lastErr = sa.err
@@ -391,6 +397,9 @@ func (e *Endpoint) established(sa *ikeSA, peerID Identity) {
 // 7296 2.8.1), and its original initiator deletes it. Both ends apply the
 // same rule, so exactly one SA stays and nobody waits.
 func (e *Endpoint) dedupe(p *peerState) {
+	if e.keepDuplicates {
+		return
+	}
 	var up []*ikeSA
 	for _, sa := range e.sasOf(p) {
 		if sa.state == stateEstablished {
@@ -427,8 +436,14 @@ func (e *Endpoint) dedupe(p *peerState) {
 			e.logf("ike %s: deleting IKE SA %016x_%016x: a duplicate, the peer and we made one each at once", p.cfg.Name, sa.spii, sa.spir)
 			e.deleteSA(sa)
 		} else {
-			sa.state = stateDeleting // the peer deletes it
-			sa.expire = e.now().Add(2 * e.retransmitSpan())
+			// Its initiator deletes it, as soon as it has both: an ocfw
+			// peer at once. A peer that keeps duplicates (strongSwan
+			// with unique=no) never does: after dupWait we delete it
+			// ourselves (Tick), so that one pair of CHILD SAs stays.
+			// Until then its CHILD SA is live at both ends.
+			sa.state = stateDeleting
+			sa.dupWait = true
+			sa.expire = e.now().Add(e.retransmitSpan())
 		}
 	}
 }

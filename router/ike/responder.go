@@ -142,9 +142,14 @@ func (e *Endpoint) authRequest(sa *ikeSA, natt bool, ps []Payload, from netip.Ad
 	}
 	if notify(ps, INITIAL_CONTACT) != nil {
 		// The peer restarted: whatever it had with us before is gone.
-		// (Before established: those SAs are no duplicates to settle.)
+		// Only SAs established before this one's IKE_SA_INIT came can be
+		// from before the restart: one that came up since was made with
+		// the restarted peer (both ends initiating at once, the peer's
+		// INITIAL_CONTACT overtaken by our own exchange), and is a
+		// duplicate for dedupe to settle at both ends alike, not stale.
+		// (SAs not yet established have no peer id to match.)
 		for _, old := range e.sasOf(p) {
-			if old != sa && old.peerID.IDType == idi.IDType && bytes.Equal(old.peerID.Data, idi.Data) {
+			if old != sa && old.peerID.IDType == idi.IDType && bytes.Equal(old.peerID.Data, idi.Data) && old.established.Before(sa.created) {
 				e.logf("ike %s: INITIAL_CONTACT: deleting the older IKE SA %016x_%016x", p.cfg.Name, old.spii, old.spir)
 				e.removeSA(old, "")
 			}

@@ -70,7 +70,10 @@ type ikeSA struct {
 	parent                                                 *ikeSA    // the SA this one replaced
 	childRetryAt                                           time.Time // the first CHILD SA failed: try again then
 	creatingChild                                          bool
-	err                                                    string
+	// dupWait: a duplicate of another IKE SA with the peer (dedupe),
+	// which its initiator, the peer, should delete before expire.
+	dupWait bool
+	err     string
 }
 
 // request is one exchange we start. build makes its payloads when the
@@ -284,6 +287,15 @@ func (e *Endpoint) Tick() {
 			continue
 		}
 		if !sa.expire.IsZero() && !now.Before(sa.expire) {
+			if sa.dupWait {
+				// A duplicate the peer kept (see dedupe): we delete it,
+				// telling the peer, rather than drop it silently and
+				// leave the peer sending on its CHILD SA.
+				sa.dupWait, sa.expire = false, time.Time{}
+				e.logf("ike %s: the peer kept the duplicate IKE SA %016x_%016x: deleting it", sa.peer.cfg.Name, sa.spii, sa.spir)
+				e.deleteSA(sa)
+				continue
+			}
 			e.removeSA(sa, "")
 			continue
 		}
