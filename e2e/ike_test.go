@@ -214,6 +214,79 @@ func TestIKEv2AgainstStrongswan(t *testing.T) {
 		}
 	})
 
+	// charon takes the initiator's part: it deletes the IKE SA and, while
+	// the router waits its retry interval (30 s) before starting again,
+	// sets up a new one itself. The router answers it as responder: the
+	// firewall lets the peer's IKE_SA_INIT in, the new CHILD SA carries
+	// the traffic both ways, and the WAN still shows only ESP and IKE.
+	t.Run("responder", func(t *testing.T) {
+		before := len(readPCAP(t, pcap).packets)
+		w.MustDo(t, charon.SwanctlCommand("--terminate", "--ike", "a-b", "--timeout", "20"))
+		start := time.Now()
+		if out, err := w.Do(ctx, charon.SwanctlCommand("--initiate", "--child", "a-b", "--timeout", "25")); err != nil {
+			t.Fatalf("swanctl --initiate: %v\n%s", err, out)
+		}
+		t.Logf("charon initiated, the router answering, in %v", time.Since(start).Round(100*time.Millisecond))
+		sas := w.MustDo(t, charon.SwanctlCommand("--list-sas"))
+		// list-sas marks its own SPI with a star: charon's is the
+		// initiator's (_i*), one IKE SA only (the old one is gone).
+		if !regexp.MustCompile(`a-b: #\d+, ESTABLISHED, IKEv2, [0-9a-f]{16}_i\* [0-9a-f]{16}_r\b`).MatchString(sas) ||
+			strings.Count(sas, "ESTABLISHED") != 1 || !strings.Contains(sas, "INSTALLED, TUNNEL") {
+			t.Fatalf("charon is not the initiator of one established IKE SA:\n%s", sas)
+		}
+		line := mark + "-responder-a-to-b"
+		if got := w.MustDo(t, "tcp lan-a 192.168.2.1:7 "+line); !strings.HasSuffix(got, "\n"+line) || !strings.HasPrefix(got, "from "+hostA+":") {
+			t.Errorf("A's LAN to B's LAN through charon's CHILD SA: got %.200q", got)
+		}
+		line = mark + "-responder-b-to-a"
+		if got := w.MustDo(t, "tcp b "+hostA+":7 "+line); !strings.HasSuffix(got, "\n"+line) || !strings.HasPrefix(got, "from 192.168.2.1:") {
+			t.Errorf("B's LAN to A's LAN through charon's CHILD SA: got %.200q", got)
+		}
+		sas = w.MustDo(t, charon.SwanctlCommand("--list-sas"))
+		if in, out := ikeSABytes(sas); in == 0 || out == 0 {
+			t.Errorf("charon's new CHILD SA counted %d bytes in, %d out, want both > 0:\n%s", in, out, sas)
+		}
+		st, text := status(t)
+		tu := tunnel(t, st, "a-b")
+		if tu.State != "up" || len(tu.IKE) != 1 {
+			t.Fatalf("tunnel a-b: state %q, %d IKE SAs, want up with one:\n%s", tu.State, len(tu.IKE), text)
+		}
+		sa := tu.IKE[0]
+		if sa.State != "established" || sa.Role != "responder" || sa.PeerID != "ike-b.example" || len(sa.Children) != 1 {
+			t.Fatalf("IKE SA: %+v, want established, responder, one CHILD SA", sa)
+		}
+		if !strings.Contains(text, "  IKE SA established (responder) with ike-b.example at "+wanB+":") {
+			t.Errorf("ocf net does not show the router as responder:\n%s", text)
+		}
+		c := sa.Children[0]
+		if c.Out == nil || c.In == nil || c.Out.Packets == 0 || c.In.Packets == 0 {
+			t.Fatalf("CHILD SA: %+v, want packets both ways", c)
+		}
+		spis := map[uint32]string{spiOfState(t, c.Out): "out", spiOfState(t, c.In): "in"}
+		capt := readPCAP(t, pcap)
+		if bytes.Contains(capt.raw, []byte(mark+"-responder")) {
+			t.Errorf("the data went over the WAN in the clear")
+		}
+		wans := map[netip.Addr]bool{netip.MustParseAddr(wanA): true, netip.MustParseAddr(wanB): true}
+		lan := netip.MustParsePrefix("192.168.0.0/16")
+		bySPI := map[string]int{}
+		for _, pk := range capt.packets[before:] {
+			if lan.Contains(pk.src) || lan.Contains(pk.dst) {
+				t.Errorf("a LAN packet on the WAN in the clear: %v -> %v protocol %d", pk.src, pk.dst, pk.proto)
+			}
+			if wans[pk.src] && wans[pk.dst] && pk.proto != 50 && pk.proto != 17 {
+				t.Errorf("between the two ends, a packet neither ESP nor IKE: %v -> %v protocol %d", pk.src, pk.dst, pk.proto)
+			}
+			if pk.proto == 50 {
+				bySPI[spis[pk.spi]]++
+			}
+		}
+		if bySPI["out"] < 2 || bySPI["in"] < 2 {
+			t.Errorf("ESP on A's WAN since charon initiated, by the new CHILD SA's direction: %v; want the echoes' both ways", bySPI)
+		}
+		t.Logf("the router as responder: CHILD SA %s out %d packets, in %d; ESP on the WAN by direction %v", c.Proposal, c.Out.Packets, c.In.Packets, bySPI)
+	})
+
 	// The peer goes quiet (its WAN link down): the router's liveness
 	// check notices within its interval and the retransmissions, says
 	// so, and takes the CHILD SA out of the kernel.
