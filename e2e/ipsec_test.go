@@ -70,6 +70,36 @@ const moreTunnelsA = `  - {name: a-c, peer: 192.0.2.2, remote_subnet: 192.168.3.
   - {name: a-e, peer: 192.0.2.4, remote_subnet: 192.168.5.0/24, cipher: aes-128-cbc, auth: hmac-sha1, keys: a-e.keys}
 `
 
+// The two boxes run two tunnels between them: a-b, keyed by hand
+// (examples/sites/site-a.yaml and site-b.yaml), and a-b-ike, keyed by
+// IKEv2 with default settings (both ends initiate). A remote subnet
+// belongs to one tunnel only, so each carries half of the two LANs: a-b
+// the lower halves (the hosts .50), a-b-ike the upper ones (.150, a
+// second address of the same LAN hosts). A's a-b-ike checks its peer
+// only every 2 minutes, so that when B restarts it is INITIAL_CONTACT
+// from B, not A's liveness check, that clears A's stale SAs.
+const (
+	ikeHostA, ikeHostB = "192.168.1.150", "192.168.2.150"
+	ikeTunnelA         = "  - {name: a-b-ike, keying: ikev2, peer: 203.0.113.2, local_subnet: 192.168.1.128/25, remote_subnet: 192.168.2.128/25, psk: a-b-ike.psk, dpd: 2m}\n"
+	ikeTunnelB         = "  - {name: a-b-ike, keying: ikev2, peer: 198.51.100.2, local_subnet: 192.168.2.128/25, remote_subnet: 192.168.1.128/25, psk: a-b-ike.psk}\n"
+)
+
+// halfSubnets narrows an example site's manual tunnel a-b to the lower
+// halves of the LANs (see ikeTunnelA).
+func halfSubnets(t *testing.T, site string, repl ...string) string {
+	t.Helper()
+	for i := 0; i < len(repl); i += 2 {
+		if strings.Count(site, repl[i]) != 1 {
+			t.Fatalf("the example site has not one %q", repl[i])
+		}
+		site = strings.Replace(site, repl[i], repl[i+1], 1)
+	}
+	if !strings.HasSuffix(site, "\n") {
+		site += "\n"
+	}
+	return site
+}
+
 // putOnCard copies files into the ocfw folder of an image's data
 // partition, as a user does on a PC.
 func putOnCard(t *testing.T, img string, files map[string]string) {
@@ -110,8 +140,11 @@ func TestIPsecEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	pub, priv := testKey(t)
 	files := map[string]string{
-		"a.yaml": exampleSite(t, "site-a.yaml", pub) + moreTunnelsA,
-		"b.yaml": exampleSite(t, "site-b.yaml", pub),
+		"a.yaml": halfSubnets(t, exampleSite(t, "site-a.yaml", pub),
+			"local_subnet: 192.168.1.0/24", "local_subnet: 192.168.1.0/25",
+			"remote_subnet: 192.168.2.0/24", "remote_subnet: 192.168.2.0/25") + ikeTunnelA + moreTunnelsA,
+		"b.yaml": halfSubnets(t, exampleSite(t, "site-b.yaml", pub),
+			"    remote_subnet: 192.168.1.0/24", "    local_subnet: 192.168.2.0/25\n    remote_subnet: 192.168.1.0/25") + ikeTunnelB,
 		"c.yaml": siteC,
 	}
 	for name, s := range files {
@@ -121,6 +154,7 @@ func TestIPsecEndToEnd(t *testing.T) {
 	for _, args := range [][]string{
 		{"tunnel", "keys", "--site", p("a.yaml"), "--site", p("b.yaml"), "--tunnel", "a-b", "-o", p("a-b.keys")},
 		{"tunnel", "keys", "--site", p("a.yaml"), "--site", p("c.yaml"), "--tunnel", "a-c", "-o", p("a-c.keys")},
+		{"tunnel", "psk", "--site", p("a.yaml"), "--site", p("b.yaml"), "--tunnel", "a-b-ike", "-o", p("a-b-ike.psk")},
 	} {
 		if out, errs, code := ocfw(t, args...); code != 0 {
 			t.Fatalf("ocfw %v: exit %d\n%s%s", args, code, out, errs)
@@ -153,8 +187,8 @@ func TestIPsecEndToEnd(t *testing.T) {
 	buildImage(t, imgB, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", p("b.yaml"))
 	t.Logf("images built: A in %v, B in %v", t1.Sub(t0).Round(time.Second), time.Since(t1).Round(time.Second))
 	// a-d's key file is a-c's: the wrong tunnel's. a-e's is missing.
-	putOnCard(t, imgA, map[string]string{"a-b.keys": p("a-b.keys"), "a-c.keys": p("a-c.keys"), "a-d.keys": p("a-c.keys")})
-	putOnCard(t, imgB, map[string]string{"a-b.keys": p("a-b.keys")})
+	putOnCard(t, imgA, map[string]string{"a-b.keys": p("a-b.keys"), "a-c.keys": p("a-c.keys"), "a-d.keys": p("a-c.keys"), "a-b-ike.psk": p("a-b-ike.psk")})
+	putOnCard(t, imgB, map[string]string{"a-b.keys": p("a-b.keys"), "a-b-ike.psk": p("a-b-ike.psk")})
 	addKernelArgs(t, imgA, "ocfw_testaes.corrupt_min=1024")
 
 	// The world: eth0 and eth1 to the routers' WANs, in one namespace
@@ -190,32 +224,40 @@ func TestIPsecEndToEnd(t *testing.T) {
 		"ns lan-a eth2", "addr lan-a eth2 " + hostA + "/24", "up lan-a eth2", "route lan-a default 192.168.1.1",
 		"ns lan-b eth3", "addr lan-b eth3 " + hostB + "/24", "up lan-b eth3", "route lan-b default 192.168.2.1",
 		"echo-server lan-a 7", "echo-server lan-b 7",
+		// The hosts' second addresses, in the halves a-b-ike carries,
+		// are the sources towards the other site's upper half.
+		"addr lan-a eth2 " + ikeHostA + "/24", "route lan-a 192.168.2.128/25 192.168.1.1 " + ikeHostA,
+		"addr lan-b eth3 " + ikeHostB + "/24", "route lan-b 192.168.1.128/25 192.168.2.1 " + ikeHostB,
+		"udp-echo lan-a 9", "udp-echo lan-b 9",
 	} {
 		do(c)
 	}
 
-	// Both tunnels up; the time from power-on says what a user waits.
+	// Both tunnels up at both ends; the time from power-on says what a
+	// user waits.
 	var wg sync.WaitGroup
 	upAt := map[string]time.Duration{}
 	var mu sync.Mutex
 	for name, vm := range map[string]*qemu.VM{"A": vmA, "B": vmB} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if consoleShows(t, ctx, vm, regexp.MustCompile(`ocfw: ipsec: tunnel a-b up`), 10*time.Minute) == nil {
-				t.Errorf("router %s: tunnel a-b never came up", name)
-				return
-			}
-			mu.Lock()
-			upAt[name] = vm.Elapsed()
-			mu.Unlock()
-		}()
+		for _, tn := range []string{"a-b", "a-b-ike"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if consoleShows(t, ctx, vm, regexp.MustCompile(`ocfw: ipsec: tunnel `+tn+` up`), 10*time.Minute) == nil {
+					t.Errorf("router %s: tunnel %s never came up", name, tn)
+					return
+				}
+				mu.Lock()
+				upAt[name+" "+tn] = vm.Elapsed().Round(100 * time.Millisecond)
+				mu.Unlock()
+			}()
+		}
 	}
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("power-on to tunnel a-b up: A %v, B %v", upAt["A"].Round(100*time.Millisecond), upAt["B"].Round(100*time.Millisecond))
+	t.Logf("power-on to tunnel up: %v", upAt)
 
 	// Data both ways through the tunnel, a marker in it. The echo server
 	// says where the connection came from: the other LAN's host, not a
@@ -230,6 +272,15 @@ func TestIPsecEndToEnd(t *testing.T) {
 	}
 	if got := do("tcp lan-b " + hostA + ":7 " + lineBA); got != "from "+hostB+":"+portOf(t, got)+"\n"+lineBA {
 		t.Errorf("B's LAN to A's LAN through the tunnel: got %.200q", got)
+	}
+	// The same through the IKEv2 tunnel, between the hosts' upper-half
+	// addresses.
+	lineIKE := mark + "-ike-"
+	if got := do("tcp lan-a " + ikeHostB + ":7 " + lineIKE + "a-to-b"); got != "from "+ikeHostA+":"+portOf(t, got)+"\n"+lineIKE+"a-to-b" {
+		t.Errorf("A's LAN to B's LAN through a-b-ike: got %.200q", got)
+	}
+	if got := do("tcp lan-b " + ikeHostA + ":7 " + lineIKE + "b-to-a"); got != "from "+ikeHostB+":"+portOf(t, got)+"\n"+lineIKE+"b-to-a" {
+		t.Errorf("B's LAN to A's LAN through a-b-ike: got %.200q", got)
 	}
 	// Traffic into a-c, whose peer is not there: it leaves as ESP, and
 	// nothing comes back.
@@ -267,8 +318,8 @@ func TestIPsecEndToEnd(t *testing.T) {
 		if lan.Contains(pk.src) || lan.Contains(pk.dst) {
 			t.Errorf("a LAN packet on the WAN in the clear: %v -> %v protocol %d", pk.src, pk.dst, pk.proto)
 		}
-		if wans[pk.src] && wans[pk.dst] && pk.proto != 50 {
-			t.Errorf("between the two WAN addresses, a packet that is not ESP: %v -> %v protocol %d", pk.src, pk.dst, pk.proto)
+		if wans[pk.src] && wans[pk.dst] && pk.proto != 50 && !pk.ike() {
+			t.Errorf("between the two WAN addresses, a packet neither ESP nor IKE: %v -> %v protocol %d", pk.src, pk.dst, pk.proto)
 		}
 		if pk.proto == 50 {
 			espBySPI[pk.spi]++
@@ -326,7 +377,21 @@ func TestIPsecEndToEnd(t *testing.T) {
 			t.Errorf("%s: not in the router's log:\n%s", name, strings.Join(stA.Events, "\n"))
 		}
 	}
-	if !strings.Contains(stA.Services["ipsec"], "2 of 4 tunnel(s) up") {
+	// a-b-ike: one IKE SA at each end (both initiated; the duplicate is
+	// gone), one CHILD SA pair, its SPIs crosswise, counting the traffic
+	// above, which crossed A's WAN as ESP with its SPIs.
+	ikeA, ikeB := ikeChild(t, "A", tunnel(t, stA, "a-b-ike")), ikeChild(t, "B", tunnel(t, stB, "a-b-ike"))
+	if ikeA != nil && ikeB != nil {
+		if ikeA.Out.SPI != ikeB.In.SPI || ikeA.In.SPI != ikeB.Out.SPI {
+			t.Errorf("a-b-ike: A out %s in %s, B out %s in %s: not one pair", ikeA.Out.SPI, ikeA.In.SPI, ikeB.Out.SPI, ikeB.In.SPI)
+		}
+		for what, sa := range map[string]*router.SAState{"A out": ikeA.Out, "B out": ikeB.Out} {
+			if got := espBySPI[spiOfState(t, sa)]; got < 2 || sa.Packets < 2 {
+				t.Errorf("a-b-ike %s: %d ESP packets with SPI %s on A's WAN, the SA counted %d; want the echo's", what, got, sa.SPI, sa.Packets)
+			}
+		}
+	}
+	if !strings.Contains(stA.Services["ipsec"], "3 of 5 tunnel(s) up") {
 		t.Errorf("A's ipsec service: %q", stA.Services["ipsec"])
 	}
 
@@ -386,6 +451,104 @@ func TestIPsecEndToEnd(t *testing.T) {
 		t.Errorf("A never said that a-c's peer is silent")
 	}
 	t.Logf("ocf net on A:\n%s", do("ssh lan-a 192.168.1.1:22 root /key ocf net"))
+
+	// B loses power mid-traffic: its QEMU is killed while probes cross
+	// both tunnels, and it boots again from the same card. Traffic runs
+	// both ways through both tunnels again soon after its power-on: the
+	// IKEv2 tunnel by B's new IKE SA (its INITIAL_CONTACT clears A's
+	// stale one), the manual one with no new keys, B sending from the
+	// sequence numbers its store reserved, so A refuses nothing.
+	errsBefore := tunnel(t, status("lan-a", "192.168.1.1"), "a-b").In.Errors
+	do("probe ike lan-a " + ikeHostB + ":9 100ms")
+	do("probe manual lan-a " + hostB + ":9 100ms")
+	time.Sleep(3 * time.Second)
+	vmB.Kill()
+	vmB = boot("router B", imgB, 1, 3, "")
+	type path struct{ name, ns, to, from string }
+	var paths = []path{
+		{"a-b-ike-a-to-b", "lan-a", ikeHostB, ikeHostA}, {"a-b-ike-b-to-a", "lan-b", ikeHostA, ikeHostB},
+		{"a-b-a-to-b", "lan-a", hostB, hostA}, {"a-b-b-to-a", "lan-b", hostA, hostB},
+	}
+	back := map[string]time.Duration{}
+	for end := time.Now().Add(8 * time.Minute); len(back) < len(paths) && time.Now().Before(end) && !vmB.Exited(); time.Sleep(300 * time.Millisecond) {
+		for _, pa := range paths {
+			if _, ok := back[pa.name]; ok {
+				continue
+			}
+			line := mark + "-restart-" + pa.name
+			if out, err := w.Do(ctx, "timeout=2s tcp "+pa.ns+" "+pa.to+":7 "+line); err == nil && out == "from "+pa.from+":"+portOf(t, out)+"\n"+line {
+				back[pa.name] = vmB.Elapsed().Round(100 * time.Millisecond)
+			}
+		}
+	}
+	upB := consoleShows(t, ctx, vmB, regexp.MustCompile(`ocfw: ipsec: tunnel a-b-ike up`), time.Second) != nil
+	t.Logf("B's power-on to traffic back (polled every 2-3 s): %v; a-b-ike up on B's console: %v", back, upB)
+	for _, pa := range paths {
+		d, ok := back[pa.name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no traffic after B's restart", pa.name)
+		case d > restartBudget:
+			t.Errorf("%s: traffic back %v after B's power-on, want within %v", pa.name, d, restartBudget)
+		}
+	}
+	for _, name := range []string{"ike", "manual"} {
+		out := do("probe-end " + name)
+		var sent, recv, lost, dups, last int
+		if _, err := fmt.Sscanf(out, "sent %d received %d lost %d dups %d last-lost %d", &sent, &recv, &lost, &dups, &last); err != nil {
+			t.Errorf("probe-end %s: %q", name, out)
+			continue
+		}
+		t.Logf("probe %s across B's restart (100 ms apart): %s", name, out)
+		if dups != 0 {
+			t.Errorf("probe %s: %d duplicated answers: a replayed packet accepted", name, dups)
+		}
+	}
+	// The survivor: one IKE SA with B, the new one, and one CHILD SA
+	// pair, the same as B's; the stale SA went with B's INITIAL_CONTACT.
+	if consoleShows(t, ctx, vmA, regexp.MustCompile(`ocfw: ipsec: ike a-b-ike: INITIAL_CONTACT: deleting the older IKE SA`), 10*time.Second) == nil {
+		t.Errorf("A did not delete its stale IKE SA on B's INITIAL_CONTACT")
+	}
+	stA, stB = status("lan-a", "192.168.1.1"), status("lan-b", "192.168.2.1")
+	logTunnels(t, "A after B's restart", stA)
+	ikeA, ikeB = ikeChild(t, "A", tunnel(t, stA, "a-b-ike")), ikeChild(t, "B", tunnel(t, stB, "a-b-ike"))
+	if ikeA != nil && ikeB != nil && (ikeA.Out.SPI != ikeB.In.SPI || ikeA.In.SPI != ikeB.Out.SPI) {
+		t.Errorf("a-b-ike after B's restart: A out %s in %s, B out %s in %s: A keeps a stale SA", ikeA.Out.SPI, ikeA.In.SPI, ikeB.Out.SPI, ikeB.In.SPI)
+	}
+	if got := tunnel(t, stA, "a-b").In.Errors; got != errsBefore {
+		t.Errorf("A's a-b refused %d packets from B since B's restart (replay or integrity): B sent sequence numbers it had used", got-errsBefore)
+	}
+	capt = readPCAP(t, pcap)
+	if bytes.Contains(capt.raw, []byte(mark)) {
+		t.Errorf("data on A's WAN in the clear after B's restart")
+	}
+	for _, pk := range capt.packets {
+		if wans[pk.src] && wans[pk.dst] && pk.proto != 50 && !pk.ike() {
+			t.Errorf("between the two WAN addresses, a packet neither ESP nor IKE: %v -> %v protocol %d", pk.src, pk.dst, pk.proto)
+		}
+	}
+	t.Logf("ocf net on B after its restart:\n%s", do("ssh lan-b 192.168.2.1:22 root /key ocf net"))
+}
+
+// restartBudget is how soon after a box's power-on its tunnels carry
+// traffic again (issue 21: within 30 s of the restarted side's boot).
+const restartBudget = 30 * time.Second
+
+// ikeChild is an IKEv2 tunnel's one CHILD SA, checking that the tunnel
+// is up with exactly one IKE SA carrying one CHILD SA with counters: no
+// duplicate, nothing stale. nil (and t failed) otherwise.
+func ikeChild(t *testing.T, box string, tu router.TunnelState) *router.ChildState {
+	t.Helper()
+	if tu.State != "up" || len(tu.IKE) != 1 || tu.IKE[0].State != "established" || len(tu.IKE[0].Children) != 1 {
+		t.Errorf("%s: tunnel %s: state %q, IKE SAs %+v; want up with one established IKE SA and one CHILD SA", box, tu.Name, tu.State, tu.IKE)
+		return nil
+	}
+	c := tu.IKE[0].Children[0]
+	if c.Out == nil || c.In == nil {
+		t.Errorf("%s: tunnel %s: CHILD SA without counters: %+v", box, tu.Name, c)
+		return nil
+	}
+	return &c
 }
 
 var portRe = regexp.MustCompile(`^from [0-9.]+:(\d+)\n`)
@@ -470,9 +633,15 @@ type capture struct {
 }
 
 type ipPacket struct {
-	src, dst netip.Addr
-	proto    uint8
-	spi      uint32 // ESP only
+	src, dst     netip.Addr
+	proto        uint8
+	spi          uint32 // ESP only
+	sport, dport uint16 // UDP only
+}
+
+// ike reports IKE: UDP between the two ends' ports 500, or 4500.
+func (p ipPacket) ike() bool {
+	return p.proto == 17 && p.sport == p.dport && (p.sport == 500 || p.sport == 4500)
 }
 
 // readPCAP reads a classic pcap file of Ethernet frames (what QEMU's
@@ -515,6 +684,9 @@ func readPCAP(t *testing.T, name string) *capture {
 		pk.dst, _ = netip.AddrFromSlice(ip[16:20])
 		if pk.proto == 50 && len(ip) >= hl+4 {
 			pk.spi = binary.BigEndian.Uint32(ip[hl:])
+		}
+		if pk.proto == 17 && len(ip) >= hl+4 {
+			pk.sport, pk.dport = binary.BigEndian.Uint16(ip[hl:]), binary.BigEndian.Uint16(ip[hl+2:])
 		}
 		c.packets = append(c.packets, pk)
 	}

@@ -261,6 +261,13 @@ func cmdRoute(_ context.Context, a *agent, args []string) (string, error) {
 	if r.Gw = net.ParseIP(args[2]).To4(); r.Gw == nil {
 		return "", kinded("usage", fmt.Errorf("gateway %q: want an IPv4 address", args[2]))
 	}
+	// SRC: the source address connections over this route take (one of
+	// the namespace's addresses), for a host with two on one link.
+	if len(args) > 3 {
+		if r.Src = net.ParseIP(args[3]).To4(); r.Src == nil {
+			return "", kinded("usage", fmt.Errorf("source %q: want an IPv4 address", args[3]))
+		}
+	}
 	if err := n.nl.RouteAdd(r); err != nil {
 		return "", fmt.Errorf("adding route %s via %s: %w", args[1], args[2], err)
 	}
