@@ -651,12 +651,15 @@ type ipPacket struct {
 	src, dst     netip.Addr
 	proto        uint8
 	spi          uint32 // ESP only
-	sport, dport uint16 // UDP only
+	sport, dport uint16 // UDP; for ICMP unreachable, the quoted UDP packet's
+	unreach      bool   // ICMP destination unreachable quoting a UDP packet
 }
 
-// ike reports IKE: UDP between the two ends' ports 500, or 4500.
+// ike reports IKE: UDP between the two ends' ports 500, or 4500; or the
+// ICMP port unreachable one end answers the other's IKE_SA_INIT with
+// while its IKE socket is not open yet (both boxes booting).
 func (p ipPacket) ike() bool {
-	return p.proto == 17 && p.sport == p.dport && (p.sport == 500 || p.sport == 4500)
+	return (p.proto == 17 || p.proto == 1 && p.unreach) && p.sport == p.dport && (p.sport == 500 || p.sport == 4500)
 }
 
 // readPCAP reads a classic pcap file of Ethernet frames (what QEMU's
@@ -702,6 +705,11 @@ func readPCAP(t *testing.T, name string) *capture {
 		}
 		if pk.proto == 17 && len(ip) >= hl+4 {
 			pk.sport, pk.dport = binary.BigEndian.Uint16(ip[hl:]), binary.BigEndian.Uint16(ip[hl+2:])
+		}
+		if q := ip[min(len(ip), hl+8):]; pk.proto == 1 && ip[hl] == 3 && len(q) >= 20 && q[9] == 17 && len(q) >= int(q[0]&0x0f)*4+4 {
+			qh := int(q[0]&0x0f) * 4
+			pk.unreach = true
+			pk.sport, pk.dport = binary.BigEndian.Uint16(q[qh:]), binary.BigEndian.Uint16(q[qh+2:])
 		}
 		c.packets = append(c.packets, pk)
 	}

@@ -565,6 +565,13 @@ func TestEndpointBothInitiate(t *testing.T) {
 	if n := len(p.a.sink.installed) + len(p.b.sink.installed); n != 3 {
 		t.Errorf("installed A %d, B %d: want three in all, one of them deleted", len(p.a.sink.installed), len(p.b.sink.installed))
 	}
+	// The duplicate's delete is no failure: no error in the status, no
+	// retry pause.
+	for name, s := range map[string]*side{"A": p.a, "B": p.b} {
+		if e := s.ep.Status()[0].LastError; e != "" {
+			t.Errorf("%s's status after the duplicate's delete: %q", name, e)
+		}
+	}
 }
 
 // TestEndpointDuplicateKeptByPeer: both ends initiate at once and the

@@ -21,7 +21,13 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 		switch d.Protocol {
 		case ProtoIKE:
 			reason := "deleted by the peer"
-			if sa.state.retiring() {
+			switch {
+			case sa.state.retiring():
+				reason = ""
+			case e.otherEstablished(sa):
+				// A duplicate the peer deleted (see dedupe): the tunnel
+				// is up on the other, no failure and no retry pause.
+				e.logf("ike %s: IKE SA %016x_%016x deleted by the peer; another carries on", sa.peer.cfg.Name, sa.spii, sa.spir)
 				reason = ""
 			}
 			return []Payload{}, func() { e.removeSA(sa, reason) }
@@ -108,4 +114,14 @@ func (e *Endpoint) lastHeard(sa *ikeSA) time.Time {
 		}
 	}
 	return last
+}
+
+// otherEstablished reports another established IKE SA with sa's peer.
+func (e *Endpoint) otherEstablished(sa *ikeSA) bool {
+	for _, o := range e.sasOf(sa.peer) {
+		if o != sa && o.state == stateEstablished {
+			return true
+		}
+	}
+	return false
 }
