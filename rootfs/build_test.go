@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -49,19 +50,7 @@ func TestBuildReproducible(t *testing.T) {
 	}
 	t.Logf("initramfs %d bytes raw, %d bytes xz, built in %v", second.RawSize, second.Size, second.Took)
 
-	f, err := os.Open(second.Initramfs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := xz.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := unxz(t, second.Initramfs)
 	if int64(len(raw)) != second.RawSize {
 		t.Errorf("raw size %d, result says %d", len(raw), second.RawSize)
 	}
@@ -143,4 +132,33 @@ func TestUserlandPinned(t *testing.T) {
 	if len(pinned) == 0 {
 		t.Error("userland.go imports nothing")
 	}
+}
+
+// unxz decompresses an xz file with xz-utils, the reference decoder,
+// when it is installed, else with the pure Go decoder the build links:
+// for a 5 MB initramfs 1.8 s against 76 s, measured on this 2-core
+// machine under load.
+func unxz(t *testing.T, name string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("xz"); err == nil {
+		raw, err := exec.Command("xz", "-dc", "--", name).Output()
+		if err != nil {
+			t.Fatalf("xz -dc %s: %v", name, err)
+		}
+		return raw
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := xz.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
