@@ -10,5 +10,8 @@
 // world VM counts as one) run in parallel, two at once (go test's
 // default on two cores); the IPsec test, two routers booting together,
 // runs alone. Builds of the same Go userland after the first are cheap:
-// rootfs caches it.
+// rootfs caches it; buildImage builds each set of inputs once per test
+// binary and hands out copies (one SSH key per binary: equal site texts
+// are equal files). A test that boots an image often and does not look
+// at the ESP run builds it with --esp-budget 0s (8 s a boot).
 package e2e

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,22 +60,41 @@ ntp:
 `
 }
 
-// testKey makes an SSH key pair: the authorized_keys line and the
-// private key in OpenSSH PEM form.
+// testKey is the test binary's SSH key pair (e2eKey): the
+// authorized_keys line and the private key in OpenSSH PEM form.
 func testKey(t *testing.T) (string, []byte) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	e2eKey.once.Do(func() {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			e2eKey.err = err
+			return
+		}
+		sp, err := ssh.NewPublicKey(pub)
+		if err != nil {
+			e2eKey.err = err
+			return
+		}
+		blk, err := ssh.MarshalPrivateKey(priv, "e2e")
+		if err != nil {
+			e2eKey.err = err
+			return
+		}
+		e2eKey.pub, e2eKey.priv = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))+" e2e@test", pem.EncodeToMemory(blk)
+	})
+	if e2eKey.err != nil {
+		t.Fatal(e2eKey.err)
 	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, err := ssh.MarshalPrivateKey(priv, "e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " e2e@test", pem.EncodeToMemory(blk)
+	return e2eKey.pub, e2eKey.priv
+}
+
+// e2eKey is the one key pair of this test binary: the site configs that
+// name it are the same text in every test, so tests that build the same
+// site with the same flags share one build (buildImage).
+var e2eKey struct {
+	once sync.Once
+	pub  string
+	priv []byte
+	err  error
 }
 
 // TestRouterEndToEnd builds the ALIX firmware with a site config and
@@ -242,7 +262,7 @@ func TestRouterEndToEnd(t *testing.T) {
 
 	// The same inputs give the same image bytes.
 	again := filepath.Join(dir, "again.img")
-	buildImage(t, again, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	buildImageUncached(t, again, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
 	b2, err := os.ReadFile(again)
 	must(t, err)
 	if string(b2) != string(built) {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ocfw/ocfw/firmware"
@@ -63,12 +65,180 @@ func needEndToEnd(t *testing.T) {
 	labtest.SkipOrFail(t, "end-to-end test needs: %s", strings.Join(missing, "; "))
 }
 
+// buildImage builds image with ocfw build and args (after a default
+// --speed-budget of 10s), or copies it from the images this test binary
+// already built from the same inputs: builds are reproducible (the
+// router test builds its site again, uncached, and compares the bytes
+// with the cached build's), and
+// a build, even with the userland cached, costs seconds of CPU that the
+// guests of the tests running beside it need.
+//
+// A relative image path is built as given, uncached: the test that
+// gives one checks that ocfw build writes a relative output where the
+// user meant.
 func buildImage(t *testing.T, image string, args ...string) {
 	t.Helper()
-	out, errs, code := ocfw(t, append([]string{"build", "-o", image, "--speed-budget", "10s"}, args...)...)
-	if code != 0 {
-		t.Fatalf("ocfw build %v: exit %d\n%s\n%s", args, code, out, errs)
+	args = append([]string{"--speed-budget", "10s"}, args...)
+	if !filepath.IsAbs(image) {
+		if err := runBuild(image, args); err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
+	cached, err := images.get(image, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, copyBuild(cached, image))
+}
+
+// buildImageUncached builds image with ocfw build, never from the
+// images cache, for a test that compares two builds' bytes.
+func buildImageUncached(t *testing.T, image string, args ...string) {
+	t.Helper()
+	args = append([]string{"--speed-budget", "10s"}, args...)
+	if err := runBuild(image, args); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runBuild(image string, args []string) error {
+	var out, errb bytes.Buffer
+	if code := cli.Run(context.Background(), append([]string{"build", "-o", image}, args...), &out, &errb); code != 0 {
+		return fmt.Errorf("ocfw build %v: exit %d\n%s\n%s", args, code, out.String(), errb.String())
+	}
+	return nil
+}
+
+// imageCache holds the images built so far, one build per key: the
+// output's base name (the manifest and sha256sums name it) and the
+// arguments, each file among them (a site config) by its contents.
+type imageCache struct {
+	mu      sync.Mutex
+	dir     string
+	entries map[string]*imageEntry
+}
+
+type imageEntry struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var images = &imageCache{entries: map[string]*imageEntry{}}
+
+func (c *imageCache) get(image string, args []string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q\n", filepath.Base(image))
+	for _, a := range args {
+		if fi, err := os.Stat(a); err == nil && fi.Mode().IsRegular() {
+			b, err := os.ReadFile(a)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(h, "file %x\n", sha256.Sum256(b))
+			continue
+		}
+		fmt.Fprintf(h, "%q\n", a)
+	}
+	key := hex.EncodeToString(h.Sum(nil))
+	c.mu.Lock()
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "ocfw-e2e-images-")
+		if err != nil {
+			c.mu.Unlock()
+			return "", err
+		}
+		c.dir = d
+	}
+	e := c.entries[key]
+	if e == nil {
+		e = &imageEntry{path: filepath.Join(c.dir, key[:16], filepath.Base(image))}
+		c.entries[key] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.err = runBuild(e.path, args) })
+	return e.path, e.err
+}
+
+// remove deletes the cached images (TestMain, after the tests).
+func (c *imageCache) remove() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+}
+
+// copyBuild copies what a build left beside src (the image, its
+// manifest and any other output; src's directory holds nothing else) to
+// beside dst, which has the same base name (the manifest holds it), and
+// merges src's sha256sums lines into dst's as a build into dst would. On
+// Linux io.Copy between files is copy_file_range: the kernel shares or
+// copies the blocks.
+func copyBuild(src, dst string) error {
+	if filepath.Base(src) != filepath.Base(dst) {
+		return fmt.Errorf("copyBuild: %s and %s differ in name, which the manifest holds", src, dst)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	files, err := os.ReadDir(filepath.Dir(src))
+	if err != nil {
+		return err
+	}
+	sums := firmware.SumsPath(src)
+	for _, f := range files {
+		p := filepath.Join(filepath.Dir(src), f.Name())
+		if p == sums {
+			continue
+		}
+		if err := copyFile(p, filepath.Join(filepath.Dir(dst), f.Name())); err != nil {
+			return err
+		}
+	}
+	ours, err := os.ReadFile(sums)
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(ours)), "\n") {
+		if _, name, ok := strings.Cut(line, "  "); ok {
+			names[name] = true
+		}
+	}
+	var merged []byte
+	if old, err := os.ReadFile(firmware.SumsPath(dst)); err == nil {
+		for _, line := range strings.SplitAfter(string(old), "\n") {
+			if _, name, ok := strings.Cut(strings.TrimSpace(line), "  "); ok && !names[name] {
+				merged = append(merged, line...)
+			}
+		}
+	}
+	return os.WriteFile(firmware.SumsPath(dst), append(merged, ours...), 0o644)
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	images.remove()
+	os.Exit(code)
 }
 
 // boot runs image with `ocfw run` until the boot's report, then powers

@@ -85,7 +85,7 @@ func sharedBuild(t *testing.T) *Result {
 			return
 		}
 		shared.res, shared.err = Build(context.Background(), p, Options{Kernel: k, WorkDir: dir, SourceDateEpoch: 1700000000,
-			Boot: plan.Options{SpeedBudget: "1s"}, FirmwareFiles: []string{testMicrocode(dir)}})
+			Boot: plan.Options{SpeedBudget: "1s", ESPBudget: "0s"}, FirmwareFiles: []string{testMicrocode(dir)}})
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)

@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -35,10 +36,12 @@ func TestBuildReproducible(t *testing.T) {
 	first := sharedBuild(t)
 	p := testPlan(t)
 	dir := t.TempDir()
-	// NoCache: the first build's userland may be the cache's; this one
-	// compiles it again, so the comparison covers the Go build itself.
+	// The userland comes from the cache, as the first build's may have:
+	// that two compiles of it give the same bytes is TestUserlandCache's
+	// (its cold build and its NoCache build), which saves this package
+	// a third compile of the same userland.
 	second, err := Build(context.Background(), p, Options{Kernel: first.Kernel, WorkDir: dir, SourceDateEpoch: 1700000000,
-		Boot: plan.Options{SpeedBudget: "1s"}, FirmwareFiles: []string{testMicrocode(dir)}, NoCache: true})
+		Boot: plan.Options{SpeedBudget: "1s", ESPBudget: "0s"}, FirmwareFiles: []string{testMicrocode(dir)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,19 +50,7 @@ func TestBuildReproducible(t *testing.T) {
 	}
 	t.Logf("initramfs %d bytes raw, %d bytes xz, built in %v", second.RawSize, second.Size, second.Took)
 
-	f, err := os.Open(second.Initramfs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := xz.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := unxz(t, second.Initramfs)
 	if int64(len(raw)) != second.RawSize {
 		t.Errorf("raw size %d, result says %d", len(raw), second.RawSize)
 	}
@@ -141,4 +132,33 @@ func TestUserlandPinned(t *testing.T) {
 	if len(pinned) == 0 {
 		t.Error("userland.go imports nothing")
 	}
+}
+
+// unxz decompresses an xz file with xz-utils, the reference decoder,
+// when it is installed, else with the pure Go decoder the build links:
+// for a 5 MB initramfs 1.8 s against 76 s, measured on this 2-core
+// machine under load.
+func unxz(t *testing.T, name string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("xz"); err == nil {
+		raw, err := exec.Command("xz", "-dc", "--", name).Output()
+		if err != nil {
+			t.Fatalf("xz -dc %s: %v", name, err)
+		}
+		return raw
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := xz.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }

@@ -107,6 +107,25 @@ func userland(ctx context.Context, target plan.GoTarget, src, tmp, out string, n
 		logf("userland: reused from cache (key %.12s…)", key)
 		return key, true, nil
 	}
+	// One build of a key at a time: a build that had to wait finds the
+	// other's userland in the cache.
+	unlock, waited, err := cache.Building(ctx, key)
+	if cerr := ctx.Err(); cerr != nil {
+		return "", false, fmt.Errorf("building the Go userland: %w", cerr)
+	}
+	if err != nil {
+		logf("userland cache: %v; building the userland", err)
+	} else {
+		defer unlock()
+		if waited {
+			if hit, err := cache.Get(key, out); err != nil {
+				logf("userland cache: %v; building the userland", err)
+			} else if hit {
+				logf("userland: reused from cache after another build made it (key %.12s…, %v)", key, took())
+				return key, true, nil
+			}
+		}
+	}
 	if err := buildUserland(ctx, target, src, tmp, out, logf); err != nil {
 		return "", false, err
 	}

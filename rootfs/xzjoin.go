@@ -92,6 +92,24 @@ func compressXZSplit(ctx context.Context, raw []byte, split int, out string, cac
 			}
 		}
 	}
+	if cache != nil && first == nil {
+		// One compression of a key at a time, as for the userland.
+		unlock, waited, err := cache.Building(ctx, key)
+		if err == nil {
+			defer unlock()
+		}
+		if waited && err == nil {
+			f := filepath.Join(tmp, "first-block.xz")
+			if hit, err := cache.Get(key, f); err == nil && hit {
+				if b, err := os.ReadFile(f); err == nil {
+					if _, _, _, err := xzParts(b); err == nil {
+						first = b
+						logf("initramfs: the userland's xz block reused from cache after another build made it (key %.12s…)", key)
+					}
+				}
+			}
+		}
+	}
 	stored := first != nil
 	if first == nil {
 		var err error

@@ -9,8 +9,9 @@
 // The store is a directory under the ocfw cache (DefaultDir), bounded in
 // size with the least recently used entries evicted, shared safely by
 // builds running at once (a file lock around lookups and inserts, entries
-// renamed into place), and each entry carries its sha256: a corrupt or
-// truncated one is removed and the userland rebuilt.
+// renamed into place; one build of a key at a time, the others waiting
+// for its entry: Building), and each entry carries its sha256: a corrupt
+// or truncated one is removed and the userland rebuilt.
 package usercache
 
 import (

@@ -2,6 +2,7 @@ package usercache
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -26,6 +27,9 @@ const DefaultMaxBytes = 1 << 30
 // entryExt names the entries; anything else in the directory (the lock,
 // temporary files) is not one.
 const entryExt = ".entry"
+
+// buildingExt names the build locks (Building), one per key.
+const buildingExt = ".building"
 
 // header starts every entry: the format, then the size and sha256 of the
 // bytes after the header line.
@@ -104,6 +108,50 @@ func (c *Cache) lock() (func(), error) {
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// Building takes key's build lock, for a build about to make the entry
+// for key after a miss: while another build (in this process or
+// another: go test runs packages side by side, and each may start with
+// the same cold userland) holds it, Building waits, until ctx ends, and
+// says it waited; the caller then looks again, and finds the entry the
+// other build stored instead of compiling the same bytes beside it. The
+// lock is a file .KEY.building in Dir, left for the next build. unlock
+// releases it; call it once the entry is stored or the build failed.
+func (c *Cache) Building(ctx context.Context, key string) (unlock func(), waited bool, err error) {
+	if _, err := c.path(key); err != nil {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, false, fmt.Errorf("usercache: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(c.Dir, "."+key+buildingExt), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, fmt.Errorf("usercache: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() {
+				unix.Flock(int(f.Fd()), unix.LOCK_UN)
+				f.Close()
+			}, waited, nil
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			f.Close()
+			return nil, waited, fmt.Errorf("usercache: locking %s: %w", f.Name(), err)
+		}
+		if !waited {
+			c.logf("userland cache: another build is making %.12s…; waiting for it", key)
+			waited = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, waited, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Get copies the entry for key to dst and reports whether there was one.

@@ -366,3 +366,66 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("temporary files left: %q", left)
 	}
 }
+
+// Building lets one build of a key run at a time: a second waits, says
+// it waited, and then finds what the first stored; a build of another
+// key does not wait; a waiter whose context ends gives up with its error.
+func TestBuilding(t *testing.T) {
+	waiting := make(chan string, 10)
+	c := &Cache{Dir: t.TempDir(), Log: func(f string, a ...any) { waiting <- fmt.Sprintf(f, a...) }}
+	ctx := context.Background()
+	unlock, waited, err := c.Building(ctx, keyOf(1))
+	if err != nil || waited {
+		t.Fatalf("first build: waited %v, %v", waited, err)
+	}
+	other, waited, err := c.Building(ctx, keyOf(2))
+	if err != nil || waited {
+		t.Fatalf("another key: waited %v, %v", waited, err)
+	}
+	other()
+
+	got := make(chan bool, 1)
+	go func() {
+		u, w, err := c.Building(ctx, keyOf(1))
+		if err != nil {
+			t.Error(err)
+			got <- false
+			return
+		}
+		defer u()
+		hit, err := c.Get(keyOf(1), filepath.Join(t.TempDir(), "out"))
+		got <- w && hit && err == nil
+	}()
+	select {
+	case line := <-waiting:
+		if !strings.Contains(line, "waiting for it") {
+			t.Errorf("the waiting build logged %q", line)
+		}
+	case <-got:
+		t.Fatal("a second build of the key did not wait for the first")
+	case <-time.After(time.Minute):
+		t.Fatal("a second build of the key neither waited nor went on")
+	}
+	src := filepath.Join(t.TempDir(), "userland")
+	if err := os.WriteFile(src, []byte("built once"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(keyOf(1), src); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if !<-got {
+		t.Error("the waiting build did not say it waited, or did not find the entry")
+	}
+
+	unlock, _, err = c.Building(ctx, keyOf(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, waited, err := c.Building(cctx, keyOf(1)); err != context.DeadlineExceeded || !waited {
+		t.Errorf("a waiter whose context ended: waited %v, %v; want context.DeadlineExceeded", waited, err)
+	}
+}
