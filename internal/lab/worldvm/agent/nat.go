@@ -253,6 +253,10 @@ type probe struct {
 	sent     uint32
 	received map[uint32]bool
 	dups     int
+	// sentAt[i] is when datagram i+1 went out: an outage is timed by
+	// the send times around it, not by counting ticks a loaded host
+	// may have skipped.
+	sentAt []time.Time
 }
 
 var (
@@ -325,6 +329,7 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 			}
 			p.mu.Lock()
 			p.sent++
+			p.sentAt = append(p.sentAt, time.Now())
 			binary.BigEndian.PutUint32(msg, p.sent)
 			p.mu.Unlock()
 			c.Write(msg)
@@ -334,8 +339,12 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 }
 
 // cmdProbeEnd stops the probe after a last second for late answers:
-// "sent N received M lost L dups D last-lost S" (S: the highest
-// sequence number without an answer, 0 for none).
+// "sent N received M lost L dups D last-lost S outage-ms O outage-lost K
+// outage-from F" (S: the highest sequence number without an answer, 0
+// for none; O: the longest outage, from the sending of its first
+// unanswered datagram F to that of the next answered one, in
+// milliseconds, K datagrams lost in it; an outage still on at the end
+// runs to the last datagram sent).
 func cmdProbeEnd(_ context.Context, _ *agent, args []string) (string, error) {
 	probeMu.Lock()
 	p := probes[args[0]]
@@ -357,5 +366,41 @@ func cmdProbeEnd(_ context.Context, _ *agent, args []string) (string, error) {
 			last = s
 		}
 	}
-	return "sent " + strconv.Itoa(int(p.sent)) + fmt.Sprintf(" received %d lost %d dups %d last-lost %d", len(p.received), lost, p.dups, last), nil
+	o := longestOutage(p.sent, p.received, p.sentAt)
+	return "sent " + strconv.Itoa(int(p.sent)) + fmt.Sprintf(" received %d lost %d dups %d last-lost %d outage-ms %d outage-lost %d outage-from %d",
+		len(p.received), lost, p.dups, last, o.d.Milliseconds(), o.lost, o.from), nil
+}
+
+type outage struct {
+	from, lost uint32
+	d          time.Duration
+}
+
+// longestOutage finds the longest run of unanswered datagrams among 1..sent.
+func longestOutage(sent uint32, received map[uint32]bool, sentAt []time.Time) outage {
+	var best outage
+	for s := uint32(1); s <= sent; {
+		if received[s] {
+			s++
+			continue
+		}
+		e := s
+		for e <= sent && !received[e] {
+			e++
+		}
+		// e is the first answered datagram after the run, or sent+1.
+		end := e
+		if end > sent {
+			end = sent
+		}
+		o := outage{from: s, lost: e - s}
+		if int(end) <= len(sentAt) && int(s) <= len(sentAt) {
+			o.d = sentAt[end-1].Sub(sentAt[s-1])
+		}
+		if o.d > best.d || o.d == best.d && o.lost > best.lost {
+			best = o
+		}
+		s = e
+	}
+	return best
 }
