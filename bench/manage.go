@@ -239,7 +239,8 @@ func runManage(ctx context.Context, r *runner) error {
 	// probe runs the steady stream around action and returns the
 	// longest outage.
 	probe := func(name string, action func() error) (*manageWay, error) {
-		if _, err := do("probe " + name + " lan 198.51.100.1:7 " + probeInterval.String()); err != nil {
+		id := strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(name) // the agent's words are space-separated
+		if _, err := do("probe " + id + " lan 198.51.100.1:7 " + probeInterval.String()); err != nil {
 			return nil, err
 		}
 		time.Sleep(2 * time.Second)
@@ -247,7 +248,7 @@ func runManage(ctx context.Context, r *runner) error {
 		aerr := action()
 		apply := time.Since(t0).Seconds()
 		time.Sleep(3 * time.Second)
-		line, err := do("probe-end " + name)
+		line, err := do("probe-end " + id)
 		if aerr != nil {
 			return nil, fmt.Errorf("%s: %w", name, aerr)
 		}
