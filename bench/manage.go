@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -63,6 +64,65 @@ type manageWay struct {
 	OutageMS int64  `json:"outage_ms"`
 	Lost     int    `json:"lost"`
 	Probe    string `json:"probe"`
+	// Timeline: seconds from the action's start to the first console
+	// line of each step after it (where the downtime goes).
+	Timeline []mark `json:"timeline"`
+}
+
+type mark struct {
+	What string  `json:"what"`
+	S    float64 `json:"s"`
+}
+
+// timelineMarks are the router console's lines that place a restart:
+// the old system stopping, the BIOS and kernel of the next boot, the
+// router's network and firewall up, the boot sequence's end.
+var timelineMarks = []struct{ what, text string }{
+	{"upgrade written into the other slot", "upgrade to "},
+	{"router stopping", "stopping the router"},
+	{"BIOS (power on or reset)", "SeaBIOS"},
+	{"kernel starting", "Linux version"},
+	{"LAN up", "network: LAN "},
+	{"firewall up", "firewall: "},
+	{"WAN address", "network: WAN "},
+	{"boot sequence done", plan.MarkDone},
+}
+
+// watchConsole records, until stop is closed, when each of
+// timelineMarks first appears on the console of the router VM cur()
+// returns, after offset from (the console at the start) in the first
+// VM; a new VM's console counts from its start.
+func watchConsole(cur func() *qemu.VM, from int, stop <-chan struct{}) <-chan []mark {
+	out := make(chan []mark, 1)
+	go func() {
+		t0 := time.Now()
+		first := cur()
+		seen := map[string]bool{}
+		var marks []mark
+		for {
+			select {
+			case <-stop:
+				out <- marks
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			vm := cur()
+			if vm == nil {
+				continue
+			}
+			con := vm.Console()
+			if vm == first && from <= len(con) {
+				con = con[from:]
+			}
+			for _, m := range timelineMarks {
+				if !seen[m.what] && strings.Contains(con, m.text) {
+					seen[m.what] = true
+					marks = append(marks, mark{m.what, time.Since(t0).Seconds()})
+				}
+			}
+		}
+	}()
+	return out
 }
 
 type manageResult struct {
@@ -211,10 +271,23 @@ func runManage(ctx context.Context, r *runner) error {
 	nics := []qemu.NIC{w.Peer(0, manageWANMAC), w.Peer(1, manageLANMAC),
 		{MAC: manageLAN2MAC, RestrictedUser: true, UserNet: "192.168.1.0/24", UserHost: "192.168.1.254",
 			Forwards: []qemu.Forward{{Proto: "tcp", HostPort: port, GuestAddr: "192.168.1.1", GuestPort: 22}}}}
-	var vm *qemu.VM
+	var (
+		vmMu sync.Mutex
+		vm   *qemu.VM
+	)
+	setVM := func(v *qemu.VM) {
+		vmMu.Lock()
+		vm = v
+		vmMu.Unlock()
+	}
+	curVM := func() *qemu.VM {
+		vmMu.Lock()
+		defer vmMu.Unlock()
+		return vm
+	}
 	defer func() {
-		if vm != nil {
-			vm.Kill()
+		if v := curVM(); v != nil {
+			v.Kill()
 		}
 	}()
 	card := filepath.Join(dir, "card.img")
@@ -225,12 +298,12 @@ func runManage(ctx context.Context, r *runner) error {
 		if _, err := r.run(ctx, nil, "cp", "--sparse=always", img, card); err != nil {
 			return err
 		}
-		var err error
-		vm, err = qemu.Start(ctx, qemu.Config{Disk: card, NICs: nics, Reboot: true, Timeout: time.Hour})
+		v, err := qemu.Start(ctx, qemu.Config{Disk: card, NICs: nics, Reboot: true, Timeout: time.Hour})
 		if err != nil {
 			return err
 		}
-		return waitForwarding(ctx, vm, w, 1)
+		setVM(v)
+		return waitForwarding(ctx, v, w, 1)
 	}
 	if err := boot(oldImg); err != nil {
 		return err
@@ -244,10 +317,13 @@ func runManage(ctx context.Context, r *runner) error {
 			return nil, err
 		}
 		time.Sleep(2 * time.Second)
+		stop := make(chan struct{})
+		timeline := watchConsole(curVM, len(curVM().Console()), stop)
 		t0 := time.Now()
 		aerr := action()
 		apply := time.Since(t0).Seconds()
 		time.Sleep(3 * time.Second)
+		close(stop)
 		line, err := do("probe-end " + id)
 		if aerr != nil {
 			return nil, fmt.Errorf("%s: %w", name, aerr)
@@ -255,7 +331,7 @@ func runManage(ctx context.Context, r *runner) error {
 		if err != nil {
 			return nil, err
 		}
-		way := &manageWay{Name: name, ApplyS: apply, Probe: line}
+		way := &manageWay{Name: name, ApplyS: apply, Probe: line, Timeline: <-timeline}
 		var sent, got, lost, dups, last, from int
 		if _, err := fmt.Sscanf(line, "sent %d received %d lost %d dups %d last-lost %d outage-ms %d outage-lost %d outage-from %d",
 			&sent, &got, &lost, &dups, &last, &way.OutageMS, &way.Lost, &from); err != nil {
@@ -264,7 +340,7 @@ func runManage(ctx context.Context, r *runner) error {
 		if last == sent && sent > 0 {
 			return nil, fmt.Errorf("%s: the stream was not back when it ended: %s", name, line)
 		}
-		r.logf("manage: %s: %.1f s; %s", name, apply, line)
+		r.logf("manage: %s: %.1f s; %s; console: %s", name, apply, line, marksText(way.Timeline))
 		return way, nil
 	}
 	host := fmt.Sprintf("127.0.0.1:%d", port)
@@ -304,8 +380,8 @@ func runManage(ctx context.Context, r *runner) error {
 		build     float64
 	}{{"reflash (site change)", siteImg, siteBuild}, {"reflash (new system)", sysImg, sysBuild}} {
 		way, err := probe(x.name, func() error {
-			vm.Kill()
-			vm = nil
+			curVM().Kill()
+			setVM(nil)
 			return boot(x.img)
 		})
 		if err != nil {
@@ -360,6 +436,14 @@ func waitForwarding(ctx context.Context, vm *qemu.VM, w *worldvm.World, n int) e
 	return fmt.Errorf("no TCP echo through the router after its boot: %v\n%s", last, vm.Tail(30))
 }
 
+func marksText(ms []mark) string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, fmt.Sprintf("%s %.1f s", m.What, m.S))
+	}
+	return strings.Join(s, ", ")
+}
+
 func manageKey() (string, []byte, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -399,6 +483,10 @@ func manageTable(b *strings.Builder, m *manageResult) {
 	fmt.Fprintf(b, "apply: push and upgrade, the command until it exits (config confirmed; system committed); reflash, power-off until forwarding is back after the boot sequence. A reflashed card also loses what the data partition kept (reports, leases, the SSH host key, pushed configs); push and upgrade keep it. Probe lines:\n\n")
 	for _, w := range m.Ways {
 		fmt.Fprintf(b, "- %s: `%s`\n", w.Name, w.Probe)
+	}
+	fmt.Fprintf(b, "\nWhere the time goes: seconds from the start of each way (push, upgrade: the command; reflash: the power off) to the first router console line of each step after it.\n\n")
+	for _, w := range m.Ways {
+		fmt.Fprintf(b, "- %s: %s\n", w.Name, marksText(w.Timeline))
 	}
 	fmt.Fprintf(b, "\n")
 }
