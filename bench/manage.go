@@ -63,6 +63,10 @@ type manageWay struct {
 	// datagrams lost in it; Probe is the agent's whole line.
 	OutageMS int64  `json:"outage_ms"`
 	Lost     int    `json:"lost"`
+	// Late: datagrams answered over a second after they were sent
+	// (queued by the LAN host's kernel while the router was away; they
+	// count in the outage, not as forwarded).
+	Late int `json:"late"`
 	Probe    string `json:"probe"`
 	// Timeline: seconds from the action's start to the first console
 	// line of each step after it (where the downtime goes).
@@ -79,7 +83,7 @@ type mark struct {
 // router's network and firewall up, the boot sequence's end.
 var timelineMarks = []struct{ what, text string }{
 	{"upgrade written into the other slot", "upgrade to "},
-	{"router stopping", "stopping the router"},
+	{"router resetting", "ocfw: resetting"},
 	{"BIOS (power on or reset)", "SeaBIOS"},
 	{"kernel starting", "Linux version"},
 	{"LAN up", "network: LAN "},
@@ -333,8 +337,8 @@ func runManage(ctx context.Context, r *runner) error {
 		}
 		way := &manageWay{Name: name, ApplyS: apply, Probe: line, Timeline: <-timeline}
 		var sent, got, lost, dups, last, from int
-		if _, err := fmt.Sscanf(line, "sent %d received %d lost %d dups %d last-lost %d outage-ms %d outage-lost %d outage-from %d",
-			&sent, &got, &lost, &dups, &last, &way.OutageMS, &way.Lost, &from); err != nil {
+		if _, err := fmt.Sscanf(line, "sent %d received %d lost %d dups %d last-lost %d outage-ms %d outage-lost %d outage-from %d late %d",
+			&sent, &got, &lost, &dups, &last, &way.OutageMS, &way.Lost, &from, &way.Late); err != nil {
 			return nil, fmt.Errorf("%s: the probe's line %q: %v", name, line, err)
 		}
 		if last == sent && sent > 0 {
@@ -471,11 +475,11 @@ func freeHostPort() (int, error) {
 
 func manageTable(b *strings.Builder, m *manageResult) {
 	fmt.Fprintf(b, "### 10. Managing the box: `ocfw push` and `ocfw upgrade` vs rebuilding and reflashing, one world VM\n\n")
-	fmt.Fprintf(b, "The %s firmware in QEMU (`-cpu pentium2`, TCG) between a world VM's WAN namespace (DHCP, UDP echo) and a LAN host, the admin's SSH on lan2 through QEMU's restricted user network. Site change: %s. New system: %s (%s → %s). Reflash: `ocfw build` of the changed image while the router runs, then QEMU powered off and started on a fresh copy of the new image (the card swapped), until the boot sequence's end and a TCP echo through the router. Downtime: the LAN host sends a UDP datagram to the WAN echo every %s through the router's NAT; the longest outage, from the sending of the first datagram not answered to that of the next one answered. One run of each, in this order on one boot: push, upgrade, reflash (site change), reflash (new system).\n\n",
+	fmt.Fprintf(b, "The %s firmware in QEMU (`-cpu pentium2`, TCG) between a world VM's WAN namespace (DHCP, UDP echo) and a LAN host, the admin's SSH on lan2 through QEMU's restricted user network. Site change: %s. New system: %s (%s → %s). Reflash: `ocfw build` of the changed image while the router runs, then QEMU powered off and started on a fresh copy of the new image (the card swapped), until the boot sequence's end and a TCP echo through the router. Downtime: the LAN host sends a UDP datagram to the WAN echo every %s through the router's NAT; the longest outage, a run of datagrams not answered or answered over a second late (the LAN host's kernel queues datagrams while it cannot reach the router and sends them once it is back), from the sending of its first to that of the next one answered in time. One run of each, in this order on one boot: push, upgrade, reflash (site change), reflash (new system).\n\n",
 		m.Board, m.Change, m.System, m.OldRevision, m.NewRevision, m.Interval)
-	fmt.Fprintf(b, "| way | ocfw build s | apply s | total s | downtime s | datagrams lost in it |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| way | ocfw build s | apply s | total s | downtime s | datagrams not forwarded in it | of which answered late |\n|---|---|---|---|---|---|---|\n")
 	for _, w := range m.Ways {
-		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.1f | %.2f | %d |\n", w.Name, w.BuildS, w.ApplyS, w.TotalS, float64(w.OutageMS)/1000, w.Lost)
+		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.1f | %.2f | %d | %d |\n", w.Name, w.BuildS, w.ApplyS, w.TotalS, float64(w.OutageMS)/1000, w.Lost, w.Late)
 	}
 	fmt.Fprintf(b, "\n| ratio | time | downtime |\n|---|---|---|\n")
 	fmt.Fprintf(b, "| push / reflash (site change) | %.2fx | %.2fx |\n", m.PushRatio, m.PushDownRatio)

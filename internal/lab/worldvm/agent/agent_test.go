@@ -275,7 +275,7 @@ func TestLongestOutage(t *testing.T) {
 		{"still out at the end", 5, got(1, 2), outage{from: 3, lost: 3, d: 20 * time.Millisecond}},
 		{"nothing answered", 3, got(), outage{from: 1, lost: 3, d: 20 * time.Millisecond}},
 	} {
-		if o := longestOutage(c.sent, c.received, at(int(c.sent))); o != c.want {
+		if o := longestOutage(c.sent, func(s uint32) bool { return c.received[s] }, at(int(c.sent))); o != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, o, c.want)
 		}
 	}
