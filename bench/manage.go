@@ -477,7 +477,7 @@ func manageTable(b *strings.Builder, m *manageResult) {
 	fmt.Fprintf(b, "### 10. Managing the box: `ocfw push` and `ocfw upgrade` vs rebuilding and reflashing, one world VM\n\n")
 	fmt.Fprintf(b, "The %s firmware in QEMU (`-cpu pentium2`, TCG) between a world VM's WAN namespace (DHCP, UDP echo) and a LAN host, the admin's SSH on lan2 through QEMU's restricted user network. Site change: %s. New system: %s (%s → %s). Reflash: `ocfw build` of the changed image while the router runs, then QEMU powered off and started on a fresh copy of the new image (the card swapped), until the boot sequence's end and a TCP echo through the router. Downtime: the LAN host sends a UDP datagram to the WAN echo every %s through the router's NAT; the longest outage, a run of datagrams not answered or answered over a second late (the LAN host's kernel queues datagrams while it cannot reach the router and sends them once it is back), from the sending of its first to that of the next one answered in time. One run of each, in this order on one boot: push, upgrade, reflash (site change), reflash (new system).\n\n",
 		m.Board, m.Change, m.System, m.OldRevision, m.NewRevision, m.Interval)
-	fmt.Fprintf(b, "| way | ocfw build s | apply s | total s | downtime s | datagrams not forwarded in it | of which answered late |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| way | ocfw build s | apply s | total s | downtime s | datagrams not forwarded in it | answered late (whole stream) |\n|---|---|---|---|---|---|---|\n")
 	for _, w := range m.Ways {
 		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.1f | %.2f | %d | %d |\n", w.Name, w.BuildS, w.ApplyS, w.TotalS, float64(w.OutageMS)/1000, w.Lost, w.Late)
 	}
