@@ -61,13 +61,13 @@ type manageWay struct {
 	TotalS float64 `json:"total_s"`
 	// OutageMS, Lost: the longest outage of the stream and the
 	// datagrams lost in it; Probe is the agent's whole line.
-	OutageMS int64  `json:"outage_ms"`
-	Lost     int    `json:"lost"`
+	OutageMS int64 `json:"outage_ms"`
+	Lost     int   `json:"lost"`
 	// Late: datagrams answered over a second after they were sent
 	// (queued by the LAN host's kernel while the router was away; they
 	// count in the outage, not as forwarded).
-	Late int `json:"late"`
-	Probe    string `json:"probe"`
+	Late  int    `json:"late"`
+	Probe string `json:"probe"`
 	// Timeline: seconds from the action's start to the first console
 	// line of each step after it (where the downtime goes).
 	Timeline []mark `json:"timeline"`
