@@ -19,7 +19,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ocfw/ocfw/firmware"
-	"github.com/ocfw/ocfw/internal/cli"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/worldvm"
 	"github.com/ocfw/ocfw/plan"
@@ -205,14 +204,30 @@ func runManage(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
+	// The commands run as the owner runs them: the ocfw binary.
+	bin := r.ocfwCommand(ctx)
+	if bin == "" {
+		return fmt.Errorf("cmd/ocfw does not build or has no build command")
+	}
+	ocfw := func(args ...string) (stdout, stderr string, code int) {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		var out, errs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		err := cmd.Run()
+		code = cmd.ProcessState.ExitCode()
+		if err != nil && code == 0 {
+			code = -1
+			errs.WriteString(err.Error())
+		}
+		return out.String(), errs.String(), code
+	}
 	res := &manageResult{Board: buildBoard, Interval: probeInterval.String(),
 		Change: "a second port forward (the firewall and NAT restart)",
 		System: "the same site, a system built with another speed budget (another revision)"}
 	build := func(img, site, budget string) (float64, error) {
 		t0 := time.Now()
-		var out, errs bytes.Buffer
-		if code := cli.Run(ctx, []string{"build", "-o", img, "--board", buildBoard, "--cipher", "aes-128-cbc", "--speed-budget", budget, "--site", site}, &out, &errs); code != 0 {
-			return 0, fmt.Errorf("ocfw build %s: exit %d: %s", img, code, tail(out.String()+errs.String(), 600))
+		if out, errs, code := ocfw("build", "-o", img, "--board", buildBoard, "--cipher", "aes-128-cbc", "--speed-budget", budget, "--site", site); code != 0 {
+			return 0, fmt.Errorf("ocfw build %s: exit %d: %s", img, code, tail(out+errs, 600))
 		}
 		return time.Since(t0).Seconds(), nil
 	}
@@ -350,11 +365,10 @@ func runManage(ctx context.Context, r *runner) error {
 	host := fmt.Sprintf("127.0.0.1:%d", port)
 	knownHosts := filepath.Join(dir, "known_hosts")
 	push, err := probe("push", func() error {
-		var out, errs bytes.Buffer
-		code := cli.Run(ctx, []string{"push", "-i", keyFile, "--known-hosts", knownHosts, "--accept-new", site2, host}, &out, &errs)
-		res.PushMessage = strings.TrimSpace(out.String())
-		if code != 0 || !strings.Contains(out.String(), "confirmed") {
-			return fmt.Errorf("ocfw push: exit %d: %s%s", code, out.String(), errs.String())
+		out, errs, code := ocfw("push", "-i", keyFile, "--known-hosts", knownHosts, "--accept-new", site2, host)
+		res.PushMessage = strings.TrimSpace(out)
+		if code != 0 || !strings.Contains(out, "confirmed") {
+			return fmt.Errorf("ocfw push: exit %d: %s%s", code, out, errs)
 		}
 		return nil
 	})
@@ -363,13 +377,12 @@ func runManage(ctx context.Context, r *runner) error {
 	}
 	res.Ways = append(res.Ways, *push)
 	upgrade, err := probe("upgrade", func() error {
-		var out, errs bytes.Buffer
 		args := []string{"upgrade", "--port", strconv.Itoa(port), "--identity", keyFile,
 			"--ssh-option", "UserKnownHostsFile=" + filepath.Join(dir, "known_hosts_openssh"), "--ssh-option", "StrictHostKeyChecking=accept-new",
 			"--ssh-option", "IdentitiesOnly=yes", "--ssh-option", "LogLevel=ERROR", "--wait", "30m", sysImg, "127.0.0.1"}
-		code := cli.Run(ctx, args, &out, &errs)
-		if code != 0 || !strings.Contains(out.String(), "upgrade to "+res.NewRevision+" committed") {
-			return fmt.Errorf("ocfw upgrade (ssh %s): exit %d: %s%s", sshBin, code, out.String(), errs.String())
+		out, errs, code := ocfw(args...)
+		if code != 0 || !strings.Contains(out, "upgrade to "+res.NewRevision+" committed") {
+			return fmt.Errorf("ocfw upgrade (ssh %s): exit %d: %s%s", sshBin, code, out, errs)
 		}
 		return nil
 	})
