@@ -13,6 +13,8 @@
 //
 // Figures are ratios of runs made side by side, interleaved, best of
 // -trials: the host is shared, and noise only ever slows a run down.
+// The IKE section's ESP throughput is the median of back-to-back pairs'
+// ratios instead, and the manage section runs each way once.
 //
 //	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage]
 //
