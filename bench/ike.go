@@ -34,6 +34,13 @@ type ikeResult struct {
 	// same SA settings (no ESN, ESPRatio) and as ocfw tunnel keys makes
 	// them (ESN).
 	IKEBest, ManualBest, ManualNoESNBest, ESPRatio, ESNRatio float64
+	// PairRatios is IKEv2 over manual (no ESN) for each pair of streams
+	// run back to back; PairMedian their median, the figure the goal
+	// checks, and PairQ1..PairQ3 and PairMin..PairMax their spread. A
+	// pair sees one moment of the host, so the host's drift (the cause
+	// of the best-of ratios' swing) cancels within it.
+	PairRatios                                   []float64
+	PairMedian, PairQ1, PairQ3, PairMin, PairMax float64
 }
 
 // runIKE runs TestBenchIKE with -trials trials per side.
@@ -52,7 +59,7 @@ func runIKE(ctx context.Context, r *runner) error {
 	}
 	r.res.IKE = res
 	r.res.goalMax("IKE", "tunnel setup, first IKE_SA_INIT to traffic: ocfw initiating vs charon (median)", "<= 1.0x", "x", res.SetupRatio, 1.0)
-	r.res.goal("IKE", "ESP throughput, IKEv2-keyed vs manually keyed tunnel, same cipher, no ESN on either (best)", ">= 0.95x", res.ESPRatio, 0.95)
+	r.res.goal("IKE", "ESP throughput, IKEv2-keyed vs manually keyed tunnel, same cipher, no ESN on either (median of back-to-back pairs)", ">= 0.95x", res.PairMedian, 0.95)
 	return nil
 }
 
@@ -84,6 +91,16 @@ func parseIKE(out string) (*ikeResult, error) {
 		if res.ManualBest > 0 {
 			res.ESNRatio = res.IKEBest / res.ManualBest
 		}
+		for i := range min(len(b.IKEMBps), len(b.ManualNoESNMBps)) {
+			if b.ManualNoESNMBps[i] > 0 {
+				res.PairRatios = append(res.PairRatios, b.IKEMBps[i]/b.ManualNoESNMBps[i])
+			}
+		}
+		if len(res.PairRatios) == 0 {
+			return nil, fmt.Errorf("the IKE bench's result has no pair with a manual figure: %s", j)
+		}
+		res.PairMedian, res.PairQ1, res.PairQ3 = median(res.PairRatios), quantile(res.PairRatios, 0.25), quantile(res.PairRatios, 0.75)
+		res.PairMin, res.PairMax = minOf(res.PairRatios), maxOf(res.PairRatios)
 		return res, nil
 	}
 	return nil, fmt.Errorf("no IKE bench result in the test's output: %s", tail(out, 600))
@@ -99,6 +116,22 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// quantile is the q-quantile of xs, interpolated between the nearest
+// ranks (q 0.5 is the median).
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	pos := q * float64(len(s)-1)
+	i := int(pos)
+	if i+1 >= len(s) {
+		return s[len(s)-1]
+	}
+	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
 }
 
 func maxOf(xs []float64) float64 {
@@ -119,14 +152,22 @@ func ikeTable(b *strings.Builder, e *ikeResult) {
 	fmt.Fprintf(b, "| ratio ocfw / charon | %.2fx | %.2fx | |\n", e.SetupRatio, e.BestRatio)
 	fmt.Fprintf(b, "| `swanctl --stats` (starting swanctl) | %.3f | | %s |\n", e.SwanctlMedian, numList(e.SwanctlStart))
 	fmt.Fprintf(b, "| ratio ocfw / (charon - swanctl's start) | %.2fx | | |\n\n", e.NetRatio)
-	fmt.Fprintf(b, "ESP throughput: a TCP stream for %.0f s through the ocfw-charon tunnel (charon sending, ocfw's SAs installed through `router/ipsec`; no ESN: charon's `esp_proposals` has none) and through manually keyed ones (`router/ipsec`'s `Seqs` at both ends, 128-packet window; with ESN as `ocfw tunnel keys` makes them, and without), all %s; MB/s of payload the receiver counted; %d runs per side, alternating, best.\n\n",
+	fmt.Fprintf(b, "ESP throughput: a TCP stream for %.0f s through the ocfw-charon tunnel (charon sending, ocfw's SAs installed through `router/ipsec`; no ESN: charon's `esp_proposals` has none) and through manually keyed ones (`router/ipsec`'s `Seqs` at both ends, 128-packet window; with ESN as `ocfw tunnel keys` makes them, and without), all %s; MB/s of payload the receiver counted. %d rounds: in each, the IKEv2-keyed stream and the manual one without ESN back to back, their order alternating from round to round (A B, B A, ...), then the manual one with ESN. The figure is the median of the per-pair ratios; a pair sees one moment of the host, so its drift cancels within the pair.\n\n",
 		e.StreamSeconds, e.ESP, len(e.IKEMBps))
-	fmt.Fprintf(b, "| tunnel | best MB/s | runs MB/s |\n|---|---|---|\n")
-	fmt.Fprintf(b, "| IKEv2-keyed | %.3f | %s |\n", e.IKEBest, numList(e.IKEMBps))
-	fmt.Fprintf(b, "| manually keyed, no ESN | %.3f | %s |\n", e.ManualNoESNBest, numList(e.ManualNoESNMBps))
-	fmt.Fprintf(b, "| manually keyed, ESN | %.3f | %s |\n", e.ManualBest, numList(e.ManualMBps))
-	fmt.Fprintf(b, "| ratio IKEv2 / manual, no ESN on either | %.2fx | |\n", e.ESPRatio)
-	fmt.Fprintf(b, "| ratio IKEv2 (no ESN) / manual with ESN | %.2fx | |\n\n", e.ESNRatio)
+	fmt.Fprintf(b, "| IKEv2 / manual (no ESN on either), per pair | value |\n|---|---|\n")
+	fmt.Fprintf(b, "| median | **%.2fx** |\n", e.PairMedian)
+	fmt.Fprintf(b, "| quartiles (25%% - 75%%) | %.2fx - %.2fx |\n", e.PairQ1, e.PairQ3)
+	fmt.Fprintf(b, "| range | %.2fx - %.2fx |\n", e.PairMin, e.PairMax)
+	fmt.Fprintf(b, "| pairs, in run order | %s |\n\n", numList(e.PairRatios))
+	fmt.Fprintf(b, "| tunnel | median MB/s | best MB/s | runs MB/s |\n|---|---|---|---|\n")
+	fmt.Fprintf(b, "| IKEv2-keyed | %.3f | %.3f | %s |\n", median(e.IKEMBps), e.IKEBest, numList(e.IKEMBps))
+	fmt.Fprintf(b, "| manually keyed, no ESN | %.3f | %.3f | %s |\n", median(e.ManualNoESNMBps), e.ManualNoESNBest, numList(e.ManualNoESNMBps))
+	fmt.Fprintf(b, "| manually keyed, ESN | %.3f | %.3f | %s |\n", median(e.ManualMBps), e.ManualBest, numList(e.ManualMBps))
+	fmt.Fprintf(b, "| ratio of the best runs, IKEv2 / manual no ESN (the old figure) | | %.2fx | |\n", e.ESPRatio)
+	fmt.Fprintf(b, "| ratio of the best runs, IKEv2 (no ESN) / manual with ESN | | %.2fx | |\n\n", e.ESNRatio)
+	if e.IKEState != "" {
+		fmt.Fprintf(b, "The senders' SAs as the kernel holds them (`ip -d xfrm state`, keys blanked):\n\n```\n# IKEv2-keyed (charon, east2)\n%s\n# manual, no ESN (router/ipsec, md)\n%s\n```\n\n", e.IKEState, e.ManualNoESNState)
+	}
 }
 
 func numList(xs []float64) string {

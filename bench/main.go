@@ -7,12 +7,16 @@
 // ESP throughput with ocfw's engine choice against the kernel's default;
 // IKEv2 tunnel setup with ocfw's endpoint against strongSwan's, ESP
 // throughput of an IKEv2-keyed tunnel against a manual one, and the IKE
-// daemon's memory built for the NSLU2 under qemu-arm.
+// daemon's memory built for the NSLU2 under qemu-arm; and ocfw push and
+// ocfw upgrade against rebuilding and reflashing, time and the downtime
+// a world VM sees.
 //
 // Figures are ratios of runs made side by side, interleaved, best of
 // -trials: the host is shared, and noise only ever slows a run down.
+// The IKE section's ESP throughput is the median of back-to-back pairs'
+// ratios instead, and the manage section runs each way once.
 //
-//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem]
+//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage]
 //
 // A full run also writes its tables into the marked section of
 // docs/benchmarks-results.md (-doc), where the docs show them; a run with
@@ -48,6 +52,7 @@ var sections = []struct {
 	{"esp", runESP},
 	{"ike", runIKE},
 	{"ikemem", runIKEMem},
+	{"manage", runManage},
 }
 
 func main() {
@@ -59,7 +64,7 @@ func main() {
 		return
 	}
 	trials := flag.Int("trials", 3, "runs per side; the best counts")
-	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem")
+	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage")
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
 	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")

@@ -226,3 +226,37 @@ func TestESPCompare(t *testing.T) {
 		t.Error("parseESP accepted output without results")
 	}
 }
+
+func TestParseIKEPairs(t *testing.T) {
+	line := func(ike, manual string) string {
+		return `ocfw-ike-bench: {"Suite":"s","ESP":"e","OCFWSetup":[1,2,3],"CharonSetup":[2,2,4],"SwanctlStart":[0.5,0.5,0.5],` +
+			`"IKEMBps":[` + ike + `],"ManualMBps":[1,1,1,1],"ManualNoESNMBps":[` + manual + `],"StreamSeconds":2}`
+	}
+	// One pair spoilt by a stall (0.1 MB/s): the best-of ratio and the
+	// ratio of means move, the median of the pairs does not.
+	res, err := parseIKE("=== RUN\n" + line("1,2,0.5,1", "1,1.6,0.1,1.25") + "\n--- PASS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{1, 1.25, 5, 0.8}
+	if len(res.PairRatios) != len(want) {
+		t.Fatalf("pair ratios %v, want %v", res.PairRatios, want)
+	}
+	for i, w := range want {
+		if math.Abs(res.PairRatios[i]-w) > 1e-9 {
+			t.Errorf("pair %d: %v, want %v", i, res.PairRatios[i], w)
+		}
+	}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"median", res.PairMedian, 1.125}, {"q1", res.PairQ1, 0.95}, {"q3", res.PairQ3, 2.1875}, {"min", res.PairMin, 0.8}, {"max", res.PairMax, 5},
+		{"best-of ratio", res.ESPRatio, 2 / 1.6}, {"setup ratio", res.SetupRatio, 1}} {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if _, err := parseIKE(line("1", "0")); err == nil {
+		t.Error("a result without a pair with a manual figure was accepted")
+	}
+}

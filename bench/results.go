@@ -29,6 +29,7 @@ type results struct {
 	ESP       *espResult      `json:"esp,omitempty"`
 	IKE       *ikeResult      `json:"ike,omitempty"`
 	IKEMem    *ikeMemResult   `json:"ikemem,omitempty"`
+	Manage    *manageResult   `json:"manage,omitempty"`
 }
 
 type sectionStatus struct {
@@ -169,6 +170,9 @@ func (r *results) markdown() string {
 	}
 	if r.IKEMem != nil {
 		ikeMemTable(&b, r.IKEMem)
+	}
+	if r.Manage != nil {
+		manageTable(&b, r.Manage)
 	}
 	var notes []string
 	for _, s := range r.Sections {

@@ -21,13 +21,18 @@ type BenchResult struct {
 	// swanctl adds to charon's figures.
 	SwanctlStart []float64
 	// ESP throughput in MB/s (TCP payload the receiver counted over the
-	// time to its count), one per trial: the IKEv2-keyed tunnel (charon
+	// time to its count), one per round: the IKEv2-keyed tunnel (charon
 	// sending to ocfw) and a manually keyed one (router/ipsec's Seqs at
-	// both ends), the same cipher and integrity algorithm; three rounds
-	// per trial.
+	// both ends), the same cipher and integrity algorithm; four rounds
+	// per trial. IKEMBps[i] and ManualNoESNMBps[i] ran back to back
+	// (their order alternating): a pair.
 	IKEMBps, ManualMBps []float64
 	// ManualNoESNMBps is the manual tunnel without extended sequence
 	// numbers, as charon's CHILD SA (esp_proposals without esn) runs.
 	ManualNoESNMBps []float64
 	StreamSeconds   float64
+	// IKEState and ManualNoESNState are `ip -d xfrm state` in the two
+	// senders' namespaces (charon's east2, the manual md), keys blanked:
+	// how each kernel holds the SAs being compared.
+	IKEState, ManualNoESNState string
 }

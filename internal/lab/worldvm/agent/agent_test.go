@@ -246,3 +246,37 @@ func TestRunUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestLongestOutage(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(n int) []time.Time { // one datagram every 10 ms
+		var ts []time.Time
+		for i := range n {
+			ts = append(ts, t0.Add(time.Duration(i)*10*time.Millisecond))
+		}
+		return ts
+	}
+	got := func(seqs ...uint32) map[uint32]bool {
+		m := map[uint32]bool{}
+		for _, s := range seqs {
+			m[s] = true
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name     string
+		sent     uint32
+		received map[uint32]bool
+		want     outage
+	}{
+		{"none lost", 4, got(1, 2, 3, 4), outage{}},
+		{"one gap", 6, got(1, 2, 5, 6), outage{from: 3, lost: 2, d: 20 * time.Millisecond}},
+		{"the longer of two", 10, got(1, 3, 4, 8, 9, 10), outage{from: 5, lost: 3, d: 30 * time.Millisecond}},
+		{"still out at the end", 5, got(1, 2), outage{from: 3, lost: 3, d: 20 * time.Millisecond}},
+		{"nothing answered", 3, got(), outage{from: 1, lost: 3, d: 20 * time.Millisecond}},
+	} {
+		if o := longestOutage(c.sent, func(s uint32) bool { return c.received[s] }, at(int(c.sent))); o != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, o, c.want)
+		}
+	}
+}

@@ -253,7 +253,18 @@ type probe struct {
 	sent     uint32
 	received map[uint32]bool
 	dups     int
+	// sentAt[i] is when datagram i+1 went out: an outage is timed by
+	// the send times around it, not by counting ticks a loaded host
+	// may have skipped. answeredAt is when each answer first came.
+	sentAt     []time.Time
+	answeredAt map[uint32]time.Time
 }
+
+// probePrompt is how soon an answer must come for its datagram to count
+// as forwarded: while the router is down the sender's kernel queues
+// datagrams waiting for ARP and sends them once it is back, answers that
+// come seconds late and say nothing about the outage.
+const probePrompt = time.Second
 
 var (
 	probeMu sync.Mutex
@@ -275,7 +286,7 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p := &probe{conn: c, stop: make(chan struct{}), done: make(chan struct{}), received: map[uint32]bool{}}
+	p := &probe{conn: c, stop: make(chan struct{}), done: make(chan struct{}), received: map[uint32]bool{}, answeredAt: map[uint32]time.Time{}}
 	probeMu.Lock()
 	if probes[args[0]] != nil {
 		probeMu.Unlock()
@@ -307,6 +318,9 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 					p.dups++
 				}
 				p.received[seq] = true
+				if _, ok := p.answeredAt[seq]; !ok {
+					p.answeredAt[seq] = time.Now()
+				}
 				p.mu.Unlock()
 			}
 		}
@@ -325,6 +339,7 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 			}
 			p.mu.Lock()
 			p.sent++
+			p.sentAt = append(p.sentAt, time.Now())
 			binary.BigEndian.PutUint32(msg, p.sent)
 			p.mu.Unlock()
 			c.Write(msg)
@@ -334,8 +349,13 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 }
 
 // cmdProbeEnd stops the probe after a last second for late answers:
-// "sent N received M lost L dups D last-lost S" (S: the highest
-// sequence number without an answer, 0 for none).
+// "sent N received M lost L dups D last-lost S outage-ms O outage-lost K
+// outage-from F late X" (S: the highest sequence number without an
+// answer, 0 for none; X: datagrams answered, but more than probePrompt
+// after they were sent; O: the longest outage, a run of datagrams lost
+// or answered late, from the sending of its first (F) to that of the
+// next one answered promptly, in milliseconds, K datagrams in it; an
+// outage still on at the end runs to the last datagram sent).
 func cmdProbeEnd(_ context.Context, _ *agent, args []string) (string, error) {
 	probeMu.Lock()
 	p := probes[args[0]]
@@ -350,12 +370,55 @@ func cmdProbeEnd(_ context.Context, _ *agent, args []string) (string, error) {
 	p.conn.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var lost, last uint32
+	var lost, last, late uint32
+	prompt := func(s uint32) bool {
+		at, ok := p.answeredAt[s]
+		return ok && int(s) <= len(p.sentAt) && at.Sub(p.sentAt[s-1]) <= probePrompt
+	}
 	for s := uint32(1); s <= p.sent; s++ {
 		if !p.received[s] {
 			lost++
 			last = s
+		} else if !prompt(s) {
+			late++
 		}
 	}
-	return "sent " + strconv.Itoa(int(p.sent)) + fmt.Sprintf(" received %d lost %d dups %d last-lost %d", len(p.received), lost, p.dups, last), nil
+	o := longestOutage(p.sent, prompt, p.sentAt)
+	return "sent " + strconv.Itoa(int(p.sent)) + fmt.Sprintf(" received %d lost %d dups %d last-lost %d outage-ms %d outage-lost %d outage-from %d late %d",
+		len(p.received), lost, p.dups, last, o.d.Milliseconds(), o.lost, o.from, late), nil
+}
+
+type outage struct {
+	from, lost uint32
+	d          time.Duration
+}
+
+// longestOutage finds the longest run of datagrams among 1..sent that
+// were not forwarded (ok false), timed by their send times.
+func longestOutage(sent uint32, ok func(uint32) bool, sentAt []time.Time) outage {
+	var best outage
+	for s := uint32(1); s <= sent; {
+		if ok(s) {
+			s++
+			continue
+		}
+		e := s
+		for e <= sent && !ok(e) {
+			e++
+		}
+		// e is the first forwarded datagram after the run, or sent+1.
+		end := e
+		if end > sent {
+			end = sent
+		}
+		o := outage{from: s, lost: e - s}
+		if int(end) <= len(sentAt) && int(s) <= len(sentAt) {
+			o.d = sentAt[end-1].Sub(sentAt[s-1])
+		}
+		if o.d > best.d || o.d == best.d && o.lost > best.lost {
+			best = o
+		}
+		s = e
+	}
+	return best
 }
