@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -68,13 +67,6 @@ func (s *services) stop(name string) {
 	<-run.done
 }
 
-// Site is the site config the router runs now.
-func (r *Router) Site() *site.Site {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cfg.Site
-}
-
 // Reconfigure applies a new site config without a reboot: only the
 // services the changed parts concern are stopped and started again, with
 // the new config; the rest (and the links) keep running. files replaces
@@ -105,12 +97,11 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 	if restart["ipsec"] {
 		r.removeTunnels()
 	}
-	r.mu.Lock()
-	r.cfg.Site = s
+	next := &liveConfig{site: s, files: r.files()}
 	if files != nil {
-		r.cfg.Files = files
+		next.files = files
 	}
-	r.mu.Unlock()
+	r.live.Store(next)
 
 	var errs []error
 	fail := func(err error) {
@@ -190,7 +181,9 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 		r.startTunnels(ctx)
 	}
 	if restart["ntp"] {
-		r.svc.ntpOnce = sync.Once{}
+		r.svc.mu.Lock()
+		r.svc.ntpOnce = nil // the new servers are asked once the WAN is up
+		r.svc.mu.Unlock()
 	}
 	if restart["ntp"] || restart["ipsec"] {
 		r.mu.Lock()

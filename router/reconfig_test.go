@@ -1,10 +1,14 @@
 package router
 
 import (
+	"fmt"
 	"reflect"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/ocfw/ocfw/router/sshd"
 	"github.com/ocfw/ocfw/site"
 )
 
@@ -50,5 +54,150 @@ func TestRestartsOnlyWhatAPartConcerns(t *testing.T) {
 				t.Errorf("restarts %v, firewall %v; want %v, %v", got, fw, c.want, c.firewall)
 			}
 		})
+	}
+}
+
+// liveSites are two configs a push swaps between: the host name and the
+// named static lease move together, so a reader that mixed the two
+// would be seen.
+func liveSites() (a, b *site.Site) {
+	a, b = siteA(), siteA()
+	a.Hostname, b.Hostname = "gw-a", "gw-b"
+	a.LAN.DHCP.Static = []site.StaticLease{{MAC: "02:00:00:00:00:0a", IP: "192.168.1.10", Name: "printer-a"}}
+	b.LAN.DHCP.Static = []site.StaticLease{{MAC: "02:00:00:00:00:0b", IP: "192.168.1.11", Name: "printer-b"}}
+	return a, b
+}
+
+// siteJSONView is a FilesView with the running config only.
+func siteJSONView(sc *site.Site) []sshd.ViewFile {
+	return []sshd.ViewFile{{Path: "site.json", Read: sc.JSON}}
+}
+
+// readSiteJSON reads site.json from the router's sftp view.
+func readSiteJSON(t *testing.T, r *Router) string {
+	for _, v := range r.sftpView() {
+		if v.Path == "site.json" {
+			b, err := v.Read()
+			if err != nil {
+				t.Error(err)
+			}
+			return string(b)
+		}
+	}
+	t.Error("no site.json in the sftp view")
+	return ""
+}
+
+// A push replaces the site config while the services, the status and
+// the DNS forwarder read it: each reader sees the old config or the new
+// one, whole (run with -race: the detector fails this test when a
+// reader takes the config without the accessor).
+func TestReconfigureRacesReaders(t *testing.T) {
+	a, b := liveSites()
+	ab := keyFile(t, "a-b", "aes-128-cbc", "hmac-sha256", "203.0.113.2", "198.51.100.2")
+	r := newRouter(Config{Site: a, Files: files{"a-b.keys": ab}, FilesView: siteJSONView})
+	if l, err := newLinks(); err == nil {
+		r.links, r.wanIf = l, "lo" // Status reads the WAN's link
+	} else {
+		t.Logf("no netlink here (%v): Status is not among the readers", err)
+	}
+	pairs := map[string]string{"gw-a": "printer-a", "gw-b": "printer-b"}
+
+	const pushes = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < pushes; i++ {
+			s := b
+			if i%2 == 1 {
+				s = a
+			}
+			if err := r.Reconfigure(s, files{"a-b.keys": ab}, nil); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	readers := []func() error{
+		func() error {
+			hs := r.lanHosts()
+			if len(hs) < 2 || pairs[hs[0].Name] != hs[1].Name {
+				return fmt.Errorf("lanHosts mixes two configs: %v", hs)
+			}
+			return nil
+		},
+		func() error {
+			if js := readSiteJSON(t, r); !strings.Contains(js, `"hostname": "gw-`) {
+				return fmt.Errorf("site.json: %s", js)
+			}
+			return nil
+		},
+		func() error {
+			if x, why := r.readTunnelKeys(r.Site().Tunnels[0]); x == nil {
+				return fmt.Errorf("tunnel a-b: %s", why)
+			}
+			return nil
+		},
+		func() error {
+			if r.links == nil {
+				return nil
+			}
+			if h := r.Status().Hostname; pairs[h] == "" {
+				return fmt.Errorf("status host name %q", h)
+			}
+			return nil
+		},
+	}
+	var wg sync.WaitGroup
+	for _, read := range readers {
+		wg.Add(1)
+		go func(read func() error) {
+			defer wg.Done()
+			for {
+				if err := read(); err != nil {
+					t.Error(err)
+					return
+				}
+				select {
+				case <-done:
+					return
+				default:
+				}
+			}
+		}(read)
+	}
+	wg.Wait()
+	// The last push (a) is what every reader sees now.
+	if hs := r.lanHosts(); hs[0].Name != "gw-a" {
+		t.Errorf("after the pushes, lanHosts %v", hs)
+	}
+	if js := readSiteJSON(t, r); !strings.Contains(js, `"hostname": "gw-a"`) {
+		t.Errorf("after the pushes, site.json %s", js)
+	}
+}
+
+// sftp's site.json is the config the router runs: the boot's, then a
+// pushed one as soon as it is applied (provisional), then the boot's
+// again after a rollback.
+func TestSFTPViewShowsTheRunningConfig(t *testing.T) {
+	a, b := liveSites()
+	r := newRouter(Config{Site: a, FilesView: siteJSONView})
+	for _, step := range []struct {
+		name string
+		to   *site.Site
+		want string
+	}{
+		{"at boot", nil, "gw-a"},
+		{"pushed", b, "gw-b"},
+		{"rolled back", a, "gw-a"},
+	} {
+		if step.to != nil {
+			if err := r.Reconfigure(step.to, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if js := readSiteJSON(t, r); !strings.Contains(js, `"hostname": "`+step.want+`"`) {
+			t.Errorf("%s: site.json is\n%s\nwant host name %s", step.name, js, step.want)
+		}
 	}
 }
