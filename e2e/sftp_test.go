@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,19 +28,11 @@ func (o boardOpenSSH) run(t *testing.T, name, stdin string, args ...string) (std
 	if name != "ssh" {
 		opts[len(opts)-2] = "-P" // scp's and sftp's port flag
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append(opts, args...)...)
-	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=")
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code = cmd.ProcessState.ExitCode()
-	if err != nil && code < 0 {
-		t.Fatalf("%s %v: %v\nstderr: %s", name, args, err, errb.String())
+	stdout, stderr, code, err := realclient.OpenSSH(bin, 2*time.Minute, stdin, append(opts, args...)...)
+	if err != nil {
+		t.Fatalf("%s %v: %v\nstderr: %s", name, args, err, stderr)
 	}
-	return out.String(), errb.String(), code
+	return stdout, stderr, code
 }
 
 // sftpOnTheBoard checks the firmware's sftp subsystem with OpenSSH's scp
