@@ -82,21 +82,8 @@ func (r *Router) startServices(ctx context.Context) []error {
 // when its part changed).
 func (r *Router) startSSH(ctx context.Context) {
 	s := r.Site()
-	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
-
-	// SSH: on the LAN address, or everywhere when the WAN may reach it
-	// (the firewall decides too: this is the second lock).
-	keys, bad := sshd.ParseAuthorizedKeys(s.SSH.AuthorizedKeys)
-	for _, err := range bad {
-		r.logf("ssh: %v", err)
-	}
-	var sshAddrs []string
-	switch {
-	case contains(s.Firewall.WANServices, "ssh"):
-		sshAddrs = []string{fmt.Sprintf(":%d", s.SSH.SSHPort())}
-	case lan.IsValid():
-		sshAddrs = []string{netip.AddrPortFrom(lan.Addr(), uint16(s.SSH.SSHPort())).String()}
-	}
+	keys := r.sshKeys(s)
+	sshAddrs := sshListen(s)
 	switch {
 	case len(keys) == 0:
 		r.svc.set("ssh", "off: no authorized keys in the site config")
@@ -143,6 +130,29 @@ func (r *Router) sftpView() []sshd.ViewFile {
 		return nil
 	}
 	return r.cfg.FilesView(r.Site())
+}
+
+// sshListen is where SSH listens for s: everywhere on its port when the
+// WAN may reach it (the firewall decides too: this is the second lock),
+// else on the LAN address; nowhere without either.
+func sshListen(s *site.Site) []string {
+	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
+	switch {
+	case contains(s.Firewall.WANServices, "ssh"):
+		return []string{fmt.Sprintf(":%d", s.SSH.SSHPort())}
+	case lan.IsValid():
+		return []string{netip.AddrPortFrom(lan.Addr(), uint16(s.SSH.SSHPort())).String()}
+	}
+	return nil
+}
+
+// sshKeys are s's authorized keys that parse; the others are logged.
+func (r *Router) sshKeys(s *site.Site) []sshd.AuthorizedKey {
+	keys, bad := sshd.ParseAuthorizedKeys(s.SSH.AuthorizedKeys)
+	for _, err := range bad {
+		r.logf("ssh: %v", err)
+	}
+	return keys
 }
 
 // startDNS runs the LAN's DNS forwarder when the site has one.
