@@ -128,8 +128,17 @@ func sftpOnTheBoard(t *testing.T, o boardOpenSSH, running string, next []byte, n
 		if code != 0 || !strings.Contains(out, "applies now") {
 			t.Fatalf("ocf config apply: exit %d\n%s%s", code, out, errOut)
 		}
-		if s := get(t, "site.json"); !strings.Contains(s, nextHas) {
-			t.Errorf("site.json while the push is provisional is not the pushed config (%s):\n%s", nextHas, s)
+		// The box applies a second after it answers (so the answer
+		// reaches the client before any restart).
+		s := ""
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+			if s = get(t, "site.json"); strings.Contains(s, nextHas) {
+				break
+			}
+		}
+		status, _, _ := o.run(t, "ssh", "", "root@127.0.0.1", "ocf config status")
+		if !strings.Contains(s, nextHas) || !strings.Contains(status, "is provisional") {
+			t.Errorf("site.json while the push is provisional (%s) is not the pushed config (%s):\n%s", strings.TrimSpace(status), nextHas, s)
 		}
 		out, errOut, code = o.run(t, "ssh", "", "root@127.0.0.1", "ocf config confirm")
 		if code != 0 || !strings.Contains(out, "confirmed") {
