@@ -32,8 +32,10 @@ const bootManifest = "/ocfw/manifest.json"
 // (PSKs, manual keys) and the SSH host keys, which the store keeps
 // among its values: the site config already names the key files, and a
 // listing of names would only invite a download that must fail.
-func cardView(cfg *Config, st *store.Store, sc *site.Site) func() []sshd.ViewFile {
-	return func() []sshd.ViewFile {
+// site.json is the config the router runs when asked (sc): after a push,
+// the pushed one, provisional or confirmed.
+func cardView(cfg *Config, st *store.Store) func(sc *site.Site) []sshd.ViewFile {
+	return func(sc *site.Site) []sshd.ViewFile {
 		var v []sshd.ViewFile
 		if st != nil {
 			reports := st.Contents().Reports // newest first

@@ -42,11 +42,11 @@ func TestCardView(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := &site.Site{Kind: "site", Hostname: "gw"}
-	view := cardView(&Config{Root: root}, st, sc)
+	view := cardView(&Config{Root: root}, st)
 	st.Log("logged after the view was made")
 
 	got := map[string]string{}
-	for _, v := range view() {
+	for _, v := range view(sc) {
 		b, err := v.Read()
 		if err != nil && v.Path != "manifest.json" { // no boot partition here
 			t.Errorf("%s: %v", v.Path, err)

@@ -86,7 +86,7 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	// after the engines' self-test, so that their SAs bind to engines it
 	// proved.
 	rc := router.Config{Site: sc, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true}
-	rc.FilesView, rc.StagingDir = cardView(cfg, st, sc), cfg.path(StagingDir)
+	rc.FilesView, rc.StagingDir = cardView(cfg, st), cfg.path(StagingDir)
 	rc.Log, rc.EventLog, rc.QuietLog = logSinks(cfg, lw)
 	if st != nil {
 		rc.Values = st

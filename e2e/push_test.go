@@ -129,7 +129,8 @@ func dataPartitionClean(t *testing.T, img string) {
 // configs to it with ocfw push: a malformed one refused on the PC and,
 // sent by hand, on the box; a good one applied live, confirmed and kept
 // over a reboot; one that moves the LAN address away from the SSH
-// forward rolled back by the box itself.
+// forward rolled back by the box itself. OpenSSH's scp and sftp then
+// read the card's files, upload into staging only, and push by hand.
 func TestPushConfig(t *testing.T) {
 	needEndToEnd(t)
 	dir := t.TempDir()
@@ -254,6 +255,22 @@ func TestPushConfig(t *testing.T) {
 		if !strings.Contains(vm.Console(), "site config: pushed config 1") {
 			t.Errorf("the boot does not say it runs the pushed config")
 		}
+	})
+	t.Run("OpenSSH scp and sftp", func(t *testing.T) {
+		// The running config is pushed config 1 (the boot's); the push
+		// by hand adds a static lease to it.
+		nextYAML := write("printer.yaml", pushSite(pub, "push-gw2", "192.168.1.1/24",
+			"    static:\n      - {mac: \"52:54:00:12:34:56\", ip: 192.168.1.20, name: nas}\n"+
+				"      - {mac: \"52:54:00:12:34:57\", ip: 192.168.1.21, name: printer}\n",
+			"firewall:\n  port_forwards:\n    - {proto: tcp, port: 8080, to: 192.168.1.20, to_port: 80}\n"))
+		nextJSON := filepath.Join(dir, "printer.json")
+		if _, errs, code := ocfw(t, "site", "json", nextYAML, "-o", nextJSON); code != 0 {
+			t.Fatalf("ocfw site json: %s", errs)
+		}
+		next, err := os.ReadFile(nextJSON)
+		must(t, err)
+		sftpOnTheBoard(t, boardOpenSSH{key: keyFile, known: filepath.Join(dir, "openssh_known_hosts"), port: port},
+			`"name": "nas"`, next, `"name": "printer"`)
 	})
 	if t.Failed() {
 		return

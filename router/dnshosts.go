@@ -13,7 +13,7 @@ import (
 // names that are not RFC 1123 labels, so a client cannot take the
 // router's or a static host's name.
 func (r *Router) lanHosts() []dns.Host {
-	s := r.cfg.Site
+	s := r.Site()
 	var out []dns.Host
 	if lan, err := s.LAN.Address.Prefix(); err == nil {
 		out = append(out, dns.Host{Name: s.Hostname, Addr: lan.Addr()})

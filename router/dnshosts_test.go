@@ -41,7 +41,7 @@ func TestLANHostsResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Router{cfg: Config{Site: s}}
+	r := newRouter(Config{Site: s})
 	r.svc.dhcp = srv
 	fwd := dns.New(dns.Config{Allowed: []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}, Domain: s.LAN.LocalDomain(), Hosts: r.lanHosts})
 	client := &net.UDPAddr{IP: net.IPv4(192, 168, 1, 100), Port: 5353}

@@ -118,7 +118,7 @@ func noInjection(t *testing.T, where, text string) {
 // log), the recent events and `ocf net`'s text only escaped.
 func TestLogInjection(t *testing.T) {
 	var log, events capture
-	r := &Router{cfg: Config{Site: &site.Site{Hostname: "gw"}, Log: log.logf, EventLog: events.logf}}
+	r := newRouter(Config{Site: &site.Site{Hostname: "gw"}, Log: log.logf, EventLog: events.logf})
 	r.logf("lease %s to %s (%s) for %s", "192.168.1.100", "3c:00:00:00:00:01", evilHost, "12h")
 	r.serviceLog()("lease %s to %s (%s) for %s", "192.168.1.101", "3c:00:00:00:00:02", evilHost, "12h")
 	r.quietf("ntp: %s", evilHost)

@@ -85,14 +85,15 @@ type ikeRun struct {
 // cannot run. No message quotes the PSK.
 func (r *Router) readTunnelIKE(t site.Tunnel) (*site.IKE, []byte, string) {
 	const where = "the card's ocfw folder"
-	k, err := r.cfg.Site.IKE(t)
+	k, err := r.Site().IKE(t)
 	if err != nil {
 		return nil, nil, err.Error()
 	}
-	if r.cfg.Files == nil {
+	files := r.files()
+	if files == nil {
 		return nil, nil, fmt.Sprintf("no data partition: the PSK file %s is read from %s", t.PSK, where)
 	}
-	data, err := r.cfg.Files.ReadFile(t.PSK, site.MaxTunnelPSKSize)
+	data, err := files.ReadFile(t.PSK, site.MaxTunnelPSKSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil, fmt.Sprintf("no PSK file %s in %s (make it with ocfw tunnel psk and copy it beside site.json)", t.PSK, where)

@@ -54,7 +54,7 @@ func TestReadTunnelIKE(t *testing.T) {
 		{"good", files{"a-b.psk": good}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := &Router{cfg: Config{Site: sc, Files: c.files}}
+			r := newRouter(Config{Site: sc, Files: c.files})
 			k, psk, why := r.readTunnelIKE(sc.Tunnels[0])
 			if !strings.HasPrefix(why, c.want) || (c.want == "") != (why == "") {
 				t.Errorf("why %q, want %q", why, c.want)

@@ -103,7 +103,7 @@ func TestDHCPFloodCardWrites(t *testing.T) {
 	}
 	s := &site.Site{Kind: "site", Hostname: "gw", LAN: site.LAN{Ports: []string{"lan1"}, Address: "192.168.1.1/24",
 		DHCP: site.DHCP{Range: []string{"192.168.1.100", "192.168.1.199"}}}}
-	r := &Router{cfg: Config{Site: s, Log: sink(true), EventLog: sink(false)}}
+	r := newRouter(Config{Site: s, Log: sink(true), EventLog: sink(false)})
 
 	cfg, err := dhcp.ServerConfigFromSite(s, "lan0")
 	if err != nil {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ocfw/ocfw/router/sshd"
 	"github.com/ocfw/ocfw/site"
 )
 
@@ -68,13 +69,6 @@ func (s *services) stop(name string) {
 	<-run.done
 }
 
-// Site is the site config the router runs now.
-func (r *Router) Site() *site.Site {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cfg.Site
-}
-
 // Reconfigure applies a new site config without a reboot: only the
 // services the changed parts concern are stopped and started again, with
 // the new config; the rest (and the links) keep running. files replaces
@@ -91,6 +85,17 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 		return fmt.Errorf("router: the ports changed (wan.port, lan.ports): that needs a reboot")
 	}
 	restart, firewallToo := restarts(old, s, has)
+	// New keys or login name with SSH where it was: the running server
+	// takes them for the next logins, and the sessions stay open (the
+	// one applying this push among them). A server not running (yet)
+	// is started instead.
+	var liveSSH *sshd.Server
+	if has[PartSSH] && !restart["ssh"] {
+		r.svc.mu.Lock()
+		liveSSH = r.svc.ssh
+		r.svc.mu.Unlock()
+		restart["ssh"] = liveSSH == nil
+	}
 	var names []string
 	for n, ok := range restart {
 		if ok {
@@ -105,12 +110,11 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 	if restart["ipsec"] {
 		r.removeTunnels()
 	}
-	r.mu.Lock()
-	r.cfg.Site = s
+	next := &liveConfig{site: s, files: r.files()}
 	if files != nil {
-		r.cfg.Files = files
+		next.files = files
 	}
-	r.mu.Unlock()
+	r.live.Store(next)
 
 	var errs []error
 	fail := func(err error) {
@@ -133,6 +137,15 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 	}
 	if firewallToo {
 		fail(r.applyFirewall())
+	}
+	if liveSSH != nil {
+		keys := r.sshKeys(s)
+		if err := liveSSH.SetLogins(s.SSH.LoginName(), keys); err != nil {
+			fail(err)
+		} else {
+			r.logf("ssh: %d key(s) for %s from now on, sessions kept", len(keys), s.SSH.LoginName())
+			r.svc.set("ssh", sshStatus(sshListen(s), len(keys), r.cfg.Values, liveSSH.Fingerprint()))
+		}
 	}
 	if has[PartWAN] {
 		fail(r.links.up(r.wanIf, s.WAN.MTU))
@@ -190,7 +203,9 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 		r.startTunnels(ctx)
 	}
 	if restart["ntp"] {
-		r.svc.ntpOnce = sync.Once{}
+		r.svc.mu.Lock()
+		r.svc.ntpOnce = nil // the new servers are asked once the WAN is up
+		r.svc.mu.Unlock()
 	}
 	if restart["ntp"] || restart["ipsec"] {
 		r.mu.Lock()
@@ -236,10 +251,11 @@ func (r *Router) removeTunnels() {
 func restarts(old, s *site.Site, has map[string]bool) (restart map[string]bool, firewall bool) {
 	// What each part restarts: a moved LAN address moves every LAN
 	// service's socket; the WAN's address is in the firewall and the
-	// tunnels; SSH listens everywhere or on the LAN as the WAN services
-	// say.
+	// tunnels. SSH restarts, closing its sessions, only when it listens
+	// elsewhere (the LAN address, its port, the WAN services) or goes
+	// from no keys to some or back: new keys alone are taken live.
 	restart = map[string]bool{
-		"ssh":         has[PartSSH] || has[PartLAN] || contains(old.Firewall.WANServices, "ssh") != contains(s.Firewall.WANServices, "ssh"),
+		"ssh":         !slices.Equal(sshListen(old), sshListen(s)) || (len(old.SSH.AuthorizedKeys) == 0) != (len(s.SSH.AuthorizedKeys) == 0),
 		"dhcp":        has[PartDHCP] || has[PartLAN],
 		"dns":         has[PartDNS] || has[PartLAN],
 		"ntp-server":  has[PartLAN],
@@ -247,6 +263,8 @@ func restarts(old, s *site.Site, has map[string]bool) (restart map[string]bool, 
 		"dhcp-client": has[PartWAN],
 		"ntp":         has[PartNTP],
 	}
-	firewall = has[PartFirewall] || has[PartLAN] || has[PartWAN] || has[PartTunnels] || has[PartSSH]
+	// The SSH port is in the firewall: a change of it is PartFirewall
+	// too (router/config.Diff), keys and the login name are not.
+	firewall = has[PartFirewall] || has[PartLAN] || has[PartWAN] || has[PartTunnels]
 	return restart, firewall
 }

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ocfw/ocfw/site"
@@ -62,9 +63,11 @@ type Config struct {
 	// Shell is what SSH sessions run; "" means /bbin/ocfsh.
 	Shell string
 	// FilesView is what SSH's sftp shows read-only (the card's reports,
-	// log, site config...); StagingDir backs its writable /staging/ (a
-	// RAM directory; "" means none). See sshd.Config.
-	FilesView  func() []sshd.ViewFile
+	// log, site config...), asked at each request with the site config
+	// the router runs at that moment (a push replaces it); StagingDir
+	// backs its writable /staging/ (a RAM directory; "" means none). See
+	// sshd.Config.
+	FilesView  func(current *site.Site) []sshd.ViewFile
 	StagingDir string
 	// LinkWait bounds the wait for the ports' interfaces; 0 means 10 s.
 	LinkWait time.Duration
@@ -86,7 +89,11 @@ type Config struct {
 
 // Router is the running router.
 type Router struct {
+	// cfg is the Config the router started with, without Site and Files:
+	// those are in live, which Reconfigure replaces while services,
+	// status and the DNS forwarder read it (Site, files).
 	cfg    Config
+	live   atomic.Pointer[liveConfig]
 	links  *links
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -107,6 +114,34 @@ type Router struct {
 	cryptoSettled chan struct{}  // closed by CryptoSettled
 	drivers       []CipherDriver // the boot's engine choice (SetCipherDrivers)
 }
+
+// liveConfig is the part of the Config a push replaces at run time, one
+// value swapped whole so that a reader sees the old or the new config,
+// never half of each.
+type liveConfig struct {
+	site  *site.Site
+	files Files
+}
+
+// newRouter is a Router for cfg with its site and key files made live
+// (Start's first step; tests build routers with it too).
+func newRouter(cfg Config) *Router {
+	r := &Router{cryptoSettled: make(chan struct{})}
+	r.live.Store(&liveConfig{site: cfg.Site, files: cfg.Files})
+	// Cleared so that nothing reads the boot's copies by mistake.
+	cfg.Site, cfg.Files = nil, nil
+	r.cfg = cfg
+	return r
+}
+
+// Site is the site config the router runs now: the boot's, or the one a
+// push applied last (Reconfigure). Safe to call from any goroutine; the
+// value must not be modified.
+func (r *Router) Site() *site.Site { return r.live.Load().site }
+
+// files is where the tunnels' key files are read from now; nil when the
+// box has no data partition.
+func (r *Router) files() Files { return r.live.Load().files }
 
 // wanState is what the WAN has now.
 type wanState struct {
@@ -159,7 +194,8 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 		cfg.Shell = "/bbin/ocfsh"
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Router{cfg: cfg, cancel: cancel, started: time.Now(), cryptoSettled: make(chan struct{})}
+	r := newRouter(cfg)
+	r.cancel, r.started = cancel, time.Now()
 	if !cfg.WaitForCrypto {
 		close(r.cryptoSettled)
 	}
@@ -339,13 +375,14 @@ func readMemory(root string) Memory {
 // Status reports the router's state now.
 func (r *Router) Status() Status {
 	var st Status
-	st.Hostname = r.cfg.Site.Hostname
+	sc := r.Site()
+	st.Hostname = sc.Hostname
 	st.Uptime = time.Since(r.started).Round(time.Second).String()
 	names := []string{r.wanIf}
 	if r.lanIf != "" {
 		names = append(names, r.lanIf)
 		if r.lanIf == LANBridge {
-			for _, p := range r.cfg.Site.LAN.Ports {
+			for _, p := range sc.LAN.Ports {
 				names = append(names, r.iface(p))
 			}
 		}

@@ -36,8 +36,8 @@ type services struct {
 	ssh     *sshd.Server
 	dns     *dns.Forwarder
 	dhcp    *dhcp.Server
-	tunnels *tunnelSet // nil without tunnels
-	ntpOnce sync.Once
+	tunnels *tunnelSet          // nil without tunnels
+	ntpOnce *sync.Once          // sets the clock once; nil until the WAN is up, renewed by Reconfigure
 	ntpLAN  *ntp.Server         // the LAN's SNTP server; nil without a LAN
 	state   map[string]string   // service -> "running", "off: why"...
 	running map[string]*running // by name, so Reconfigure can stop one
@@ -59,7 +59,7 @@ func (s *services) set(name, state string) {
 // keeps running.
 func (r *Router) startServices(ctx context.Context) []error {
 	var errs []error
-	s := r.cfg.Site
+	s := r.Site()
 	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
 
 	r.startSSH(ctx)
@@ -81,22 +81,9 @@ func (r *Router) startServices(ctx context.Context) []error {
 // startSSH runs the SSH server as the site asks (Start, and Reconfigure
 // when its part changed).
 func (r *Router) startSSH(ctx context.Context) {
-	s := r.cfg.Site
-	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
-
-	// SSH: on the LAN address, or everywhere when the WAN may reach it
-	// (the firewall decides too: this is the second lock).
-	keys, bad := sshd.ParseAuthorizedKeys(s.SSH.AuthorizedKeys)
-	for _, err := range bad {
-		r.logf("ssh: %v", err)
-	}
-	var sshAddrs []string
-	switch {
-	case contains(s.Firewall.WANServices, "ssh"):
-		sshAddrs = []string{fmt.Sprintf(":%d", s.SSH.SSHPort())}
-	case lan.IsValid():
-		sshAddrs = []string{netip.AddrPortFrom(lan.Addr(), uint16(s.SSH.SSHPort())).String()}
-	}
+	s := r.Site()
+	keys := r.sshKeys(s)
+	sshAddrs := sshListen(s)
 	switch {
 	case len(keys) == 0:
 		r.svc.set("ssh", "off: no authorized keys in the site config")
@@ -118,7 +105,7 @@ func (r *Router) startSSH(ctx context.Context) {
 			}
 			r.logf("ssh: host key %s", sshd.Fingerprint(hk.PublicKey()))
 			srv, err := sshd.New(sshd.Config{HostKey: hk, AuthorizedKeys: keys, Shell: r.cfg.Shell, Logf: r.serviceLog(),
-				User: s.SSH.LoginName(), View: r.cfg.FilesView, StagingDir: r.cfg.StagingDir})
+				User: s.SSH.LoginName(), View: r.sftpView, StagingDir: r.cfg.StagingDir})
 			if err != nil {
 				r.svc.set("ssh", "off: "+err.Error())
 				return err
@@ -134,9 +121,43 @@ func (r *Router) startSSH(ctx context.Context) {
 
 }
 
+// sftpView is SSH's read-only sftp tree: the FilesView given the site
+// config the router runs now, so that site.json shows a pushed config
+// from the moment it is applied (provisional or confirmed), not the
+// boot's.
+func (r *Router) sftpView() []sshd.ViewFile {
+	if r.cfg.FilesView == nil {
+		return nil
+	}
+	return r.cfg.FilesView(r.Site())
+}
+
+// sshListen is where SSH listens for s: everywhere on its port when the
+// WAN may reach it (the firewall decides too: this is the second lock),
+// else on the LAN address; nowhere without either.
+func sshListen(s *site.Site) []string {
+	lan, _ := s.LAN.Address.Prefix() // invalid when there is no LAN
+	switch {
+	case contains(s.Firewall.WANServices, "ssh"):
+		return []string{fmt.Sprintf(":%d", s.SSH.SSHPort())}
+	case lan.IsValid():
+		return []string{netip.AddrPortFrom(lan.Addr(), uint16(s.SSH.SSHPort())).String()}
+	}
+	return nil
+}
+
+// sshKeys are s's authorized keys that parse; the others are logged.
+func (r *Router) sshKeys(s *site.Site) []sshd.AuthorizedKey {
+	keys, bad := sshd.ParseAuthorizedKeys(s.SSH.AuthorizedKeys)
+	for _, err := range bad {
+		r.logf("ssh: %v", err)
+	}
+	return keys
+}
+
 // startDNS runs the LAN's DNS forwarder when the site has one.
 func (r *Router) startDNS(ctx context.Context) {
-	s := r.cfg.Site
+	s := r.Site()
 	lan, _ := s.LAN.Address.Prefix()
 	if lan.IsValid() && s.LAN.ForwarderOn() {
 		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: r.upstreams(), Logf: r.serviceLog(),
@@ -166,8 +187,16 @@ func (r *Router) wanChanged() {
 	if r.svcCtx == nil {
 		return
 	}
-	r.svc.ntpOnce.Do(func() {
-		servers := r.cfg.Site.NTP.Servers
+	// The Once is taken under the lock: Reconfigure replaces it when the
+	// time servers change, while a DHCP lease may call here.
+	r.svc.mu.Lock()
+	if r.svc.ntpOnce == nil {
+		r.svc.ntpOnce = new(sync.Once)
+	}
+	once := r.svc.ntpOnce
+	r.svc.mu.Unlock()
+	once.Do(func() {
+		servers := r.Site().NTP.Servers
 		if len(servers) == 0 {
 			servers = DefaultNTP
 		}
@@ -396,7 +425,8 @@ func contains(s []string, v string) bool {
 
 // applyFirewall programs NAT and the firewall (router/firewall).
 func (r *Router) applyFirewall() error {
-	rs, err := firewall.Build(r.cfg.Site, r.wanIf, r.lanIf, firewallLAN(r.cfg.Site, r.lanIf))
+	sc := r.Site()
+	rs, err := firewall.Build(sc, r.wanIf, r.lanIf, firewallLAN(sc, r.lanIf))
 	if err != nil {
 		return err
 	}
@@ -407,7 +437,7 @@ func (r *Router) applyFirewall() error {
 	for _, c := range rs.Chains {
 		n += len(c.Rules)
 	}
-	r.logf("firewall: %d rules in table %s: inbound on the WAN dropped but replies, DHCP, pings%s", n, firewall.TableName, wanOpen(r.cfg.Site))
+	r.logf("firewall: %d rules in table %s: inbound on the WAN dropped but replies, DHCP, pings%s", n, firewall.TableName, wanOpen(sc))
 	r.svc.mu.Lock()
 	r.svc.fw = rs
 	r.svc.mu.Unlock()
@@ -439,7 +469,7 @@ func (r *Router) startDHCP(ctx context.Context) []error {
 
 // startDHCPClient runs the WAN's DHCP client when the site asks for one.
 func (r *Router) startDHCPClient(ctx context.Context) {
-	s := r.cfg.Site
+	s := r.Site()
 	if s.WAN.Address.IsDHCP() {
 		c := dhcp.NewClient(dhcp.ClientConfig{Interface: r.wanIf, Hostname: s.Hostname, Log: r.logf,
 			Update: func(prev, next *dhcp.WANLease) {
@@ -460,7 +490,7 @@ func (r *Router) startDHCPClient(ctx context.Context) {
 // startDHCPServer runs the LAN's DHCP server when the site has a range.
 func (r *Router) startDHCPServer(ctx context.Context) []error {
 	var errs []error
-	s := r.cfg.Site
+	s := r.Site()
 	if len(s.LAN.DHCP.Range) == 0 || r.lanIf == "" {
 		r.svc.set("dhcp", "off: no LAN range in the site config")
 		return errs

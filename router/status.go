@@ -3,17 +3,14 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/ocfw/ocfw/router/ctlsock"
 	"github.com/ocfw/ocfw/store"
 )
 
@@ -23,44 +20,14 @@ const StatusSocket = "/run/ocfw/router.sock"
 // ServeStatus answers every connection on a unix socket at path with the
 // status as JSON, until ctx is done.
 func (r *Router) ServeStatus(ctx context.Context, path string) error {
-	os.MkdirAll(filepath.Dir(path), 0o755)
-	os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return err
-	}
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		json.NewEncoder(c).Encode(r.Status())
-		c.Close()
-	}
+	return ctlsock.Serve(ctx, path, 5*time.Second, func(*json.Decoder) any { return r.Status() })
 }
 
 // ReadStatus asks the running router for its status.
 func ReadStatus(path string) (*Status, error) {
-	c, err := net.DialTimeout("unix", path, 2*time.Second)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("the router is not running (no %s): the firmware has no site config, or it failed at boot (see the console)", path)
-		}
-		return nil, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
 	var st Status
-	if err := json.NewDecoder(io.LimitReader(c, 1<<20)).Decode(&st); err != nil {
-		return nil, fmt.Errorf("reading the router's status: %w", err)
+	if err := ctlsock.Call(path, 5*time.Second, nil, &st); err != nil {
+		return nil, err
 	}
 	return &st, nil
 }

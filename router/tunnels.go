@@ -166,7 +166,7 @@ func saState(c ipsec.SACounters) *SAState {
 // has its address (wanChanged kicks them) and the kernel's engine choice
 // is settled (CryptoSettled), never on the boot's path.
 func (r *Router) startTunnels(ctx context.Context) {
-	s := r.cfg.Site
+	s := r.Site()
 	if len(s.Tunnels) == 0 {
 		return
 	}
@@ -292,7 +292,7 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 				r.tunnelDown(t, t.keyErr)
 				continue
 			}
-			rt, err := tunnelRoute(r.cfg.Site, t.addrs, wan)
+			rt, err := tunnelRoute(r.Site(), t.addrs, wan)
 			if err == nil {
 				err = r.links.routeTo(r.wanIf, rt)
 			}
@@ -311,7 +311,7 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 			r.tunnelDown(t, t.keyErr)
 			continue
 		}
-		rt, err := tunnelRoute(r.cfg.Site, t.addrs, wan)
+		rt, err := tunnelRoute(r.Site(), t.addrs, wan)
 		if err != nil {
 			r.tunnelDown(t, err.Error())
 			continue
@@ -384,17 +384,18 @@ func (r *Router) readTunnelKeys(t site.Tunnel) (*ipsec.Tunnel, string) {
 	if t.Mode() == site.KeyingIKEv2 {
 		return nil, "keying ikev2: no key file (the IKE endpoint negotiates the keys)"
 	}
-	if r.cfg.Files == nil {
+	files := r.files()
+	if files == nil {
 		return nil, fmt.Sprintf("no data partition: the key file %s is read from %s", t.Keys, where)
 	}
-	data, err := r.cfg.Files.ReadFile(t.Keys, site.MaxTunnelKeysSize)
+	data, err := files.ReadFile(t.Keys, site.MaxTunnelKeysSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Sprintf("no key file %s in %s (make it with ocfw tunnel keys and copy it beside site.json)", t.Keys, where)
 	case err != nil:
 		return nil, fmt.Sprintf("key file %s: %v", t.Keys, err)
 	}
-	x, errs := tunnelFromKeys(r.cfg.Site, t, data)
+	x, errs := tunnelFromKeys(r.Site(), t, data)
 	if len(errs) > 0 {
 		var msgs []string
 		for _, e := range errs {

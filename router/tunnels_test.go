@@ -66,7 +66,7 @@ func TestReadTunnelKeys(t *testing.T) {
 	if err := json.Unmarshal(ab, &k); err != nil {
 		t.Fatal(err)
 	}
-	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.keys": ab}}}
+	r := newRouter(Config{Site: sc, Files: files{"a-b.keys": ab}})
 	x, why := r.readTunnelKeys(sc.Tunnels[0])
 	if x == nil {
 		t.Fatalf("a-b: %s", why)
@@ -103,7 +103,7 @@ func TestReadTunnelKeys(t *testing.T) {
 		{"a key tampered", files{"a-b.keys": bytes.Replace(ab, []byte(`"enc_key": "`), []byte(`"enc_key": "zz`), 1)}, "enc_key: not hex"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Router{cfg: Config{Site: sc, Files: tc.files}}
+			r := newRouter(Config{Site: sc, Files: tc.files})
 			x, why := r.readTunnelKeys(sc.Tunnels[0])
 			if x != nil || !strings.Contains(why, tc.want) {
 				t.Errorf("tunnel %v, why %q; want none and %q", x, why, tc.want)
@@ -185,7 +185,7 @@ func TestTunnelText(t *testing.T) {
 func TestPeerProblem(t *testing.T) {
 	sc := siteA()
 	ab := keyFile(t, "a-b", "aes-128-cbc", "hmac-sha256", "198.51.100.2", "203.0.113.2")
-	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.keys": ab}}}
+	r := newRouter(Config{Site: sc, Files: files{"a-b.keys": ab}})
 	x, why := r.readTunnelKeys(sc.Tunnels[0])
 	if x == nil {
 		t.Fatal(why)
@@ -236,7 +236,7 @@ func TestPeerProblem(t *testing.T) {
 func TestTunnelSeqsKnowTheStoreWasLost(t *testing.T) {
 	sc := siteA()
 	ab := keyFile(t, "a-b", "aes-128-cbc", "hmac-sha256", "198.51.100.2", "203.0.113.2")
-	r := &Router{cfg: Config{Site: sc, Files: files{"a-b.keys": ab}}}
+	r := newRouter(Config{Site: sc, Files: files{"a-b.keys": ab}})
 	x, why := r.readTunnelKeys(sc.Tunnels[0])
 	if x == nil {
 		t.Fatal(why)

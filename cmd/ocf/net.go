@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -11,33 +11,18 @@ import (
 	"github.com/ocfw/ocfw/router"
 )
 
-// newNetCmd builds `net`: the running router's state.
+// newNetCmd builds `net`: the running router's state, and the last
+// upgrade's outcome as the boot left it.
 func newNetCmd() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "net",
-		Short: "Show the router: ports, addresses, the WAN, leases, firewall counters, SSH, recent events",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := router.ReadStatus(router.StatusSocket)
-			if err != nil {
+	return statusView("net", "Show the router: ports, addresses, the WAN, leases, firewall counters, SSH, recent events",
+		func(st *router.Status) any { return st },
+		func(st *router.Status, w io.Writer) error {
+			if err := st.WriteText(w); err != nil {
 				return err
 			}
-			if asJSON {
-				e := json.NewEncoder(cmd.OutOrStdout())
-				e.SetIndent("", "  ")
-				return e.Encode(st)
-			}
-			if err := st.WriteText(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			// The last upgrade's outcome, as the boot left it.
 			if b, err := os.ReadFile(boot.UpgradeStatusFile); err == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s", b)
+				fmt.Fprintf(w, "%s", b)
 			}
 			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
+		})
 }

@@ -14,13 +14,14 @@ import (
 	"github.com/ocfw/ocfw/store"
 )
 
-// newClientsCmd builds `clients`: the LAN's DHCP clients, from the
-// running router.
-func newClientsCmd() *cobra.Command {
+// statusView builds a command that shows the running router's status,
+// or a part of it: as text by text, or with --json as the JSON of what
+// part picks. Each asks the router's status socket once.
+func statusView(use, short string, part func(*router.Status) any, text func(*router.Status, io.Writer) error) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "clients",
-		Short: "Show the LAN's DHCP clients: address, MAC, host name, when the lease ends",
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := router.ReadStatus(router.StatusSocket)
@@ -28,42 +29,30 @@ func newClientsCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), st.Clients)
+				e := json.NewEncoder(cmd.OutOrStdout())
+				e.SetIndent("", "  ")
+				return e.Encode(part(st))
 			}
-			return st.WriteClients(cmd.OutOrStdout(), time.Now())
+			return text(st, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// newClientsCmd builds `clients`: the LAN's DHCP clients.
+func newClientsCmd() *cobra.Command {
+	return statusView("clients", "Show the LAN's DHCP clients: address, MAC, host name, when the lease ends",
+		func(st *router.Status) any { return st.Clients },
+		func(st *router.Status, w io.Writer) error { return st.WriteClients(w, time.Now()) })
 }
 
 // newFirewallCmd builds `firewall`: the ruleset the kernel runs, each
 // rule with its packet and byte counters.
 func newFirewallCmd() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "firewall",
-		Short: "Show the firewall's rules, chain by chain, with the packets and bytes each decided",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := router.ReadStatus(router.StatusSocket)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), st.Firewall)
-			}
-			return st.WriteFirewall(cmd.OutOrStdout())
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
-}
-
-func printJSON(w io.Writer, v any) error {
-	e := json.NewEncoder(w)
-	e.SetIndent("", "  ")
-	return e.Encode(v)
+	return statusView("firewall", "Show the firewall's rules, chain by chain, with the packets and bytes each decided",
+		func(st *router.Status) any { return st.Firewall },
+		(*router.Status).WriteFirewall)
 }
 
 // logFlags are `log`'s.

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/ocfw/ocfw/router/ctlsock"
 )
 
 // Socket is where the router takes `ocf config apply|confirm|status`.
@@ -30,41 +28,16 @@ type Reply struct {
 	Record  *Record     `json:"record,omitempty"`
 }
 
-// maxRequest bounds a request: a site config and its key files.
-const maxRequest = 1 << 20
-
 // Serve answers requests on a unix socket at path until ctx is done. Only
-// root reaches it (the directory is the router's).
+// root reaches it. An apply restarts services: it has 30 s.
 func (m *Manager) Serve(ctx context.Context, path string) error {
-	os.MkdirAll(filepath.Dir(path), 0o755)
-	os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return err
-	}
-	os.Chmod(path, 0o600)
-	context.AfterFunc(ctx, func() { ln.Close() })
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+	return ctlsock.Serve(ctx, path, 30*time.Second, func(dec *json.Decoder) any {
+		var req Request
+		if err := dec.Decode(&req); err != nil {
+			return Reply{Error: "bad request: " + err.Error()}
 		}
-		go m.serveConn(c)
-	}
-}
-
-func (m *Manager) serveConn(c net.Conn) {
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	var req Request
-	if err := json.NewDecoder(io.LimitReader(c, maxRequest)).Decode(&req); err != nil {
-		json.NewEncoder(c).Encode(Reply{Error: "bad request: " + err.Error()})
-		return
-	}
-	json.NewEncoder(c).Encode(m.Handle(req))
+		return m.Handle(req)
+	})
 }
 
 // Handle runs one request.
@@ -94,21 +67,9 @@ func (m *Manager) Handle(req Request) Reply {
 
 // Call sends a request to the router's socket at path.
 func Call(path string, req Request) (*Reply, error) {
-	c, err := net.DialTimeout("unix", path, 2*time.Second)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("the router is not running (no %s): the firmware has no site config, or it failed at boot (see the console)", path)
-		}
-		return nil, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return nil, err
-	}
 	var r Reply
-	if err := json.NewDecoder(io.LimitReader(c, maxRequest)).Decode(&r); err != nil {
-		return nil, fmt.Errorf("reading the router's answer: %w", err)
+	if err := ctlsock.Call(path, 30*time.Second, req, &r); err != nil {
+		return nil, err
 	}
 	if r.Error != "" {
 		return &r, errors.New(r.Error)

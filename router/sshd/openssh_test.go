@@ -6,7 +6,6 @@ package sshd
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -27,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/internal/lab/labtest"
+	"github.com/ocfw/ocfw/internal/lab/realclient"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -95,20 +95,12 @@ func (o *openSSH) run(t *testing.T, name string, stdin string, args ...string) (
 	if name != "ssh" {
 		portFlag = "-P"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout) // hang guard
-	defer cancel()
 	all := append(o.opts(), portFlag, o.port)
-	cmd := exec.CommandContext(ctx, bin, append(all, args...)...)
-	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=")
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code = cmd.ProcessState.ExitCode()
-	if err != nil && code < 0 {
-		t.Fatalf("%s: %v\nstderr: %s\nlog:\n%s", name, err, errb.String(), o.ts.log)
+	stdout, stderr, code, err := realclient.OpenSSH(bin, o.timeout, stdin, append(all, args...)...)
+	if err != nil {
+		t.Fatalf("%s: %v\nstderr: %s\nlog:\n%s", name, err, stderr, o.ts.log)
 	}
-	return out.String(), errb.String(), code
+	return stdout, stderr, code
 }
 
 func (o *openSSH) ssh(t *testing.T, args ...string) (string, string, int) {

@@ -143,13 +143,22 @@ type Server struct {
 	hkMu sync.Mutex
 	hks  []ssh.Signer // the host keys ssh offers, as AddHostKey adds them
 	gate *gate
-	keys map[string]string // marshalled key -> "SHA256:... (comment)"
-	logf func(string, ...any)
+	// logins is who may log in, replaced whole by SetLogins while
+	// connections are served.
+	logins atomic.Pointer[logins]
+	logf   func(string, ...any)
 	// staging keeps the sftp staging area's account, shared by every
 	// session.
 	staging *staging
 	tries   sync.Mutex
 	failed  map[string]*attempts // remote address -> failed methods, while logging in
+}
+
+// logins are the login name and the keys (marshalled key -> "SHA256:...
+// (comment)") a new connection may log in with.
+type logins struct {
+	user string
+	keys map[string]string
 }
 
 type attempts struct {
@@ -214,7 +223,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:    cfg,
-		keys:   map[string]string{},
 		logf:   cfg.Logf,
 		failed: map[string]*attempts{},
 	}
@@ -223,19 +231,36 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.staging = &staging{dir: cfg.StagingDir, max: cfg.StagingMax, fileMax: cfg.StagingFileMax, maxFiles: int64(cfg.StagingFiles)}
 	s.gate = newGate(cfg.MaxStartups, cfg.PerSourceStartups, cfg.StartupsDropFrom, cfg.MaxConns, s.logf)
-	for _, k := range cfg.AuthorizedKeys {
-		who := Fingerprint(k.Key)
-		if k.Comment != "" {
-			who += " (" + k.Comment + ")"
-		}
-		s.keys[string(k.Key.Marshal())] = who
-	}
+	s.SetLogins(cfg.User, cfg.AuthorizedKeys)
 	for _, k := range append([]ssh.Signer{cfg.HostKey}, cfg.OtherHostKeys...) {
 		if err := s.AddHostKey(k); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// SetLogins replaces the login name ("" means DefaultUser) and the
+// authorized keys for the connections that log in from now on; those
+// logged in keep their sessions, as OpenSSH's do when authorized_keys
+// changes. No keys is refused: nobody could log in any more.
+func (s *Server) SetLogins(user string, keys []AuthorizedKey) error {
+	if len(keys) == 0 {
+		return errors.New("sshd: no authorized keys: nobody could log in")
+	}
+	if user == "" {
+		user = DefaultUser
+	}
+	l := &logins{user: user, keys: map[string]string{}}
+	for _, k := range keys {
+		who := Fingerprint(k.Key)
+		if k.Comment != "" {
+			who += " (" + k.Comment + ")"
+		}
+		l.keys[string(k.Key.Marshal())] = who
+	}
+	s.logins.Store(l)
+	return nil
 }
 
 // AddHostKey offers k beside the host keys the server has: to the
@@ -270,12 +295,13 @@ func (s *Server) sshConfig(hostKeys []ssh.Signer) *ssh.ServerConfig {
 		PublicKeyAuthAlgorithms: ssh.SupportedAlgorithms().PublicKeyAuths,
 		MaxAuthTries:            s.cfg.MaxAuthTries,
 		PublicKeyCallback: func(m ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
-			if m.User() != s.cfg.User {
+			l := s.logins.Load()
+			if m.User() != l.user {
 				// Refused before the key is looked at: the client
 				// learns nothing about which keys would do.
 				return nil, fmt.Errorf("user %q is not the login name", m.User())
 			}
-			who, ok := s.keys[string(key.Marshal())]
+			who, ok := l.keys[string(key.Marshal())]
 			if !ok {
 				return nil, errors.New("key not authorized")
 			}

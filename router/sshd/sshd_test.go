@@ -806,3 +806,43 @@ func TestSourceOf(t *testing.T) {
 		}
 	}
 }
+
+// New keys and a new login name (a pushed config) apply to the logins
+// that come after; a connection already logged in keeps working, even
+// when its key is no longer among them.
+func TestSetLoginsKeepsSessions(t *testing.T) {
+	ts := start(t, nil)
+	old := ts.login(t)
+	next := newSigner(t)
+	keys, bad := ParseAuthorizedKeys([]string{authorizedLine(next, "new@laptop")})
+	if len(bad) > 0 {
+		t.Fatal(bad)
+	}
+	if err := ts.srv.SetLogins("", nil); err == nil {
+		t.Error("SetLogins with no keys: accepted")
+	}
+	if err := ts.srv.SetLogins("admin", keys); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := run(t, old, "echo still here"); err != nil || out != "still here\n" {
+		t.Errorf("the connection logged in before: %q, %v", out, err)
+	}
+	if c, err := ts.dial(ssh.PublicKeys(ts.user)); err == nil {
+		c.Close()
+		t.Error("the removed key still logs in")
+	}
+	login := func(user string) error {
+		c, err := ssh.Dial("tcp", ts.addr, &ssh.ClientConfig{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(next)},
+			HostKeyCallback: ssh.FixedHostKey(ts.hostKey), Timeout: 10 * time.Second})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := login("root"); err == nil {
+		t.Error("the old login name still logs in")
+	}
+	if err := login("admin"); err != nil {
+		t.Errorf("the new key as the new login name: %v\nlog:\n%s", err, ts.log)
+	}
+}

@@ -2,12 +2,14 @@ package realclient
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -128,4 +130,26 @@ func OpenSSHArgs(key, known string, port int) []string {
 		"-o", "UserKnownHostsFile=" + known, "-o", "StrictHostKeyChecking=accept-new",
 		"-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
 		"-o", "ConnectTimeout=20", "-i", key, "-p", fmt.Sprint(port)}
+}
+
+// OpenSSH runs an OpenSSH client (ssh, scp, sftp) at bin with args (the
+// options first: OpenSSHArgs' or a test's own) and stdin as given,
+// without the user's agent, killed after timeout (a hang guard). What
+// it printed and its exit code; err only when it could not run or was
+// killed (code < 0): a client that ran and failed says so by its code
+// and stderr.
+func OpenSSH(bin string, timeout time.Duration, stdin string, args ...string) (stdout, stderr string, code int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if code >= 0 {
+		err = nil
+	}
+	return out.String(), errb.String(), code, err
 }

@@ -123,22 +123,9 @@ func cmdSSHServer(_ context.Context, a *agent, args []string) (string, error) {
 		},
 	}
 	cfg.AddHostKey(signer)
-	l, err := n.listenTCP(":" + args[1])
-	if err != nil {
+	if err := n.serveTCP("ssh-server", args[1], func(c net.Conn) { serveSSH(n, c, cfg) }); err != nil {
 		return "", err
 	}
-	if err := n.addService("ssh-server:"+args[1], l); err != nil {
-		return "", err
-	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go serveSSH(n, c, cfg)
-		}
-	}()
 	return fmt.Sprintf("ssh-server on tcp %s hostkey %s", args[1], ssh.FingerprintSHA256(signer.PublicKey())), nil
 }
 

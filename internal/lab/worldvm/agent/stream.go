@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"time"
 )
 
@@ -20,30 +19,15 @@ func cmdSinkServer(_ context.Context, a *agent, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if p, err := strconv.Atoi(args[1]); err != nil || p <= 0 || p > 65535 {
-		return "", kinded("usage", fmt.Errorf("port %q", args[1]))
-	}
-	l, err := n.listenTCP(":" + args[1])
+	err = n.serveTCP("sink-server", args[1], func(c net.Conn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Minute))
+		got, _ := io.Copy(io.Discard, c)
+		fmt.Fprintf(c, "%d\n", got)
+	})
 	if err != nil {
 		return "", err
 	}
-	if err := n.addService("sink-server:"+args[1], l); err != nil {
-		return "", err
-	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Minute))
-				got, _ := io.Copy(io.Discard, c)
-				fmt.Fprintf(c, "%d\n", got)
-			}()
-		}
-	}()
 	return "sink-server on tcp " + args[1], nil
 }
 

@@ -17,16 +17,26 @@ func cmdEchoServer(_ context.Context, a *agent, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	port, err := strconv.Atoi(args[1])
-	if err != nil || port <= 0 || port > 65535 {
-		return "", kinded("usage", fmt.Errorf("port %q", args[1]))
+	port, _ := strconv.Atoi(args[1]) // serveTCP refuses a bad one
+	if err := n.serveTCP("echo-server", args[1], func(c net.Conn) { echo(n, port, c) }); err != nil {
+		return "", err
 	}
-	l, err := n.listenTCP(":" + args[1])
+	return "echo-server on tcp " + args[1], nil
+}
+
+// serveTCP runs a TCP service in n on port, kept among the namespace's
+// services as name:port (removing it closes the listener); each
+// connection goes to handle in a goroutine of its own.
+func (n *netNS) serveTCP(name, port string, handle func(net.Conn)) error {
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return kinded("usage", fmt.Errorf("port %q", port))
+	}
+	l, err := n.listenTCP(":" + port)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := n.addService("echo-server:"+args[1], l); err != nil {
-		return "", err
+	if err := n.addService(name+":"+port, l); err != nil {
+		return err
 	}
 	go func() {
 		for {
@@ -34,10 +44,10 @@ func cmdEchoServer(_ context.Context, a *agent, args []string) (string, error) {
 			if err != nil {
 				return
 			}
-			go echo(n, port, c)
+			go handle(c)
 		}
 	}()
-	return "echo-server on tcp " + args[1], nil
+	return nil
 }
 
 // echo tells the peer the address it came from, then echoes one line.
