@@ -31,6 +31,7 @@ type upgradeBox struct {
 	port            int
 	key, knownHosts string
 	sshPath         string
+	args            []string // extra QEMU arguments for the next boot
 }
 
 func startUpgradeBox(t *testing.T, img, key string) *upgradeBox {
@@ -42,7 +43,7 @@ func startUpgradeBox(t *testing.T, img, key string) *upgradeBox {
 // boot starts the box's VM on img; again after a power cut, with the
 // same forward and known hosts.
 func (b *upgradeBox) boot(t *testing.T, img, name string) {
-	b.vm = vmtest.Start(t, img, vmtest.Options{Name: name, Reboot: true, Timeout: 30 * time.Minute, TailLines: 120,
+	b.vm = vmtest.Start(t, img, vmtest.Options{Name: name, Reboot: true, Timeout: 30 * time.Minute, TailLines: 120, Args: b.args,
 		NICs: []qemu.NIC{
 			{RestrictedUser: true, MAC: routerWANMAC},
 			{RestrictedUser: true, MAC: routerLANMAC, UserNet: "192.168.1.0/24", UserHost: "192.168.1.254",
