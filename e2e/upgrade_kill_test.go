@@ -85,23 +85,15 @@ func TestUpgradePowerCuts(t *testing.T) {
 	needEndToEnd(t)
 	t.Parallel()
 	dir := t.TempDir()
-	// DEVONLY begin
-	devDir := os.Getenv("OCFW_UPKILL_DEV")
-	if devDir != "" {
-		dir = devDir
-	}
-	// DEVONLY end
 	pub, priv := testKey(t)
 	key := filepath.Join(dir, "key")
+	must(t, os.WriteFile(key, priv, 0o600))
 	site := filepath.Join(dir, "site.yaml")
+	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
 	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
-	if _, err := os.Stat(newImg); devDir == "" || err != nil { // DEVONLY
-		must(t, os.WriteFile(key, priv, 0o600))
-		must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
-		// As TestUpgradeEndToEnd's: two systems differing in their speed budget.
-		buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
-		buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
-	} // DEVONLY
+	// As TestUpgradeEndToEnd's: two systems differing in their speed budget.
+	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
 	streams := map[string][]byte{} // revision → what ocf upgrade receive reads
 	var revs []string
 	for _, img := range []string{oldImg, newImg} {
