@@ -31,17 +31,24 @@ type upgradeBox struct {
 	port            int
 	key, knownHosts string
 	sshPath         string
+	args            []string // extra QEMU arguments for the next boot
 }
 
 func startUpgradeBox(t *testing.T, img, key string) *upgradeBox {
 	b := &upgradeBox{port: freePort(t), key: key, knownHosts: filepath.Join(t.TempDir(), "known_hosts"), sshPath: realclient.Need(t, "ssh")}
-	b.vm = vmtest.Start(t, img, vmtest.Options{Name: "upgrade", Reboot: true, Timeout: 30 * time.Minute, TailLines: 120,
+	b.boot(t, img, "upgrade")
+	return b
+}
+
+// boot starts the box's VM on img; again after a power cut, with the
+// same forward and known hosts.
+func (b *upgradeBox) boot(t *testing.T, img, name string) {
+	b.vm = vmtest.Start(t, img, vmtest.Options{Name: name, Reboot: true, Timeout: 30 * time.Minute, TailLines: 120, Args: b.args,
 		NICs: []qemu.NIC{
 			{RestrictedUser: true, MAC: routerWANMAC},
 			{RestrictedUser: true, MAC: routerLANMAC, UserNet: "192.168.1.0/24", UserHost: "192.168.1.254",
 				Forwards: []qemu.Forward{{Proto: "tcp", HostPort: b.port, GuestAddr: "192.168.1.1", GuestPort: 22}}},
 			{MAC: routerLAN2, Unplugged: true}}})
-	return b
 }
 
 // sshArgs are the flags both ocfw upgrade and the test's own ssh use:

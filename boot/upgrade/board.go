@@ -132,13 +132,20 @@ func (b *Board) Receive(h Header, r io.Reader, old Tally) (*Record, error) {
 		return nil, err
 	}
 	b.logf("upgrade: writing %s into slot %s", h.Revision, target)
-	if err := b.Card.WriteSystem(target, h, r); err != nil {
+	if err := b.Card.writeFiles(target, h, r); err != nil {
+		return nil, err
+	}
+	// Each step says so on the console before it starts: the QEMU
+	// power-cut test (e2e TestUpgradePowerCuts) kills at these lines.
+	b.logf("upgrade: %s written to slot %s; reading it back to check its sha256", h.Revision, target)
+	if err := b.Card.Verify(target, h); err != nil {
 		return nil, err
 	}
 	rec.State, rec.Slots[target] = Pending, h.Revision
 	if err := b.put(rec); err != nil {
 		return nil, err
 	}
+	b.logf("upgrade: %s verified; arming the one-time boot of slot %s", h.Revision, target)
 	if err := b.Card.ArmOnce(target); err != nil {
 		return nil, fmt.Errorf("arming the one-time boot of slot %s: %w", target, err)
 	}
@@ -176,6 +183,7 @@ func (b *Board) Prove(ctx context.Context, c Checks) error {
 		}
 		return why
 	}
+	b.logf("upgrade: %s proved itself; making slot %s the default", r.To, b.Booted)
 	if err := b.Card.SetDefault(b.Booted); err != nil {
 		return fmt.Errorf("committing slot %s: %w", b.Booted, err)
 	}

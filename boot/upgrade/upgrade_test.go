@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ocfw/ocfw/boot/adv"
@@ -416,5 +417,60 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 		if r, _ := nb.Record(); r != nil && r.State != Committed && r.State != RolledBack {
 			t.Errorf("cut at write %d: booted slot %s and the record stays %q (%s)", cut, slot, r.State, msg)
 		}
+	}
+}
+
+// TestStepsAnnounced checks each step is said (Logf: the console) before
+// its write, with the card still as before it: the QEMU power-cut test
+// (e2e TestUpgradePowerCuts) kills at these lines and expects what they
+// promise.
+func TestStepsAnnounced(t *testing.T) {
+	dev := &memDev{b: bootPartition(t, oldK, oldI)}
+	st := &memStore{v: map[string][]byte{}}
+	h := header("alix2d13", newK, newI)
+	var seen []string
+	var b *Board
+	logf := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		r, _ := b.Record()
+		once, _ := b.Card.BootOnce()
+		def, _ := b.Card.Default()
+		state := ""
+		if r != nil {
+			state = r.State
+		}
+		seen = append(seen, fmt.Sprintf("%s | record %s, once %q, default %s", line, state, once, def))
+	}
+	b = board(t, dev, st, "a")
+	b.Logf = logf
+	s := stream(t, h, newK, newI)
+	got, err := ReadHeader(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Receive(got, s, Tally{Passed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	loaderBoots(t, dev)
+	b = board(t, dev, st, "b")
+	b.Logf = logf
+	if act, _ := b.Early(); act != Prove {
+		t.Fatalf("Early: %v", act)
+	}
+	ok := func(context.Context) error { return nil }
+	if err := b.Prove(context.Background(), Checks{SelfTest: &Tally{Passed: 5}, WAN: ok, SSH: ok}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.Revision
+	want := []string{
+		"upgrade: writing " + r + " into slot b | record writing, once \"\", default a",
+		"upgrade: " + r + " written to slot b; reading it back to check its sha256 | record writing, once \"\", default a",
+		"upgrade: " + r + " verified; arming the one-time boot of slot b | record pending, once \"\", default a",
+		"upgrade to " + r + " pending: slot b boots once at the next reset | record pending, once \"b\", default a",
+		"upgrade: " + r + " proved itself; making slot b the default | record pending, once \"\", default a",
+		"upgrade to " + r + " committed | record committed, once \"\", default b",
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Errorf("steps said:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
 	}
 }

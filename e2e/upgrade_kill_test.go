@@ -1,0 +1,523 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bu "github.com/ocfw/ocfw/boot/upgrade"
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/lab/vmtest"
+	"github.com/ocfw/ocfw/plan"
+)
+
+// A cut is one moment of an upgrade at which the power is cut (QEMU
+// killed), and which system must come up after it.
+type cut struct {
+	name string
+	// inTrial: the previous cut left the new system's one-time boot to
+	// come; this cut lands in that boot (no new upload).
+	inTrial bool
+	// sent: kill once this many bytes of the stream went into ssh (a
+	// fraction of the stream when < 1, -1 for all of it).
+	sent float64
+	// at: kill at the n-th time this console text shows after the cut's
+	// upload began (or, inTrial, after the restart); after: that long
+	// after it.
+	at    string
+	n     int
+	after time.Duration
+	// since: count at's occurrences only after this text's first.
+	since string
+	// want: "old" (the system the upload came to), "new" (the one it
+	// brought, on trial or committed) or "either".
+	want string
+	// unless: the guest may race past the moment to this step (it runs
+	// on for the few milliseconds the kill takes); if the console shows
+	// it, either system is the right one.
+	unless string
+}
+
+// biosPrefix marks a cut's text as the BIOS's (SeaBIOS's debug port,
+// in a file) rather than the console's: the loader prints nothing on
+// the serial console, the BIOS says when it hands over to it.
+const biosPrefix = "bios:"
+
+// upgradeCuts are the moments, in order: each starts from the system the
+// previous one left. The firmware says each step on the console before
+// it starts it (boot/upgrade's Receive and Prove, the store's writes).
+var upgradeCuts = []cut{
+	{name: "stream early (1 MiB into ssh)", sent: 1 << 20, want: "old"},
+	{name: "stream middle (half into ssh)", sent: 0.5, want: "old"},
+	{name: "stream end (all into ssh)", sent: -1, want: "old", unless: "arming the one-time boot"},
+	{name: "sha256 check", at: "reading it back to check its sha256", n: 1, want: "old"},
+	{name: "pending record write", at: "store: writing value upgrade", n: 2, want: "old"},
+	{name: "arming BOOTONCE (ADV write)", at: "arming the one-time boot", n: 1, want: "either"},
+	{name: "armed, before the reset", at: "boots once at the next reset", n: 1, want: "new"},
+	{name: "the trial's kernel (loader cleared BOOTONCE)", inTrial: true, at: "Kernel command line:", n: 1, want: "old"},
+	{name: "the reset into the trial", at: "resetting: booting the new system once", n: 1, want: "new"},
+	{name: "the trial's boot sequence, start", inTrial: true, at: "on trial: it commits itself", n: 1, want: "old"},
+	{name: "the loader starting (the BIOS boots the card)", at: biosPrefix + "Booting from 0000:7c00", n: 1, want: "either"},
+	{name: "the trial's boot sequence, done", at: plan.MarkDone, n: 1, want: "old", unless: "proved itself; making slot"},
+	{name: "commit: DEFAULT rewrite", at: "proved itself; making slot", n: 1, want: "either"},
+	{name: "commit: its record", since: "proved itself; making slot", at: "store: writing value upgrade", n: 1, want: "new"},
+	{name: "just after the commit", at: " committed", n: 1, want: "new"},
+}
+
+// TestUpgradePowerCuts kills QEMU at 15 moments of upgrades and their
+// commits, one after another on one card: the stream into the inactive
+// slot (early, middle, end), its sha256 check, the pending record, the
+// ADV write arming BOOTONCE, the reset, the loader, the trial's kernel
+// and boot sequence, the commit's DEFAULT rewrite and record, and just
+// after. After each cut both partitions pass fsck.fat -n, the card's
+// state (ADV, DEFAULT, the store's record) says which system the loader
+// boots, that system is the one the moment allows and it does boot, the
+// store's reports and host key are kept, and SSH answers with the host
+// key it had.
+func TestUpgradePowerCuts(t *testing.T) {
+	needEndToEnd(t)
+	t.Parallel()
+	dir := t.TempDir()
+	pub, priv := testKey(t)
+	key := filepath.Join(dir, "key")
+	must(t, os.WriteFile(key, priv, 0o600))
+	site := filepath.Join(dir, "site.yaml")
+	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
+	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
+	// As TestUpgradeEndToEnd's: two systems differing in their speed budget.
+	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
+	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
+	streams := map[string][]byte{} // revision → what ocf upgrade receive reads
+	var revs []string
+	for _, img := range []string{oldImg, newImg} {
+		rev, s := upgradeStream(t, img)
+		streams[rev] = s
+		revs = append(revs, rev)
+	}
+	if revs[0] == revs[1] {
+		t.Fatalf("both systems are %s", revs[0])
+	}
+	card := filepath.Join(dir, "card.img")
+	copyFile(t, oldImg, card)
+
+	b := startUpgradeBox(t, card, key)
+	running := b.settle(t, revs[0], "a")
+	before := cardFacts(t, card)
+	expectTrial := false
+	start := time.Now()
+	for i, c := range upgradeCuts {
+		var from, to string
+		if c.inTrial {
+			if !expectTrial {
+				t.Fatalf("cut %d (%s): the previous cut did not leave a trial to come", i+1, c.name)
+			}
+			from, to = before.rec.From, before.rec.To
+		} else {
+			if expectTrial {
+				running = b.settle(t, "", "") // the trial proves itself and commits
+				before = cardFacts(t, card)
+			}
+			from = running
+			to = revs[0]
+			if from == revs[0] {
+				to = revs[1]
+			}
+		}
+		vm := b.vm
+		mark, biosMark := 0, 0
+		if !c.inTrial {
+			mark, biosMark = len(vm.Console()), len(b.bios())
+		}
+		text := func() string {
+			if strings.HasPrefix(c.at, biosPrefix) {
+				return b.bios()[biosMark:]
+			}
+			return vm.Console()[mark:]
+		}
+		at := strings.TrimPrefix(c.at, biosPrefix)
+		var seen string
+		var up *upload
+		if !c.inTrial {
+			up = b.startUpload(t, streams[to], c.sent)
+		}
+		switch {
+		case c.sent != 0:
+			select {
+			case <-up.reached:
+			case <-time.After(10 * time.Minute):
+			}
+			// The daemon has begun writing: the cut lands in the slot's write.
+			for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(vm.Console()[mark:], "into slot") && time.Now().Before(deadline); {
+				time.Sleep(3 * time.Millisecond)
+			}
+			seen = fmt.Sprintf("%d of %d bytes into ssh", up.n(), len(streams[to]))
+		default:
+			count := func() int {
+				con := text()
+				if c.since != "" {
+					i := strings.Index(con, c.since)
+					if i < 0 {
+						return 0
+					}
+					con = con[i:]
+				}
+				return strings.Count(con, at)
+			}
+			deadline := time.Now().Add(15 * time.Minute)
+			for count() < c.n && time.Now().Before(deadline) && !vm.Exited() {
+				time.Sleep(3 * time.Millisecond)
+			}
+			if count() < c.n {
+				vm.Kill()
+				t.Fatalf("cut %d (%s): %q (%d) never came on the console:\n%s", i+1, c.name, c.at, c.n, vm.Tail(40))
+			}
+			time.Sleep(c.after)
+			seen = lastLine(text(), at)
+		}
+		vm.Kill()
+		tail := qemuTail(vm.Console()[mark:], 3)
+		if strings.HasPrefix(c.at, biosPrefix) {
+			tail = qemuTail(text(), 3) + "\n  and on the serial console:\n" + tail
+		}
+		if up != nil {
+			up.stop()
+		}
+
+		// The card as the power cut left it.
+		fsckImage(t, card)
+		after := cardFacts(t, card)
+		after.sameData(t, before)
+		rev := after.bootRevision()
+		t.Logf("cut %2d at %s (%v): %s; last console lines:\n%s\n→ the loader boots slot %s (%s%s), record %q",
+			i+1, c.name, time.Since(start).Round(time.Second), seen, tail, after.boots(), rev, map[bool]string{true: ", on trial"}[after.trial()], after.rec.Message())
+		want := c.want
+		if c.unless != "" && strings.Contains(vm.Console()[mark:], c.unless) {
+			t.Logf("cut %d: the guest reached %q before the kill: either system will do", i+1, c.unless)
+			want = "either"
+		}
+		switch {
+		case rev != from && rev != to:
+			t.Fatalf("cut %d (%s): the card boots %s: neither the old %s nor the new %s", i+1, c.name, rev, from, to)
+		case want == "old" && rev != from, want == "new" && rev != to:
+			t.Errorf("cut %d (%s): the card boots %s, want the %s system", i+1, c.name, rev, want)
+		}
+
+		// What the card says comes up.
+		b.restart(t, card, fmt.Sprintf("cut-%d", i+1), filepath.Join(dir, fmt.Sprintf("bios-%d.log", i+1)))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		m, err := b.vm.WaitForRegexp(ctx, regexp.MustCompile(`Kernel command line:.*`+regexp.QuoteMeta("ocfw.slot=")+`([ab])`))
+		cancel()
+		if err != nil {
+			t.Fatalf("cut %d: after the cut: %v", i+1, err)
+		} else if m[1] != after.boots() {
+			t.Fatalf("cut %d: slot %s boots, the card said %s", i+1, m[1], after.boots())
+		}
+		expectTrial = after.trial()
+		if i+1 < len(upgradeCuts) && upgradeCuts[i+1].inTrial {
+			if !expectTrial {
+				t.Fatalf("cut %d left no trial for the next cut", i+1)
+			}
+			before = after
+			continue
+		}
+		running = b.settle(t, "", after.boots())
+		if !expectTrial && running != rev {
+			t.Errorf("cut %d: %s runs, the card said %s", i+1, running, rev)
+		}
+		if expectTrial && running != to {
+			t.Errorf("cut %d: %s runs after the trial, want %s committed", i+1, running, to)
+		}
+		before = cardFacts(t, card)
+		expectTrial = false
+		t.Logf("cut %2d: %s came up and settled: %s", i+1, running, before.rec.Message())
+	}
+	t.Logf("%d cuts in %v", len(upgradeCuts), time.Since(start).Round(time.Second))
+}
+
+// upgradeStream is what `ocfw upgrade` sends for img: the header, the
+// kernel, the initramfs.
+func upgradeStream(t *testing.T, img string) (string, []byte) {
+	t.Helper()
+	sys, err := firmware.OpenSystem(img)
+	must(t, err)
+	defer sys.Close()
+	m := sys.Manifest
+	var s bytes.Buffer
+	must(t, bu.WriteHeader(&s, bu.Header{Board: m.Board, Revision: m.System.Revision,
+		Kernel: bu.FileSum{Size: m.System.Kernel.Size, SHA256: m.System.Kernel.SHA256},
+		Initrd: bu.FileSum{Size: m.System.Initrd.Size, SHA256: m.System.Initrd.SHA256}}))
+	_, err = io.Copy(&s, sys.Reader())
+	must(t, err)
+	return m.System.Revision, s.Bytes()
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	must(t, err)
+	must(t, os.WriteFile(to, b, 0o644))
+}
+
+// restart boots the card again after a cut: the same forward and known
+// hosts, so a changed host key fails ssh.
+// The BIOS's debug port goes to biosLog.
+func (b *upgradeBox) restart(t *testing.T, img, name, biosLog string) {
+	t.Helper()
+	b.args = []string{"-chardev", "file,id=biosdbg,path=" + biosLog, "-device", "isa-debugcon,iobase=0x402,chardev=biosdbg"}
+	b.boot(t, img, name)
+}
+
+// bios is what the BIOS said so far on its debug port, "" before the
+// first restart.
+func (b *upgradeBox) bios() string {
+	for i, a := range b.args {
+		if p, ok := strings.CutPrefix(a, "file,id=biosdbg,path="); ok && i > 0 {
+			s, _ := os.ReadFile(p)
+			return string(s)
+		}
+	}
+	return ""
+}
+
+// settle waits for the running system to finish its boot, prove itself
+// if it is on trial and answer ocf upgrade status with a settled record;
+// it returns the revision, which must be rev (and the slot slot) when
+// given.
+func (b *upgradeBox) settle(t *testing.T, rev, slot string) string {
+	t.Helper()
+	var out string
+	var err error
+	for deadline := time.Now().Add(12 * time.Minute); time.Now().Before(deadline); time.Sleep(3 * time.Second) {
+		out, err = b.trySSH("ocf upgrade status")
+		if err == nil && !strings.Contains(out, " pending") && !strings.Contains(out, "being written") {
+			break
+		}
+		if b.vm.Exited() {
+			break
+		}
+	}
+	if err != nil || strings.Contains(out, " pending") || strings.Contains(out, "being written") {
+		t.Fatalf("the box never settled: %v\n%s\n%s", err, out, b.vm.Tail(40))
+	}
+	got := regexp.MustCompile(`(?m)^revision (\S+)`).FindStringSubmatch(out)
+	s := regexp.MustCompile(`(?m)^slot (\S+)`).FindStringSubmatch(out)
+	if got == nil || s == nil {
+		t.Fatalf("ocf upgrade status: %s", out)
+	}
+	if (rev != "" && got[1] != rev) || (slot != "" && s[1] != slot) {
+		t.Fatalf("runs %s from slot %s, want %s from slot %s:\n%s", got[1], s[1], rev, slot, out)
+	}
+	if !strings.Contains(b.vm.Console(), "ocfw: system "+got[1]+" from slot "+s[1]) {
+		t.Errorf("the console does not say system %s from slot %s", got[1], s[1])
+	}
+	return got[1]
+}
+
+// An upload is ocf upgrade receive over ssh, fed a stream that stops
+// after a number of bytes.
+type upload struct {
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	reached chan struct{} // closed once the limit went in (or the whole stream)
+	sent    atomic.Int64
+	out     bytes.Buffer
+	done    chan error
+}
+
+func (u *upload) n() int64 { return u.sent.Load() }
+
+// startUpload sends stream to ocf upgrade receive, and holds the rest
+// back once limit bytes went into ssh (a fraction of the stream when
+// < 1; -1 or 0: all of it, stdin closed when 0).
+func (b *upgradeBox) startUpload(t *testing.T, stream []byte, limit float64) *upload {
+	t.Helper()
+	u := &upload{reached: make(chan struct{}), done: make(chan error, 1)}
+	u.cmd = exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
+		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", "ocf upgrade receive")
+	u.cmd.Stdout, u.cmd.Stderr = &u.out, &u.out
+	in, err := u.cmd.StdinPipe()
+	must(t, err)
+	u.in = in
+	must(t, u.cmd.Start())
+	stop := int64(len(stream))
+	switch {
+	case limit > 0 && limit < 1:
+		stop = int64(limit * float64(len(stream)))
+	case limit >= 1:
+		stop = int64(limit)
+	}
+	go func() {
+		var n int64
+		for n < stop {
+			k := min(int64(32<<10), stop-n)
+			if _, err := in.Write(stream[n : n+k]); err != nil {
+				break
+			}
+			n += k
+			u.sent.Store(n)
+		}
+		close(u.reached)
+		if limit == 0 {
+			in.Close()
+		}
+	}()
+	go func() { u.done <- u.cmd.Wait() }()
+	return u
+}
+
+// stop ends the upload's ssh (its box is gone).
+func (u *upload) stop() {
+	u.in.Close()
+	select {
+	case <-u.done:
+	case <-time.After(30 * time.Second):
+		u.cmd.Process.Kill()
+		<-u.done
+	}
+}
+
+// facts are what a card says after a cut: its record, DEFAULT, BOOTONCE,
+// and what the data partition keeps.
+type facts struct {
+	rec           *bu.Record
+	def, once     string
+	factory       string
+	bootN, newest int
+	reports       int
+	hostKeys      map[string]string
+	problems      []string
+}
+
+func cardFacts(t *testing.T, img string) *facts {
+	t.Helper()
+	info, err := firmware.Inspect(img)
+	must(t, err)
+	f, err := os.Open(img)
+	must(t, err)
+	defer f.Close()
+	var boot *firmware.PartitionInfo
+	for i := range info.Partitions {
+		if info.Partitions[i].Bootable {
+			boot = &info.Partitions[i]
+		}
+	}
+	if boot == nil {
+		t.Fatalf("%s: no boot partition", img)
+	}
+	c, err := bu.OpenCard(readOnlyPart{f, boot.Offset}, boot.Size)
+	must(t, err)
+	x := &facts{factory: c.FactoryRevision(), hostKeys: map[string]string{}}
+	if x.def, err = c.Default(); err != nil {
+		t.Fatal(err)
+	}
+	if x.once, err = c.BootOnce(); err != nil {
+		t.Fatal(err)
+	}
+	st := vmtest.Store(t, img) // torn records are Problems: a cut may leave one, the next boot ignores it
+	var r bu.Record
+	if ok, err := st.State.Value(bu.RecordName, &r); err != nil {
+		t.Errorf("the store's upgrade record: %v", err)
+	} else if ok {
+		x.rec = &r
+	}
+	x.bootN, x.reports, x.problems = st.State.Boot, len(st.Reports), st.Problems
+	if len(st.Reports) > 0 {
+		x.newest = st.Reports[0].Boot
+	}
+	for name, v := range st.State.Values {
+		if strings.Contains(strings.ToLower(name), "host") {
+			x.hostKeys[name] = string(v)
+		}
+	}
+	return x
+}
+
+// boots is the slot the loader boots: BOOTONCE's, else DEFAULT's.
+func (x *facts) boots() string {
+	if x.once != "" {
+		return x.once
+	}
+	return x.def
+}
+
+// trial says the boot to come is a new system's one-time boot.
+func (x *facts) trial() bool {
+	a, _ := bu.Decide(x.rec, x.boots(), x.def)
+	return a == bu.Prove
+}
+
+// bootRevision is the revision in the slot the loader boots.
+func (x *facts) bootRevision() string {
+	if x.rec != nil && x.rec.Slots[x.boots()] != "" {
+		return x.rec.Slots[x.boots()]
+	}
+	return x.factory
+}
+
+// sameData checks the data partition kept what it had: the boot
+// counter and the newest report, the host keys.
+func (x *facts) sameData(t *testing.T, before *facts) {
+	t.Helper()
+	if len(x.problems) > 0 {
+		t.Logf("the store after the cut (torn records ignored, as designed): %v", x.problems)
+	}
+	if x.bootN < before.bootN || x.newest < before.newest || x.reports < min(before.reports, 1) {
+		t.Errorf("the store lost boots or reports: boot %d, newest report %d, %d reports; before: %d, %d, %d",
+			x.bootN, x.newest, x.reports, before.bootN, before.newest, before.reports)
+	}
+	if len(before.hostKeys) == 0 {
+		t.Errorf("no host key in the store")
+	}
+	for k, v := range before.hostKeys {
+		if x.hostKeys[k] != v {
+			t.Errorf("the store's %s changed after the cut", k)
+		}
+	}
+}
+
+// readOnlyPart is a partition of an image file for bu.OpenCard, which
+// only reads while it checks.
+type readOnlyPart struct {
+	f   *os.File
+	off int64
+}
+
+func (p readOnlyPart) ReadAt(b []byte, off int64) (int, error) { return p.f.ReadAt(b, p.off+off) }
+func (p readOnlyPart) WriteAt([]byte, int64) (int, error) {
+	return 0, errors.New("read-only")
+}
+func (p readOnlyPart) Sync() error { return nil }
+
+// lastLine is the console line holding the n-th text, for the log.
+func lastLine(con, text string) string {
+	i := strings.LastIndex(con, text)
+	if i < 0 {
+		return ""
+	}
+	s := con[:i]
+	j := strings.LastIndex(s, "\n")
+	rest := con[i:]
+	if k := strings.IndexByte(rest, '\n'); k >= 0 {
+		rest = rest[:k]
+	}
+	return strings.TrimSpace(strings.ReplaceAll(s[j+1:]+rest, "\r", ""))
+}
+
+func qemuTail(con string, n int) string {
+	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(con, "\r", ""), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}
