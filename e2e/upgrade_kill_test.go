@@ -109,7 +109,7 @@ func TestUpgradePowerCuts(t *testing.T) {
 		t.Fatalf("both systems are %s", revs[0])
 	}
 	card := filepath.Join(dir, "card.img")
-	copyFile(t, oldImg, card)
+	must(t, copyFile(oldImg, card))
 
 	b := startUpgradeBox(t, card, key)
 	running := b.settle(t, revs[0], "a")
@@ -260,13 +260,6 @@ func upgradeStream(t *testing.T, img string) (string, []byte) {
 	_, err = io.Copy(&s, sys.Reader())
 	must(t, err)
 	return m.System.Revision, s.Bytes()
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	must(t, err)
-	must(t, os.WriteFile(to, b, 0o644))
 }
 
 // restart boots the card again after a cut: the same forward and known
