@@ -110,6 +110,8 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	b.readPlan()
 	b.openData()
 	b.loadPlanModules()
+	b.armTrialWatchdog()
+	b.testHang()
 	b.demoteEngines()
 	b.startNetwork()
 	b.selfTestAndSpeed()
@@ -300,7 +302,7 @@ func (b *sequence) startNetwork() {
 	}
 	b.problem(step(b.ctx, "bringing the network up", b.cfg.StepTimeout+b.cfg.LinkWait, func() error {
 		var err error
-		b.out.Router, b.site, b.netNotes, err = startRouter(b.ctx, b.cfg, b.pl, b.st, b.out.Log)
+		b.out.Router, b.site, b.netNotes, err = startRouter(b.ctx, b.cfg, b.pl, b.opts, b.st, b.out.Log)
 		return err
 	}))
 }

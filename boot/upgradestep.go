@@ -25,6 +25,9 @@ type Upgrade struct {
 	Action  upgrade.Action
 	Message string // the record as this boot left it, for `ocf net`
 	sshAddr string // where the router's SSH listens (host:port)
+	// Watchdog is the trial's hardware watchdog (nil: not a trial, or
+	// no watchdog): the daemon disarms it once the trial committed.
+	Watchdog *Watchdog
 }
 
 // UpgradeStatusFile is where the boot leaves the upgrade's message for
@@ -78,6 +81,43 @@ func (b *sequence) upgradeEarly() {
 		b.out.Upgrade = u
 		return nil
 	}))
+}
+
+// armTrialWatchdog runs right after the plan's modules are loaded (the
+// watchdog's driver is one of them): on a trial it opens the hardware
+// watchdog, so that from here on a hang resets into the old system.
+func (b *sequence) armTrialWatchdog() {
+	u := b.out.Upgrade
+	if !u.Trial() {
+		return
+	}
+	w, err := ArmWatchdog(b.cfg.path(WatchdogDevice), WatchdogTimeout, WatchdogPet, TrialLimit)
+	if err != nil {
+		b.cfg.printf("ocfw: upgrade trial: no watchdog (%v): a hang in the trial waits for a power cycle", err)
+		return
+	}
+	u.Watchdog = w
+	b.cfg.printf("ocfw: upgrade trial: %v", w)
+}
+
+// testHang is a test image's kernel-hang (plan.TestBreakHang): with the
+// panic reset turned off, the kernel is crashed and stops for good; only
+// a hardware watchdog resets the board.
+func (b *sequence) testHang() {
+	if b.opts.TestBreak != plan.TestBreakHang || !b.cfg.Mount {
+		return
+	}
+	b.cfg.printf("ocfw: TEST IMAGE: stopping the kernel for good (%s)", plan.TestBreakHang)
+	if b.out.Log != nil {
+		b.out.Log.Flush()
+	}
+	if err := os.WriteFile("/proc/sys/kernel/panic", []byte("0\n"), 0o644); err != nil {
+		b.problem(fmt.Errorf("%s: %w", plan.TestBreakHang, err))
+		return
+	}
+	if err := os.WriteFile("/proc/sysrq-trigger", []byte("c"), 0o200); err != nil {
+		b.problem(fmt.Errorf("%s: %w", plan.TestBreakHang, err))
+	}
 }
 
 // writeUpgradeStatus leaves the message for `ocf net`.
