@@ -7,7 +7,8 @@ package catalog
 type Watchdog struct {
 	// Module is the driver (as modprobe names it).
 	Module string `json:"module"`
-	// LoadFirst are the drivers that create its device (the Geode's
+	// LoadFirst are the drivers that create its device, loaded by name so
+	// that the kernel command line's options reach them (the Geode's
 	// MFGPT is a function of the CS5535/CS5536 companion chip).
 	LoadFirst []string `json:"load_first,omitempty"`
 	// Timer is the hardware, for people.
@@ -18,7 +19,7 @@ type Watchdog struct {
 
 // watchdogs are the boards' watchdogs and QEMU's.
 var watchdogs = []Watchdog{
-	{Module: "geodewdt", LoadFirst: []string{"cs5535_mfd"}, Timer: "a CS5535/CS5536 MFGPT timer (the ALIX and net5501 companion chip)", MaxTimeoutSeconds: 131},
+	{Module: "geodewdt", LoadFirst: []string{"cs5535_mfd", "cs5535_mfgpt"}, Timer: "a CS5535/CS5536 MFGPT timer (the ALIX and net5501 companion chip)", MaxTimeoutSeconds: 131},
 	{Module: "i6300esb", Timer: "QEMU's Intel 6300ESB (-device i6300esb)", MaxTimeoutSeconds: 2046},
 }
 
