@@ -91,13 +91,41 @@ func (b *sequence) armTrialWatchdog() {
 	if !u.Trial() {
 		return
 	}
-	w, err := ArmWatchdog(b.cfg.path(WatchdogDevice), WatchdogTimeout, WatchdogPet, TrialLimit)
+	dev := b.cfg.path(WatchdogDevice)
+	if b.watchdogPending() {
+		// The module step ran out of time before the watchdog's driver
+		// (it loads last): give it the step's time again.
+		for deadline := time.Now().Add(b.cfg.StepTimeout); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			if _, err := os.Stat(dev); err == nil {
+				break
+			}
+		}
+	}
+	w, err := ArmWatchdog(dev, WatchdogTimeout, WatchdogPet, TrialLimit)
 	if err != nil {
 		b.cfg.printf("ocfw: upgrade trial: no watchdog (%v): a hang in the trial waits for a power cycle", err)
 		return
 	}
 	u.Watchdog = w
 	b.cfg.printf("ocfw: upgrade trial: %v", w)
+}
+
+// watchdogPending says whether a watchdog driver of the plan has no load
+// result yet: the module step was cut off before it.
+func (b *sequence) watchdogPending() bool {
+	if b.pl == nil {
+		return false
+	}
+	done := map[string]bool{}
+	for _, r := range b.out.Modules {
+		done[r.Name] = true
+	}
+	for _, m := range b.pl.Modules {
+		if m.IfDevice && !done[m.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // testHang is a test image's kernel-hang (plan.TestBreakHang): with the
