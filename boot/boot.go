@@ -257,7 +257,10 @@ func (b *sequence) loadPlanModules() {
 			names = append(names, m.Name)
 		}
 		var res ModuleResults
-		b.problem(step(b.ctx, "loading the plan's kernel modules", cfg.StepTimeout, func() error {
+		// Twice a step's bound: some 40 modules, one finit_module each,
+		// take over 30 s under QEMU TCG on a loaded host, and a step cut
+		// off leaves the network and the trial's watchdog without theirs.
+		b.problem(step(b.ctx, "loading the plan's kernel modules", 2*cfg.StepTimeout, func() error {
 			res = loadModules(cfg, names, pl)
 			return nil
 		}))
