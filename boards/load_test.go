@@ -106,6 +106,8 @@ func TestParseBadInput(t *testing.T) {
 			[]string{"my.yaml:14:10:", `field "console": want a mapping of fields`}},
 		{"unknown engine", replace(t, "engine: geode-aes", "engine: geode_aes"),
 			[]string{"my.yaml:21:9:", `engine "geode_aes"`, `did you mean "geode-aes"?`}},
+		{"unknown watchdog", replace(t, "engine: geode-aes", "engine: geode-aes\nwatchdog: geode-wdt"),
+			[]string{"my.yaml:22:11:", `watchdog "geode-wdt"`, `"geodewdt", "i6300esb"`}},
 		{"unknown form factor", replace(t, "form: minipci", "form: mini-pcie"),
 			[]string{"my.yaml:19:11:", `slots[0].form "mini-pcie"`, `"pci", "minipci"`}},
 		{"unknown boot", replace(t, "boot: bios-cf", "boot: uboot"),

@@ -182,7 +182,7 @@ func (c *Catalog) Resolve(req Request) (*plan.Plan, error) {
 		}
 	}
 
-	p.Modules = modules(p, chosen)
+	p.Modules = append(modules(p, chosen), watchdogModules(p, b)...)
 	p.Notes = notes(p, b)
 	if req.StandIn {
 		if err := standIn(p, b); err != nil {
@@ -431,6 +431,26 @@ func modules(p *plan.Plan, chosen []*catalog.Cipher) []plan.Module {
 				add(plan.Module{Name: e.Module, For: e.ID + " engine driver (OCF)", OutOfTree: true})
 			}
 		}
+	}
+	return mods
+}
+
+// watchdogModules are the board's hardware watchdog (its profile's) and,
+// on x86, QEMU's, for ocfw run and the VM tests: whichever finds its
+// device gives /dev/watchdog, which an upgrade's trial boot keeps petted.
+// The other finds none, which is not a problem (IfDevice); a kernel
+// without them boots with no watchdog (Optional).
+func watchdogModules(p *plan.Plan, b *Board) []plan.Module {
+	var mods []plan.Module
+	if w, ok := catalog.LookupWatchdog(b.Watchdog); ok {
+		for _, m := range w.LoadFirst {
+			mods = append(mods, plan.Module{Name: m, For: "the device of the " + w.Module + " watchdog", Optional: true, IfDevice: true})
+		}
+		mods = append(mods, plan.Module{Name: w.Module, For: "hardware watchdog: " + w.Timer, Optional: true, IfDevice: true})
+	}
+	if p.Go.GOARCH == "386" {
+		w, _ := catalog.LookupWatchdog(catalog.QEMUWatchdog)
+		mods = append(mods, plan.Module{Name: w.Module, For: "hardware watchdog under QEMU: " + w.Timer, Optional: true, IfDevice: true})
 	}
 	return mods
 }

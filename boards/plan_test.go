@@ -109,7 +109,10 @@ func TestResolveModules(t *testing.T) {
 		" ctr sha512_generic drbg cbc hmac sha1_generic sha256_generic"
 	// veth: the boot's ESP run (optional: a kernel without it still
 	// boots and routes).
-	ipsec := " xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv veth"
+	// Last, the Geode's watchdog (the CS5536's MFGPT, through its MFD
+	// driver) and QEMU's: each optional, and only the one whose device
+	// is there loads.
+	ipsec := " xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv veth cs5535_mfd cs5535_mfgpt geodewdt i6300esb"
 	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router+ipsec; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}
@@ -122,9 +125,13 @@ func TestResolveModules(t *testing.T) {
 	if got, want := strings.Join(names, " "), "af_alg algif_skcipher crypto_user aes_ti geode_aes"+router+" des_generic"+ipsec; got != want {
 		t.Errorf("aes-only modules %q, want %q", got, want)
 	}
+	watchdog := map[string]bool{"cs5535_mfd": true, "cs5535_mfgpt": true, "geodewdt": true, "i6300esb": true}
 	for _, m := range p.Modules {
-		if m.Optional != (m.Name == "aes_ti" || m.Name == "veth") {
-			t.Errorf("%s optional %v: only aes_ti and the ESP run's veth are (a kernel without them still boots)", m.Name, m.Optional)
+		if m.Optional != (m.Name == "aes_ti" || m.Name == "veth" || watchdog[m.Name]) {
+			t.Errorf("%s optional %v: only aes_ti, the ESP run's veth and the watchdogs are (a kernel without them still boots)", m.Name, m.Optional)
+		}
+		if m.IfDevice != watchdog[m.Name] {
+			t.Errorf("%s if_device %v: only the watchdogs may find no device", m.Name, m.IfDevice)
 		}
 	}
 	// The stand-ins load after the AF_ALG sockets and crypto_user, the

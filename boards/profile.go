@@ -44,6 +44,10 @@ type Board struct {
 	// Engine is the ID of an on-chip crypto engine from the drivers
 	// catalog, if the SoC has one.
 	Engine string `yaml:"engine" json:"engine,omitempty"`
+	// Watchdog is the board's hardware watchdog driver from the drivers
+	// catalog (catalog.LookupWatchdog), if it has one: an upgrade's trial
+	// boot keeps it petted, so a hang resets into the old system.
+	Watchdog string `yaml:"watchdog" json:"watchdog,omitempty"`
 	// Ports are the Ethernet ports, in the order the kernel names their
 	// interfaces; their roles are the defaults a site config starts from.
 	Ports  []plan.Port      `yaml:"ports" json:"ports"`

@@ -186,6 +186,9 @@ func (b *Board) validate(skip map[string]bool) ErrorList {
 	if b.Engine != "" {
 		c.oneOf("engine", b.Engine, hardwareEngineIDs(false))
 	}
+	if b.Watchdog != "" {
+		c.oneOf("watchdog", b.Watchdog, catalog.WatchdogModules())
+	}
 	c.oneOf("kernel.source", b.Kernel.Source, []string{plan.KernelDebian, plan.KernelUser})
 	if b.Kernel.Source == plan.KernelDebian {
 		c.required("kernel.package", b.Kernel.Package, `the Debian kernel package, e.g. "linux-image-686"`)

@@ -110,6 +110,8 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	b.readPlan()
 	b.openData()
 	b.loadPlanModules()
+	b.armTrialWatchdog()
+	b.testHang()
 	b.demoteEngines()
 	b.startNetwork()
 	b.selfTestAndSpeed()
@@ -255,7 +257,10 @@ func (b *sequence) loadPlanModules() {
 			names = append(names, m.Name)
 		}
 		var res ModuleResults
-		b.problem(step(b.ctx, "loading the plan's kernel modules", cfg.StepTimeout, func() error {
+		// Twice a step's bound: some 40 modules, one finit_module each,
+		// take over 30 s under QEMU TCG on a loaded host, and a step cut
+		// off leaves the network and the trial's watchdog without theirs.
+		b.problem(step(b.ctx, "loading the plan's kernel modules", 2*cfg.StepTimeout, func() error {
 			res = loadModules(cfg, names, pl)
 			return nil
 		}))
@@ -300,7 +305,7 @@ func (b *sequence) startNetwork() {
 	}
 	b.problem(step(b.ctx, "bringing the network up", b.cfg.StepTimeout+b.cfg.LinkWait, func() error {
 		var err error
-		b.out.Router, b.site, b.netNotes, err = startRouter(b.ctx, b.cfg, b.pl, b.st, b.out.Log)
+		b.out.Router, b.site, b.netNotes, err = startRouter(b.ctx, b.cfg, b.pl, b.opts, b.st, b.out.Log)
 		return err
 	}))
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/store"
+
+	"golang.org/x/sys/unix"
 )
 
 func testPlan(t *testing.T) *plan.Plan {
@@ -160,6 +162,7 @@ type fakeLoader struct {
 	fail    map[string]bool
 	panics  map[string]bool
 	hang    map[string]bool
+	nodev   map[string]bool // finit_module's ENODEV: the driver found no device
 }
 
 func (f *fakeLoader) Load(name, params string) error {
@@ -176,6 +179,8 @@ func (f *fakeLoader) Load(name, params string) error {
 		return fmt.Errorf("%w: %s", ErrModuleNotFound, name)
 	case f.fail[name]:
 		return errors.New("init_module: no such device")
+	case f.nodev[name]:
+		return unix.ENODEV
 	}
 	f.loaded = append(f.loaded, name)
 	if params != "" {
@@ -365,4 +370,27 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A watchdog driver that finds no device (the Geode's under QEMU) is
+// "no such device here", not a problem; another module that does so
+// failed.
+func TestModuleNoDevice(t *testing.T) {
+	p := testPlan(t)
+	var con bytes.Buffer
+	cfg := &Config{Root: t.TempDir(), Console: &con, Loader: &fakeLoader{nodev: map[string]bool{"geodewdt": true, "geode_aes": true}}}
+	rs := loadModules(cfg, []string{"geode_aes", "cs5535_mfd", "geodewdt", "i6300esb"}, p)
+	got := map[string]string{}
+	for _, r := range rs {
+		got[r.Name] = r.Status
+	}
+	want := map[string]string{"geode_aes": ModFailed, "cs5535_mfd": ModLoaded, "geodewdt": ModNoDevice, "i6300esb": ModLoaded}
+	for n, w := range want {
+		if got[n] != w {
+			t.Errorf("%s: %q, want %q", n, got[n], w)
+		}
+	}
+	if notes := strings.Join(rs.Notes(), "\n"); strings.Contains(notes, "geodewdt") || !strings.Contains(notes, "geode_aes failed") {
+		t.Errorf("notes:\n%s", notes)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -27,6 +29,9 @@ const (
 	ModMissing  = "missing"
 	ModFailed   = "failed"
 	ModOptional = "not in this kernel (optional)"
+	// ModNoDevice: the driver of a device this machine may not have
+	// (plan.Module.IfDevice) found none; the module is not kept.
+	ModNoDevice = "no such device here"
 )
 
 // ModuleResult is what happened to one module.
@@ -94,11 +99,12 @@ func loadModules(cfg *Config, names []string, pl *plan.Plan) ModuleResults {
 		}
 	}
 	why := map[string]string{}
-	optional := map[string]bool{}
+	optional, ifDevice := map[string]bool{}, map[string]bool{}
 	if pl != nil {
 		for _, m := range pl.Modules {
 			why[m.Name] = m.For
 			optional[m.Name] = m.Optional
+			ifDevice[m.Name] = m.IfDevice
 		}
 	}
 	cmdline, _ := os.ReadFile(cfg.path("/proc/cmdline"))
@@ -115,6 +121,8 @@ func loadModules(cfg *Config, names []string, pl *plan.Plan) ModuleResults {
 			r.Status = ModOptional
 		case errors.Is(err, ErrModuleNotFound):
 			r.Status, r.Err = ModMissing, err.Error()
+		case ifDevice[n] && errors.Is(err, unix.ENODEV):
+			r.Status = ModNoDevice
 		default:
 			r.Status, r.Err = ModFailed, err.Error()
 		}

@@ -69,7 +69,7 @@ func loadSite(cfg *Config, pl *plan.Plan, st *store.Store) (sc *site.Site, notes
 // the console and, when there is a data partition, to its log through
 // lw, which batches the card's writes. The site is returned whether or
 // not the router starts (the ESP run measures its tunnels' algorithms).
-func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Store, lw *store.LogWriter) (*router.Router, *site.Site, []string, error) {
+func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, opts plan.Options, st *store.Store, lw *store.LogWriter) (*router.Router, *site.Site, []string, error) {
 	sc, notes := loadSite(cfg, pl, st)
 	booted := bootedGen(st)
 	for _, n := range notes {
@@ -85,7 +85,8 @@ func startRouter(ctx context.Context, cfg *Config, pl *plan.Plan, st *store.Stor
 	// WaitForCrypto: the tunnels come up once Run calls CryptoSettled,
 	// after the engines' self-test, so that their SAs bind to engines it
 	// proved.
-	rc := router.Config{Site: sc, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true}
+	rc := router.Config{Site: sc, Ports: pl.Ports, Root: cfg.Root, LinkWait: cfg.LinkWait, WaitForCrypto: true,
+		TestWANDown: opts.TestBreak == plan.TestBreakNoWAN}
 	rc.FilesView, rc.StagingDir = cardView(cfg, st), cfg.path(StagingDir)
 	rc.Log, rc.EventLog, rc.QuietLog = logSinks(cfg, lw)
 	if st != nil {

@@ -25,6 +25,9 @@ type Upgrade struct {
 	Action  upgrade.Action
 	Message string // the record as this boot left it, for `ocf net`
 	sshAddr string // where the router's SSH listens (host:port)
+	// Watchdog is the trial's hardware watchdog (nil: not a trial, or
+	// no watchdog): the daemon disarms it once the trial committed.
+	Watchdog *Watchdog
 }
 
 // UpgradeStatusFile is where the boot leaves the upgrade's message for
@@ -78,6 +81,71 @@ func (b *sequence) upgradeEarly() {
 		b.out.Upgrade = u
 		return nil
 	}))
+}
+
+// armTrialWatchdog runs right after the plan's modules are loaded (the
+// watchdog's driver is one of them): on a trial it opens the hardware
+// watchdog, so that from here on a hang resets into the old system.
+func (b *sequence) armTrialWatchdog() {
+	u := b.out.Upgrade
+	if !u.Trial() {
+		return
+	}
+	dev := b.cfg.path(WatchdogDevice)
+	if b.watchdogPending() {
+		// The module step ran out of time before the watchdog's driver
+		// (it loads last): give it the step's time again.
+		for deadline := time.Now().Add(b.cfg.StepTimeout); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			if _, err := os.Stat(dev); err == nil {
+				break
+			}
+		}
+	}
+	w, err := ArmWatchdog(dev, WatchdogTimeout, WatchdogPet, TrialLimit)
+	if err != nil {
+		b.cfg.printf("ocfw: upgrade trial: no watchdog (%v): a hang in the trial waits for a power cycle", err)
+		return
+	}
+	u.Watchdog = w
+	b.cfg.printf("ocfw: upgrade trial: %v", w)
+}
+
+// watchdogPending says whether a watchdog driver of the plan has no load
+// result yet: the module step was cut off before it.
+func (b *sequence) watchdogPending() bool {
+	if b.pl == nil {
+		return false
+	}
+	done := map[string]bool{}
+	for _, r := range b.out.Modules {
+		done[r.Name] = true
+	}
+	for _, m := range b.pl.Modules {
+		if m.IfDevice && !done[m.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// testHang is a test image's kernel-hang (plan.TestBreakHang): with the
+// panic reset turned off, the kernel is crashed and stops for good; only
+// a hardware watchdog resets the board.
+func (b *sequence) testHang() {
+	if b.opts.TestBreak != plan.TestBreakHang || !b.cfg.Mount {
+		return
+	}
+	b.cfg.printf("ocfw: TEST IMAGE: stopping the kernel for good (%s)", plan.TestBreakHang)
+	if b.out.Log != nil {
+		b.out.Log.Flush()
+	}
+	if err := os.WriteFile("/proc/sys/kernel/panic", []byte("0\n"), 0o644); err != nil {
+		b.problem(fmt.Errorf("%s: %w", plan.TestBreakHang, err))
+		return
+	}
+	if err := os.WriteFile("/proc/sysrq-trigger", []byte("c"), 0o200); err != nil {
+		b.problem(fmt.Errorf("%s: %w", plan.TestBreakHang, err))
+	}
 }
 
 // writeUpgradeStatus leaves the message for `ocf net`.

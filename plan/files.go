@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -66,7 +67,27 @@ type Options struct {
 	// partition to about this long, a Go duration, so a test can cut the
 	// power inside one.
 	TestWriteTime string `json:"test_write_time,omitempty"`
+	// TestBreak (test images only) breaks the system on purpose, so a
+	// test can prove an upgrade to it is rolled back: one of TestBreaks.
+	TestBreak string `json:"test_break,omitempty"`
 }
+
+// The test breaks (Options.TestBreak; ocfw build --test-inject).
+const (
+	// TestBreakInitExit: the initramfs's /init exits at once (it is
+	// u-root's sync), so the kernel panics ("Attempted to kill init").
+	TestBreakInitExit = "init-exit"
+	// TestBreakHang: once the plan's modules are loaded (and a trial's
+	// watchdog armed), the kernel is crashed with its panic reset turned
+	// off: it stops for good, and only a hardware watchdog resets it.
+	TestBreakHang = "kernel-hang"
+	// TestBreakNoWAN: the router leaves the WAN port down, so the WAN
+	// never gets an address.
+	TestBreakNoWAN = "no-wan"
+)
+
+// TestBreaks are the valid TestBreak values.
+var TestBreaks = []string{TestBreakInitExit, TestBreakHang, TestBreakNoWAN}
 
 // TestWriteTimeOrZero is TestWriteTime parsed; 0 when unset or invalid.
 func (o Options) TestWriteTimeOrZero() time.Duration {
@@ -99,8 +120,13 @@ func (o Options) CheckDurations() error {
 	if _, err := o.ESPBudgetOr(0); err != nil {
 		return err
 	}
-	_, err := optionDuration("test_write_time", o.TestWriteTime, 0, "2s")
-	return err
+	if _, err := optionDuration("test_write_time", o.TestWriteTime, 0, "2s"); err != nil {
+		return err
+	}
+	if o.TestBreak != "" && !slices.Contains(TestBreaks, o.TestBreak) {
+		return fmt.Errorf("boot options: test_break %q: want one of %s", o.TestBreak, strings.Join(TestBreaks, ", "))
+	}
+	return nil
 }
 
 // optionDuration is the one parser of boot.json's durations: a Go

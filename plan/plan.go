@@ -168,6 +168,10 @@ type Module struct {
 	// better software AES); a kernel that lacks one is not refused, and
 	// the boot says it is not there.
 	Optional bool `json:"optional,omitempty"`
+	// IfDevice modules drive a device the machine may not have (the
+	// Geode's watchdog under QEMU, QEMU's watchdog on the board): a load
+	// that finds no device is not a problem.
+	IfDevice bool `json:"if_device,omitempty"`
 }
 
 // Engine is one engine instance the firmware will look for.

@@ -288,6 +288,11 @@ func contractRecords(pl *plan.Plan, opts Options) ([]cpio.Record, map[string]str
 		cpio.StaticFile("etc/ocfw/boot.json", string(bootJSON), 0o644),
 	}
 	inputs := map[string]string{"plan.json": sum(planJSON), "boot.json": sum(bootJSON)}
+	if opts.Boot.TestBreak == plan.TestBreakInitExit {
+		// A test image whose init exits at once: u-root's sync in its
+		// place (it replaces mkuimage's /init by name in assemble).
+		recs = append(recs, cpio.Symlink("init", "bbin/sync"))
+	}
 	if opts.Site != nil {
 		sj, err := opts.Site.JSON()
 		if err != nil {

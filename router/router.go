@@ -85,6 +85,9 @@ type Config struct {
 	WaitForCrypto bool
 	// CryptoWait bounds that wait; 0 means DefaultCryptoWait.
 	CryptoWait time.Duration
+	// TestWANDown (test images only: plan.TestBreakNoWAN) leaves the
+	// WAN port down, so the WAN never gets an address.
+	TestWANDown bool
 }
 
 // Router is the running router.
@@ -262,7 +265,11 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 	} else {
 		fail(enableForwarding(cfg.Root, r.wanIf, r.lanIf))
 	}
-	fail(l.up(r.wanIf, s.WAN.MTU))
+	if cfg.TestWANDown {
+		r.logf("network: TEST IMAGE: the WAN port %s stays down (%s)", r.wanIf, plan.TestBreakNoWAN)
+	} else {
+		fail(l.up(r.wanIf, s.WAN.MTU))
+	}
 	if !s.WAN.Address.IsDHCP() {
 		if p, err := s.WAN.Address.Prefix(); err != nil {
 			fail(fmt.Errorf("network: WAN address: %w", err))

@@ -152,11 +152,12 @@ func resetBoard(o *boot.Outcome, console io.Writer, why string) {
 	}
 }
 
-// proveUpgrade runs on a new system's one-time boot: the watchdog is
-// petted while the checks run; a pass commits the slot, anything else
-// resets the board into the old default.
+// proveUpgrade runs on a new system's one-time boot, once its boot
+// sequence is done: a pass commits the slot and stops the trial's
+// watchdog (boot.Watchdog; the boot sequence armed it), anything else
+// resets the board into the old default, with the watchdog still petted
+// as a backstop for that reset.
 func proveUpgrade(o *boot.Outcome, console io.Writer) {
-	stop := petWatchdog(console)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	err := o.Upgrade.Prove(ctx, o, &boot.Config{})
@@ -165,34 +166,12 @@ func proveUpgrade(o *boot.Outcome, console io.Writer) {
 		resetBoard(o, console, "back to the old system")
 		return
 	}
-	stop()
-	fmt.Fprintf(console, "ocfw: %s\n", o.Upgrade.Message)
-}
-
-// petWatchdog opens the hardware watchdog (i6300esb in QEMU, geodewdt on
-// the Geode) if its driver is loaded and pets it until stop, which
-// disarms it with the magic close. Without one, a hang in the trial
-// waits for a power cycle.
-func petWatchdog(console io.Writer) (stop func()) {
-	f, err := os.OpenFile("/dev/watchdog", os.O_WRONLY, 0)
-	if err != nil {
-		fmt.Fprintf(console, "ocfw: no watchdog (%v): a hang in the trial needs a power cycle\n", err)
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				f.Write([]byte("V"))
-				f.Close()
-				return
-			case <-t.C:
-				f.Write([]byte{0})
-			}
+	if w := o.Upgrade.Watchdog; w != nil {
+		if err := w.Disarm(); err != nil {
+			fmt.Fprintf(console, "ocfw: %v\n", err)
+		} else {
+			fmt.Fprintln(console, "ocfw: upgrade trial over: watchdog stopped")
 		}
-	}()
-	return func() { close(done) }
+	}
+	fmt.Fprintf(console, "ocfw: %s\n", o.Upgrade.Message)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,9 @@ type buildFlags struct {
 	cardMB    int
 	budget    string
 	espBudget string
-	inject    []string
+	inject    []string // --test-inject as given
+	engines   []string // its faulty engines (ocf/fault)
+	testBreak string   // its break of the whole system (plan.TestBreaks)
 	site      string
 	siteCfg   *site.Site
 	fwFiles   []string
@@ -76,10 +79,8 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 			if err != nil {
 				return err
 			}
-			for _, spec := range f.inject {
-				if _, err := fault.Parse(cmd.Context(), spec); err != nil {
-					return fmt.Errorf("--test-inject: %w", err)
-				}
+			if err := f.splitInject(cmd); err != nil {
+				return err
 			}
 			if len(f.inject) > 0 && f.initramfs != "" {
 				return fmt.Errorf("--test-inject goes into the initramfs ocfw builds: it cannot change a given --initramfs")
@@ -103,10 +104,29 @@ mkfs.fat (dosfstools), mtools, syslinux and syslinux-common.`,
 	fl.StringArrayVar(&f.fwFiles, "firmware-file", nil, "a file for the initramfs's /lib/firmware (repeat): the IXP4xx boards' NPE-B and NPE-C microcode, which ocfw cannot ship")
 	fl.StringVar(&f.site, "site", "", "the router's site config (YAML, kind: site): ports, addresses, DHCP, firewall, SSH keys (ocfw validate checks it)")
 	registerPlaceholderFlag(cmd, f)
-	fl.StringArrayVar(&f.inject, "test-inject", nil, "TEST IMAGES ONLY: the firmware adds a faulty engine, corrupt:SIZE, fail:SIZE or hang:SIZE, to prove its self-test catches it")
+	fl.StringArrayVar(&f.inject, "test-inject", nil, "TEST IMAGES ONLY: the firmware adds a faulty engine, corrupt:SIZE, fail:SIZE or hang:SIZE, to prove its self-test catches it; or breaks itself, "+strings.Join(plan.TestBreaks, ", ")+", to prove an upgrade to it is rolled back (docs/upgrade.md)")
 	fl.BoolVar(&f.json, "json", false, "print the manifest as JSON")
 	fl.BoolVar(&f.noCache, "no-cache", false, noCacheHelp)
 	return cmd
+}
+
+// splitInject sorts --test-inject's values into faulty engines and the
+// one break of the whole system.
+func (f *buildFlags) splitInject(cmd *cobra.Command) error {
+	for _, spec := range f.inject {
+		if slices.Contains(plan.TestBreaks, spec) {
+			if f.testBreak != "" && f.testBreak != spec {
+				return fmt.Errorf("--test-inject %s and %s: an image breaks in one way at a time", f.testBreak, spec)
+			}
+			f.testBreak = spec
+			continue
+		}
+		if _, err := fault.Parse(cmd.Context(), spec); err != nil {
+			return fmt.Errorf("--test-inject: %w (or one of %s)", err, strings.Join(plan.TestBreaks, ", "))
+		}
+		f.engines = append(f.engines, spec)
+	}
+	return nil
 }
 
 const forceImageHelp = "replace an existing -o file that is not an earlier ocfw build (an earlier build, with its manifest beside it, is replaced without it; a device, FIFO or directory never)"
@@ -166,7 +186,7 @@ func runBuild(cmd *cobra.Command, pl *plan.Plan, f *buildFlags) error {
 	}
 	log := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...) }
 	res, err := build.Build(cmd.Context(), pl, build.Options{Output: out, Kernel: f.kernel, Initramfs: f.initramfs,
-		Boot: plan.Options{SpeedBudget: f.budget, ESPBudget: f.espBudget, Inject: f.inject}, Site: f.siteCfg, FirmwareFiles: f.fwFiles, SizeMiB: size, CardMB: f.cardMB,
+		Boot: plan.Options{SpeedBudget: f.budget, ESPBudget: f.espBudget, Inject: f.engines, TestBreak: f.testBreak}, Site: f.siteCfg, FirmwareFiles: f.fwFiles, SizeMiB: size, CardMB: f.cardMB,
 		SourceDateEpoch: sde, Log: log, NoCache: f.noCache, Progress: progress.Terminal(cmd.ErrOrStderr())})
 	if err != nil {
 		return err

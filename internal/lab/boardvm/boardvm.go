@@ -218,7 +218,9 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			opt.Log("%s", n)
 		}
 	}
-	qc := qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, NICs: nics, Args: devices}
+	// The watchdog an upgrade's trial pets, when the image carries its
+	// driver: a hung trial then resets (ends the run, as any reset does).
+	qc := qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, NICs: nics, Args: devices, Watchdog: hasModule(pl, catalog.QEMUWatchdog)}
 	if pl.StandIn != nil {
 		qc, err = standInConfig(pl, side, disk, opt)
 		if err != nil {
@@ -422,4 +424,14 @@ func forward(vm *qemu.VM, in io.Reader) {
 			return
 		}
 	}
+}
+
+// hasModule says whether the plan loads the module.
+func hasModule(pl *plan.Plan, name string) bool {
+	for _, m := range pl.Modules {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
 }

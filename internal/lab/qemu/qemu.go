@@ -82,6 +82,11 @@ type Config struct {
 	// board's own reset does); false stops the emulator at the first
 	// reset (-no-reboot).
 	Reboot bool
+
+	// Watchdog adds QEMU's i6300esb watchdog (x86), whose expiry resets
+	// the guest as its own reset does (with Reboot false, that ends the
+	// emulator): what an upgrade's trial boot pets (boot.Watchdog).
+	Watchdog bool
 }
 
 // ErrNotInstalled marks a missing emulator binary.
@@ -185,12 +190,19 @@ func (c Config) CommandLine() ([]string, error) {
 		}
 		args = append(args, "-drive", "file="+c.Disk+",format=raw,if="+iface)
 	}
+	if c.Watchdog && a.Binary != Arches["i386"].Binary {
+		return nil, errors.New("qemu: the i6300esb watchdog is a PC's: Watchdog needs the i386 guest")
+	}
 	for i, n := range c.NICs {
 		a, err := n.Args("net" + strconv.Itoa(i))
 		if err != nil {
 			return nil, err
 		}
 		args = append(args, a...)
+	}
+	if c.Watchdog {
+		// After the NICs: their PCI slots, and so eth0, eth1..., stay.
+		args = append(args, "-device", "i6300esb", "-action", "watchdog=reset")
 	}
 	return append(args, c.Args...), nil
 }

@@ -41,6 +41,13 @@ func TestCommandLine(t *testing.T) {
 			want: "-M raspi1ap -accel tcg -m 512 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -kernel /zImage -initrd /initrd -dtb /a-plus.dtb " +
 				"-append console=ttyAMA0 initcall_blacklist=bcm2835_power_driver_init rdinit=/init -drive file=/sd.img,format=raw,if=sd -icount shift=auto",
 		},
+		{
+			name: "watchdog after the NICs, reset on expiry",
+			cfg:  Config{Disk: "/cf.img", Reboot: true, Watchdog: true, NICs: []NIC{{RestrictedUser: true}}},
+			want: "-M pc -accel tcg -m 256 -nographic -monitor none -serial stdio -nodefaults -no-user-config -cpu pentium2 -drive file=/cf.img,format=raw,if=ide " +
+				"-netdev user,id=net0,restrict=on -device e1000,netdev=net0,romfile= -device i6300esb -action watchdog=reset",
+		},
+		{name: "watchdog on arm", cfg: Config{Arch: "arm", Kernel: "/k", Watchdog: true}, err: "needs the i386 guest"},
 		{name: "nothing to boot", cfg: Config{}, err: "nothing to boot"},
 		{name: "dtb without kernel", cfg: Config{Disk: "/d", DTB: "/x.dtb"}, err: "need a Kernel"},
 		{name: "unknown disk interface", cfg: Config{Disk: "/d", DiskInterface: "scsi"}, err: "want ide or sd"},

@@ -40,6 +40,8 @@ type Options struct {
 	Echo io.Writer
 	// Reboot lets the guest's resets restart it instead of ending QEMU.
 	Reboot bool
+	// Watchdog adds QEMU's i6300esb watchdog (qemu.Config.Watchdog).
+	Watchdog bool
 	// TailLines is how much of the console the test's log gets if it
 	// fails; 0 means 60.
 	TailLines int
@@ -70,7 +72,7 @@ func Start(t testing.TB, image string, o Options) *qemu.VM {
 	if o.TailLines == 0 {
 		o.TailLines = 60
 	}
-	vm, err := qemu.Start(context.Background(), qemu.Config{Disk: image, NICs: o.NICs, Args: o.Args, Timeout: o.Timeout, Echo: o.Echo, Reboot: o.Reboot})
+	vm, err := qemu.Start(context.Background(), qemu.Config{Disk: image, NICs: o.NICs, Args: o.Args, Timeout: o.Timeout, Echo: o.Echo, Reboot: o.Reboot, Watchdog: o.Watchdog})
 	if err != nil {
 		t.Fatalf("%s: %v", o.Name, err)
 	}
