@@ -169,6 +169,7 @@ func cmdCaptureEnd(_ context.Context, a *agent, args []string) (string, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	keepESP(key, c.pkts) // for replay
 	flows := map[string]int{}
 	marker, ipv4 := 0, 0
 	for _, p := range c.pkts {
@@ -253,6 +254,10 @@ type probe struct {
 	sent     uint32
 	received map[uint32]bool
 	dups     int
+	// start is when the probe began; answers the times, since start,
+	// of the answers as they came.
+	start   time.Time
+	answers []time.Duration
 }
 
 var (
@@ -275,7 +280,7 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p := &probe{conn: c, stop: make(chan struct{}), done: make(chan struct{}), received: map[uint32]bool{}}
+	p := &probe{conn: c, stop: make(chan struct{}), done: make(chan struct{}), received: map[uint32]bool{}, start: time.Now()}
 	probeMu.Lock()
 	if probes[args[0]] != nil {
 		probeMu.Unlock()
@@ -307,6 +312,7 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 					p.dups++
 				}
 				p.received[seq] = true
+				p.answers = append(p.answers, time.Since(p.start))
 				p.mu.Unlock()
 			}
 		}
@@ -334,8 +340,10 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 }
 
 // cmdProbeEnd stops the probe after a last second for late answers:
-// "sent N received M lost L dups D last-lost S" (S: the highest
-// sequence number without an answer, 0 for none).
+// "sent N received M lost L dups D last-lost S gap G resumed R" (S: the
+// highest sequence number without an answer, 0 for none; G: the longest
+// time without an answer, the start and the end included; R: when, after
+// the probe started, the answer that ended that gap came, 0s if none did).
 func cmdProbeEnd(_ context.Context, _ *agent, args []string) (string, error) {
 	probeMu.Lock()
 	p := probes[args[0]]
@@ -357,5 +365,16 @@ func cmdProbeEnd(_ context.Context, _ *agent, args []string) (string, error) {
 			last = s
 		}
 	}
-	return "sent " + strconv.Itoa(int(p.sent)) + fmt.Sprintf(" received %d lost %d dups %d last-lost %d", len(p.received), lost, p.dups, last), nil
+	var gap, resumed, prev time.Duration
+	for _, at := range p.answers {
+		if at-prev > gap {
+			gap, resumed = at-prev, at
+		}
+		prev = at
+	}
+	if end := time.Since(p.start) - time.Second; end-prev > gap {
+		gap, resumed = end-prev, 0
+	}
+	return "sent " + strconv.Itoa(int(p.sent)) + fmt.Sprintf(" received %d lost %d dups %d last-lost %d gap %s resumed %s",
+		len(p.received), lost, p.dups, last, gap.Round(time.Millisecond), resumed.Round(time.Millisecond)), nil
 }
