@@ -72,8 +72,10 @@ func childTunnel(c ike.ChildSA) (ipsec.Tunnel, error) {
 	if err != nil {
 		return ipsec.Tunnel{}, fmt.Errorf("%s: %w", c, err)
 	}
+	hard := childHardLifetime(c.Lifetime)
 	sa := func(spi uint32, ek, ak []byte) ipsec.SA {
-		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: ChildReplayWindow, ESN: c.ESN}
+		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: ChildReplayWindow, ESN: c.ESN,
+			HardLifetime: hard}
 	}
 	t := ipsec.Tunnel{Name: c.Peer, Local: c.Local, Remote: c.Remote, LocalNet: c.LocalTS[0], RemoteNet: c.RemoteTS[0],
 		Out: sa(c.OutSPI, c.OutEncr, c.OutInteg), In: sa(c.InSPI, c.InEncr, c.InInteg)}
@@ -85,6 +87,19 @@ func childTunnel(c ike.ChildSA) (ipsec.Tunnel, error) {
 		return ipsec.Tunnel{}, err
 	}
 	return t, nil
+}
+
+// childHardLifetime is the kernel's hard lifetime of a CHILD SA whose
+// configured lifetime is life: the endpoint rekeys before life ends
+// (its margin early), the peer by its own settings, so 10% above life
+// (strongSwan's default life_time over rekey_time) leaves either room,
+// and an SA nobody rekeyed — an endpoint stuck or gone — dies in the
+// kernel instead of carrying one key for ever. 0 (unknown): no limit.
+func childHardLifetime(life time.Duration) time.Duration {
+	if life <= 0 {
+		return 0
+	}
+	return life + life/10
 }
 
 // childCipher is the catalog's name (router/ipsec's) of an IKE cipher.
