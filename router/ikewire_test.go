@@ -133,7 +133,7 @@ func TestIKEPeer(t *testing.T) {
 // fakeXFRM records the sink's kernel calls.
 type fakeXFRM struct {
 	calls   []string
-	tunnels []string // what each Install asked for: "out SPI in SPI reqid R"
+	tunnels []string          // what each Install asked for: "out SPI in SPI reqid R"
 	packets map[uint32]uint64 // inbound packets by SPI
 	fail    error
 }
