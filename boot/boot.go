@@ -104,8 +104,8 @@ func (c *Config) printf(format string, args ...any) {
 // markers; the caller then exits so init starts the shell.
 func Run(ctx context.Context, cfg Config) *Outcome {
 	cfg.setDefaults()
-	b := &sequence{ctx: ctx, cfg: &cfg, out: &Outcome{}}
 	start := time.Now()
+	b := &sequence{ctx: ctx, cfg: &cfg, out: &Outcome{}, start: start}
 	cfg.printf("ocfw: boot sequence starting")
 	b.readPlan()
 	b.openData()
@@ -159,6 +159,7 @@ type sequence struct {
 	choice      *report.EngineChoice
 	netNotes    []string
 	site        *site.Site
+	start       time.Time // when the sequence started
 }
 
 // problem records a step that failed, and says so on the console.
@@ -396,6 +397,7 @@ func (b *sequence) finishReport() {
 	b.problem(step(b.ctx, "writing the report", cfg.StepTimeout+3*b.opts.TestWriteTimeOrZero(), func() error {
 		return writeAll(cfg, out, b.st, b.why)
 	}))
+	b.keepTunnelState()
 }
 
 // cipherDrivers is the engine choice as the router takes it: per cipher

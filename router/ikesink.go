@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -39,6 +40,11 @@ type childSink struct {
 	// owner is, per pair of subnets, the inbound SPI of the CHILD SA the
 	// policies point at (the newest installed).
 	owner map[[2]netip.Prefix]uint32
+	// reqids is, per pair of subnets, the request ID all its CHILD SAs
+	// share (the first one's inbound SPI) while any runs: the in and fwd
+	// policies accept what the peer still sends on the old SA of a rekey
+	// until it switches, and the out policy takes the newest out SA.
+	reqids map[[2]netip.Prefix]uint32
 }
 
 // childRun is one CHILD SA in the kernel.
@@ -51,10 +57,16 @@ type childRun struct {
 	inPackets uint64
 	read      time.Time
 	lastIn    time.Time
+	// replaces is, for a successor of the peer's rekey whose outbound SA
+	// waits (ike.ChildSA.ReplacesOut), the old SA's outbound SPI; 0 once
+	// it sends. kernel is the tunnel as the kernel has it meanwhile: the
+	// new inbound SA with the old outbound one.
+	replaces uint32
+	kernel   ipsec.Tunnel
 }
 
 func newChildSink(x xfrm) *childSink {
-	return &childSink{x: x, now: time.Now, kids: map[uint32]*childRun{}, owner: map[[2]netip.Prefix]uint32{}}
+	return &childSink{x: x, now: time.Now, kids: map[uint32]*childRun{}, owner: map[[2]netip.Prefix]uint32{}, reqids: map[[2]netip.Prefix]uint32{}}
 }
 
 // childTunnel is a CHILD SA as router/ipsec's tunnel: tunnel mode, one
@@ -72,8 +84,10 @@ func childTunnel(c ike.ChildSA) (ipsec.Tunnel, error) {
 	if err != nil {
 		return ipsec.Tunnel{}, fmt.Errorf("%s: %w", c, err)
 	}
+	hard := childHardLifetime(c.Lifetime)
 	sa := func(spi uint32, ek, ak []byte) ipsec.SA {
-		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: ChildReplayWindow, ESN: c.ESN}
+		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: ChildReplayWindow, ESN: c.ESN,
+			HardLifetime: hard}
 	}
 	t := ipsec.Tunnel{Name: c.Peer, Local: c.Local, Remote: c.Remote, LocalNet: c.LocalTS[0], RemoteNet: c.RemoteTS[0],
 		Out: sa(c.OutSPI, c.OutEncr, c.OutInteg), In: sa(c.InSPI, c.InEncr, c.InInteg)}
@@ -85,6 +99,19 @@ func childTunnel(c ike.ChildSA) (ipsec.Tunnel, error) {
 		return ipsec.Tunnel{}, err
 	}
 	return t, nil
+}
+
+// childHardLifetime is the kernel's hard lifetime of a CHILD SA whose
+// configured lifetime is life: the endpoint rekeys before life ends
+// (its margin early), the peer by its own settings, so 10% above life
+// (strongSwan's default life_time over rekey_time) leaves either room,
+// and an SA nobody rekeyed — an endpoint stuck or gone — dies in the
+// kernel instead of carrying one key for ever. 0 (unknown): no limit.
+func childHardLifetime(life time.Duration) time.Duration {
+	if life <= 0 {
+		return 0
+	}
+	return life + life/10
 }
 
 // childCipher is the catalog's name (router/ipsec's) of an IKE cipher.
@@ -113,7 +140,13 @@ func subnets(t ipsec.Tunnel) [2]netip.Prefix { return [2]netip.Prefix{t.LocalNet
 
 // Install puts a CHILD SA's SAs into the kernel and points its subnets'
 // policies at it (a rekey's successor takes them over from the SA it
-// replaces, with no moment without policy).
+// replaces, with no moment without policy). All CHILD SAs of a pair of
+// subnets share one request ID, so that during a rekey the kernel takes
+// ESP on the old inbound SA and the new, and sends on the newest
+// outbound SA in it. A successor of the peer's rekey
+// (ike.ChildSA.ReplacesOut) gets its inbound SA only: the peer installs
+// its own new inbound SA once it has our answer, so we go on sending on
+// the old SA until the peer deletes it (Delete), as strongSwan does.
 func (s *childSink) Install(c ike.ChildSA) error {
 	t, err := childTunnel(c)
 	if err != nil {
@@ -121,18 +154,37 @@ func (s *childSink) Install(c ike.ChildSA) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.x.Install(t); err != nil {
+	key := subnets(t)
+	reqid, shared := s.reqids[key]
+	if !shared {
+		reqid = c.InSPI
+	}
+	t.ReqID = reqid
+	k := &childRun{peer: c.Peer, t: t, kernel: t}
+	if c.ReplacesOut != 0 {
+		for _, o := range s.kids {
+			if subnets(o.t) == key && o.t.Out.SPI == c.ReplacesOut && o.replaces == 0 {
+				k.replaces = c.ReplacesOut
+				k.kernel.Out = o.t.Out // in the kernel already: left as it is
+				k.kernel.Encap = o.t.Encap
+			}
+		}
+	}
+	if err := s.x.Install(k.kernel); err != nil {
 		return err
 	}
 	now := s.now()
-	s.kids[c.InSPI] = &childRun{peer: c.Peer, t: t, installed: now, read: now}
-	s.owner[subnets(t)] = c.InSPI
+	k.installed, k.read = now, now
+	s.reqids[key] = reqid
+	s.kids[c.InSPI] = k
+	s.owner[key] = c.InSPI
 	return nil
 }
 
 // Delete takes a CHILD SA out of the kernel. While another CHILD SA of
 // the same subnets runs (a rekey), only the SAs go: the policies stay,
-// pointed at the other one if they pointed at this.
+// pointed at the other one if they pointed at this; a successor whose
+// outbound SA waited for this SA's end gets it first.
 func (s *childSink) Delete(c ike.ChildSA) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,22 +196,38 @@ func (s *childSink) Delete(c ike.ChildSA) error {
 	key := subnets(k.t)
 	var other *childRun
 	var otherSPI uint32
+	var errs []error
 	for spi, o := range s.kids {
-		if subnets(o.t) == key && (other == nil || o.installed.After(other.installed)) {
+		if subnets(o.t) != key {
+			continue
+		}
+		if o.replaces != 0 && o.replaces == k.t.Out.SPI {
+			// The peer deleted the SA it replaced: it has its new
+			// inbound SA, so ours sends now.
+			if err := s.x.Install(o.t); err != nil {
+				errs = append(errs, err)
+			} else {
+				o.replaces, o.kernel = 0, o.t
+			}
+		}
+		if other == nil || o.installed.After(other.installed) {
 			other, otherSPI = o, spi
 		}
 	}
 	if other == nil {
 		delete(s.owner, key)
-		return s.x.Remove(k.t)
+		delete(s.reqids, key)
+		return errors.Join(append(errs, s.x.Remove(k.t))...)
 	}
 	if s.owner[key] == c.InSPI {
-		if err := s.x.Install(other.t); err != nil {
-			return err
+		if err := s.x.Install(other.kernel); err != nil {
+			return errors.Join(append(errs, err)...)
 		}
 		s.owner[key] = otherSPI
 	}
-	return s.x.RemoveSAs(k.t)
+	// A successor still waiting never had its own outbound SA in the
+	// kernel (deleting it finds it gone); the old one it sent on stays.
+	return errors.Join(append(errs, s.x.RemoveSAs(k.t))...)
 }
 
 // minRead spaces the kernel reads of LastInbound: the endpoint asks at
@@ -178,7 +246,7 @@ func (s *childSink) LastInbound(c ike.ChildSA) (time.Time, bool) {
 	now := s.now()
 	if now.Sub(k.read) >= minRead {
 		k.read = now
-		if tc, err := s.x.Counters(k.t); err == nil && tc.In.Packets > k.inPackets {
+		if tc, err := s.x.Counters(k.kernel); err == nil && tc.In.Packets > k.inPackets {
 			k.inPackets, k.lastIn = tc.In.Packets, now
 		}
 	}
@@ -194,7 +262,7 @@ func (s *childSink) counters(spi uint32) (ipsec.TunnelCounters, ipsec.Tunnel, bo
 	if !ok {
 		return ipsec.TunnelCounters{}, ipsec.Tunnel{}, false, nil
 	}
-	tc, err := s.x.Counters(k.t)
+	tc, err := s.x.Counters(k.kernel)
 	return tc, k.t, true, err
 }
 

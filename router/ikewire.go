@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,10 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/router/ike"
 	"github.com/ocfw/ocfw/site"
@@ -183,31 +179,25 @@ func ikePeer(k *site.IKE, psk []byte, fastest []string) ike.Peer {
 }
 
 // listenIKE opens the endpoint's sockets on local: UDP 500, and UDP 4500
-// with UDP_ENCAP so that the kernel takes the ESP-in-UDP packets on it
-// (RFC 3948) and hands IKE (after its zero marker) to the endpoint.
+// with UDP_ENCAP (ike.ESPInUDP) so that the kernel takes the ESP-in-UDP
+// packets on it (RFC 3948) and hands IKE (after its zero marker) to the
+// endpoint.
 func listenIKE(local netip.Addr) (ike500, natt *net.UDPConn, err error) {
 	ike500, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 500)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("IKE socket on %s port 500: %w", local, err)
 	}
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_ENCAP, unix.UDP_ENCAP_ESPINUDP)
-		}); err != nil {
-			return err
-		}
-		if serr != nil {
-			return fmt.Errorf("UDP_ENCAP: %w", serr)
-		}
-		return nil
-	}}
-	pc, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(local, 4500).String())
+	natt, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 4500)))
 	if err != nil {
 		ike500.Close()
 		return nil, nil, fmt.Errorf("NAT-T socket on %s port 4500: %w", local, err)
 	}
-	return ike500, pc.(*net.UDPConn), nil
+	if err := ike.ESPInUDP(natt); err != nil {
+		ike500.Close()
+		natt.Close()
+		return nil, nil, fmt.Errorf("NAT-T socket on %s port 4500: UDP_ENCAP: %w", local, err)
+	}
+	return ike500, natt, nil
 }
 
 // ikeUp makes the endpoint run the ready IKEv2 tunnels (their peers),

@@ -133,12 +133,14 @@ func TestIKEPeer(t *testing.T) {
 // fakeXFRM records the sink's kernel calls.
 type fakeXFRM struct {
 	calls   []string
+	tunnels []string          // what each Install asked for: "out SPI in SPI reqid R"
 	packets map[uint32]uint64 // inbound packets by SPI
 	fail    error
 }
 
 func (f *fakeXFRM) Install(t ipsec.Tunnel) error {
 	f.calls = append(f.calls, fmt.Sprintf("install %08x", t.In.SPI))
+	f.tunnels = append(f.tunnels, fmt.Sprintf("out %08x in %08x reqid %08x", t.Out.SPI, t.In.SPI, t.ReqID))
 	return f.fail
 }
 func (f *fakeXFRM) Remove(t ipsec.Tunnel) error {
@@ -165,7 +167,9 @@ func testChild(in, out uint32) ike.ChildSA {
 
 // A CHILD SA becomes the kernel tunnel a manual tunnel of the same
 // algorithms would: directions, keys, ESN, window; with UDP
-// encapsulation each direction's ports the right way round.
+// encapsulation each direction's ports the right way round; unlike a
+// manual tunnel's, its SAs have a hard lifetime 10% above the CHILD
+// SA's (66 minutes for an hour).
 func TestChildTunnel(t *testing.T) {
 	c := testChild(0xc0000001, 0xd0000001)
 	x, err := childTunnel(c)
@@ -173,8 +177,8 @@ func TestChildTunnel(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ipsec.Tunnel{Name: "a-b", Local: c.Local, Remote: c.Remote, LocalNet: c.LocalTS[0], RemoteNet: c.RemoteTS[0],
-		Out: ipsec.SA{SPI: 0xd0000001, Cipher: "aes-128-cbc", Auth: "hmac-sha256", EncKey: c.OutEncr, AuthKey: c.OutInteg, ReplayWindow: 128, ESN: true},
-		In:  ipsec.SA{SPI: 0xc0000001, Cipher: "aes-128-cbc", Auth: "hmac-sha256", EncKey: c.InEncr, AuthKey: c.InInteg, ReplayWindow: 128, ESN: true}}
+		Out: ipsec.SA{SPI: 0xd0000001, Cipher: "aes-128-cbc", Auth: "hmac-sha256", EncKey: c.OutEncr, AuthKey: c.OutInteg, ReplayWindow: 128, ESN: true, HardLifetime: 66 * time.Minute},
+		In:  ipsec.SA{SPI: 0xc0000001, Cipher: "aes-128-cbc", Auth: "hmac-sha256", EncKey: c.InEncr, AuthKey: c.InInteg, ReplayWindow: 128, ESN: true, HardLifetime: 66 * time.Minute}}
 	if fmt.Sprintf("%+v", x) != fmt.Sprintf("%+v", want) {
 		t.Errorf("tunnel\n%+v\nwant\n%+v", x, want)
 	}
@@ -242,6 +246,60 @@ func TestChildSinkRekey(t *testing.T) {
 	if strings.Join(f.calls, ",") != "remove 00000103" {
 		t.Errorf("removeAll: %v", f.calls)
 	}
+}
+
+// All CHILD SAs of a tunnel share one request ID (the in policy takes
+// both SAs of a rekey; the out one the newest). A successor of the
+// peer's rekey takes its inbound SA at once but sends on the old SA
+// until the peer deletes that (the peer installs its new inbound SA only
+// once it has our answer): no packet is sent on an SA the peer cannot
+// read yet. Our own rekey's successor sends at once.
+func TestChildSinkResponderRekey(t *testing.T) {
+	f := &fakeXFRM{packets: map[uint32]uint64{}}
+	s := newChildSink(f)
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now }
+	step := func(what string, fn func() error, calls, tunnels string) {
+		t.Helper()
+		f.calls, f.tunnels = nil, nil
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := strings.Join(f.calls, ", "); got != calls {
+			t.Errorf("%s: kernel calls %s, want %s", what, got, calls)
+		}
+		if got := strings.Join(f.tunnels, ", "); got != tunnels {
+			t.Errorf("%s: installed %s, want %s", what, got, tunnels)
+		}
+		now = now.Add(time.Second)
+	}
+	first, peers, ours := testChild(0x101, 0x1101), testChild(0x102, 0x1102), testChild(0x103, 0x1103)
+	peers.ReplacesOut = 0x1101
+	step("the first CHILD SA", func() error { return s.Install(first) },
+		"install 00000101", "out 00001101 in 00000101 reqid 00000101")
+	step("the peer's rekey", func() error { return s.Install(peers) },
+		"install 00000102", "out 00001101 in 00000102 reqid 00000101")
+	f.packets[0x102] = 7
+	if tc, _, ok, err := s.counters(0x102); !ok || err != nil || tc.In.Packets != 7 {
+		t.Errorf("counters of the waiting successor: %+v %v %v", tc, ok, err)
+	}
+	step("the peer deletes the old SA", func() error { return s.Delete(first) },
+		"install 00000102, remove-sas 00000101", "out 00001102 in 00000102 reqid 00000101")
+	step("our own rekey", func() error { return s.Install(ours) },
+		"install 00000103", "out 00001103 in 00000103 reqid 00000101")
+	step("its old SA deleted", func() error { return s.Delete(peers) }, "remove-sas 00000102", "")
+	step("the last one deleted", func() error { return s.Delete(ours) }, "remove 00000103", "")
+	step("a new IKE SA's CHILD SA", func() error { return s.Install(testChild(0x104, 0x1104)) },
+		"install 00000104", "out 00001104 in 00000104 reqid 00000104")
+
+	// The successor goes before the SA it replaces (the IKE SA died):
+	// its never-installed outbound SA is no loss; the old one stays.
+	late := testChild(0x105, 0x1105)
+	late.ReplacesOut = 0x1104
+	step("the peer's rekey again", func() error { return s.Install(late) },
+		"install 00000105", "out 00001104 in 00000105 reqid 00000104")
+	step("the successor deleted first", func() error { return s.Delete(late) },
+		"install 00000104, remove-sas 00000105", "out 00001104 in 00000104 reqid 00000104")
 }
 
 // LastInbound is when the kernel's inbound packet count last grew, read

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -228,7 +229,10 @@ func (s *Store) Boot() int { return s.Contents().State.Boot }
 
 // PutReport keeps a report for boot: it goes into a slot no kept report
 // uses, is synced, and only then does the state name it and let go of
-// the oldest report beyond Keep.
+// the oldest report beyond Keep. A report for a boot the store keeps one
+// of already replaces it (the boot's report updated once its tunnels
+// settled): the old slot is not touched, and the one commit that names
+// the new slot lets go of the old, so a cut leaves the one or the other.
 func (s *Store) PutReport(boot int, js []byte) (Slot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -268,7 +272,7 @@ func (s *Store) PutReport(boot int, js []byte) (Slot, error) {
 	}
 	sum := sha256.Sum256(js)
 	slot := Slot{File: file, Boot: boot, Length: len(js), SHA256: hex.EncodeToString(sum[:])}
-	st.Reports = append(st.Reports, slot)
+	st.Reports = append(slices.DeleteFunc(st.Reports, func(r Slot) bool { return r.Boot == boot }), slot)
 	if n := len(st.Reports); n > Keep {
 		st.Reports = st.Reports[n-Keep:]
 	}
@@ -277,7 +281,8 @@ func (s *Store) PutReport(boot int, js []byte) (Slot, error) {
 	}
 	// Keep Contents' report list current.
 	c := *s.contents
-	c.Reports = append([]Report{{Slot: slot, JSON: append([]byte(nil), js...)}}, c.Reports...)
+	others := slices.DeleteFunc(slices.Clone(c.Reports), func(r Report) bool { return r.Boot == boot })
+	c.Reports = append([]Report{{Slot: slot, JSON: append([]byte(nil), js...)}}, others...)
 	if len(c.Reports) > Keep {
 		c.Reports = c.Reports[:Keep]
 	}

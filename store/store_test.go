@@ -595,3 +595,74 @@ func TestTornFirstWriteIsANote(t *testing.T) {
 		t.Fatalf("BeginBoot after the torn first write: %d, %v", n, err)
 	}
 }
+
+// TestReportUpdateReplacesTheBootsReport: a second report for the same
+// boot (the boot's report with its tunnels once they settled) replaces
+// the first without touching its slot, and a power cut at any point of
+// that write leaves the old report or the new one, never neither, with
+// every other report intact and the next boot writing on.
+func TestReportUpdateReplacesTheBootsReport(t *testing.T) {
+	fresh := partition(t)
+	base := &memDev{b: fresh, budget: -1}
+	bootN(t, base, 1, 12, false) // the slots in rotation, boot 3 on let go
+	updated := []byte(`{"version":4,"boot":12,"tunnels":{"list":[{"name":"a-b","state":"up"}]}}`)
+	update := func(dev *memDev) error {
+		st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.PutReport(12, updated)
+		return err
+	}
+	check := func(dev *memDev, what string) (gotNew bool) {
+		t.Helper()
+		st, err := store.Open(dev, int64(len(dev.b)), store.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		c := st.Contents()
+		if len(c.Reports) != store.Keep {
+			t.Fatalf("%s: %d reports kept, want %d", what, len(c.Reports), store.Keep)
+		}
+		for i, r := range c.Reports {
+			if want := 12 - i; r.Boot != want {
+				t.Fatalf("%s: report %d is boot %d's, want %d's", what, i, r.Boot, want)
+			}
+			switch {
+			case r.Boot == 12 && bytes.Equal(r.JSON, updated):
+				gotNew = true
+			case !bytes.Equal(r.JSON, reportJSON(r.Boot)):
+				t.Fatalf("%s: boot %d's report reads %.80q", what, r.Boot, r.JSON)
+			}
+		}
+		// The next boot goes on, in a slot of its own.
+		n, err := st.BeginBoot()
+		if err != nil || n != 13 {
+			t.Fatalf("%s: next boot %d, %v", what, n, err)
+		}
+		if _, err := st.PutReport(n, reportJSON(n)); err != nil {
+			t.Fatalf("%s: next boot's report: %v", what, err)
+		}
+		if r := st.Contents().Reports; r[0].Boot != 13 || r[1].Boot != 12 || len(r) != store.Keep {
+			t.Fatalf("%s: after the next boot, reports %v ... (%d)", what, r[0].Slot, len(r))
+		}
+		return gotNew
+	}
+	whole := &memDev{b: append([]byte(nil), base.b...), budget: 1 << 40}
+	if err := update(whole); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(1<<40) - whole.budget
+	whole.budget = -1
+	if !check(whole, "after the update") {
+		t.Fatal("the update did not replace boot 12's report")
+	}
+	for cut := int64(0); cut < total; cut += total/60 + 1 {
+		dev := &memDev{b: append([]byte(nil), base.b...), budget: cut}
+		if update(dev) == nil {
+			t.Fatalf("cut at %d of %d: the update finished", cut, total)
+		}
+		dev.dead, dev.budget = false, -1
+		check(dev, fmt.Sprintf("cut at %d of %d", cut, total))
+	}
+}

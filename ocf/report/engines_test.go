@@ -88,14 +88,15 @@ func TestReadVersions(t *testing.T) {
 		{`{"version": 1, "environment": {}, "selftest": [], "speed": [], "policy": {}}`, true},
 		{`{"version": 2, "environment": {}, "selftest": [], "speed": [], "policy": {}, "engine_choice": {"promote": {"phase": "promote", "changes": [], "ciphers": []}}}`, true},
 		{`{"version": 3, "environment": {}, "esp": {"cipher": "aes-128-cbc", "rows": [{"engine": "software", "size": 1400, "mbytes_per_sec": 5}], "basis": "esp"}}`, true},
-		{`{"version": 4, "environment": {}}`, false},
+		{`{"version": 4, "environment": {}, "tunnels": {"at": "2026-12-04T12:37:10Z", "after_boot": "21s", "settled": true, "list": [{"name": "a-b", "keying": "ikev2", "state": "up"}]}}`, true},
+		{`{"version": 5, "environment": {}}`, false},
 		{`{"version": 0, "environment": {}}`, false},
 	} {
 		r, err := Read(strings.NewReader(tc.json))
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.json, err)
 		}
-		if err != nil && !strings.Contains(err.Error(), "versions 1 to 3") {
+		if err != nil && !strings.Contains(err.Error(), "versions 1 to 4") {
 			t.Errorf("error does not say what is read: %v", err)
 		}
 		if err == nil && r.Version == 2 && r.EngineChoice.Now().Phase != "promote" {
@@ -103,6 +104,9 @@ func TestReadVersions(t *testing.T) {
 		}
 		if err == nil && r.Version == 3 && (r.ESP == nil || r.ESP.Basis != BasisESP || len(r.ESP.Rows) != 1 || r.ESP.Rows[0].MBps != 5) {
 			t.Errorf("esp lost: %+v", r.ESP)
+		}
+		if err == nil && r.Version == 4 && (r.Tunnels == nil || len(r.Tunnels.List) != 1 || r.Tunnels.List[0].State != "up") {
+			t.Errorf("tunnels lost: %+v", r.Tunnels)
 		}
 	}
 }

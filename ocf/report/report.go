@@ -21,9 +21,10 @@ import (
 
 // Version of the JSON layout: 2 added engine_choice (what the boot did
 // to the kernel's engine choice), 3 esp (ESP throughput per engine, the
-// engine choice's basis). Read takes every version from MinVersion on: a
-// field a version added is absent from older reports.
-const Version = 3
+// engine choice's basis), 4 tunnels (the tunnels' state once they
+// settled). Read takes every version from MinVersion on: a field a
+// version added is absent from older reports.
+const Version = 4
 
 // MinVersion is the oldest layout Read accepts.
 const MinVersion = 1
@@ -69,8 +70,12 @@ type Report struct {
 	// ESP is the boot's ESP throughput per engine and what the engine
 	// choice was based on (version 3; nil from a host run, an older
 	// report, or a boot that did not get to it).
-	ESP   *ESP     `json:"esp,omitempty"`
-	Notes []string `json:"notes,omitempty"`
+	ESP *ESP `json:"esp,omitempty"`
+	// Tunnels is the tunnels' state once the IKEv2 tunnels settled
+	// (version 4; nil in the report as first written, from a site
+	// without IKEv2 tunnels, or from an older report).
+	Tunnels *Tunnels `json:"tunnels,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
 }
 
 // Failed reports whether any present engine failed its self-test.
@@ -230,6 +235,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.EngineChoice != nil {
 		b.WriteString("\n")
 		WriteEngineChoice(&b, r.EngineChoice)
+	}
+	if r.Tunnels != nil {
+		b.WriteString("\n")
+		WriteTunnels(&b, r.Tunnels)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

@@ -216,6 +216,13 @@ var l4protos = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP,
 // hooks.
 const metaKeySecPath expr.MetaKey = 25
 
+// rtKeyXFRM is NFT_RT_XFRM from linux/netfilter/nf_tables.h (Linux 4.20
+// and later, with CONFIG_XFRM): whether the packet's route is an IPsec
+// bundle, nft's "rt ipsec exists". google/nftables v0.3.0 does not name
+// it. In the forward hook the route is already the bundle when an out
+// policy with its SAs matched (ip_forward looks it up first).
+const rtKeyXFRM expr.RtKey = 4
+
 var icmpTypes = map[string]byte{"echo-request": 8}
 
 // exprs translates the rule into nftables expressions, in the order its
@@ -288,6 +295,11 @@ func (r Rule) build(counted bool) ([]expr.Any, error) {
 			b = 1
 		}
 		cmp(expr.CmpOpEq, []byte{b})
+	}
+	if r.NoIPsecRoute {
+		// One byte, 1 when the route is a bundle; missing compares with 0.
+		ex = append(ex, &expr.Rt{Register: reg1, Key: rtKeyXFRM})
+		cmp(expr.CmpOpEq, []byte{0})
 	}
 	if r.Proto != "" {
 		p, ok := l4protos[r.Proto]

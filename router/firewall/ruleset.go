@@ -111,18 +111,22 @@ type Rule struct {
 	IPsec bool
 	// NoIPsec matches packets that did not come out of an SA (meta
 	// ipsec missing): a tunnel's addresses in the clear.
-	NoIPsec  bool
-	Proto    string   // "tcp", "udp", "icmp" (needs IPv4) or "esp"
-	SPort    uint16   // transport source port (tcp or udp)
-	DPort    uint16   // transport destination port (tcp or udp)
-	ICMPType string   // "echo-request" (icmp)
-	CTState  []string // any of "established", "related", "new", "invalid"
-	CTStatus string   // "dnat": the connection was destination-NATed
-	Limit    *Limit
-	Counter  string // named counter of the table
-	Verdict  string // "accept", "drop", "dnat" or "masquerade"
-	DNAT     netip.AddrPort
-	Comment  string // why the rule is there; stored in the kernel as nft shows comments
+	NoIPsec bool
+	// NoIPsecRoute matches packets whose route is not through an SA (rt
+	// ipsec missing: no out policy with its SAs for them): what would
+	// leave a tunnel's LAN in the clear while the tunnel is down.
+	NoIPsecRoute bool
+	Proto        string   // "tcp", "udp", "icmp" (needs IPv4) or "esp"
+	SPort        uint16   // transport source port (tcp or udp)
+	DPort        uint16   // transport destination port (tcp or udp)
+	ICMPType     string   // "echo-request" (icmp)
+	CTState      []string // any of "established", "related", "new", "invalid"
+	CTStatus     string   // "dnat": the connection was destination-NATed
+	Limit        *Limit
+	Counter      string // named counter of the table
+	Verdict      string // "accept", "drop", "dnat" or "masquerade"
+	DNAT         netip.AddrPort
+	Comment      string // why the rule is there; stored in the kernel as nft shows comments
 }
 
 // Limit is a packet rate limit: the rule matches while packets come no
@@ -421,6 +425,17 @@ func (s *spec) forwardChain() Chain {
 	// comes from LAN addresses.
 	forward.Rules = append(forward.Rules,
 		Rule{IIf: wan, OIf: lan, CTState: established, Verdict: "accept", Comment: "replies from the WAN to the LAN's connections, the port forwards' further packets, and related ICMP errors"},
+	)
+	// A tunnel's remote network leaves only through its SAs: while the
+	// tunnel is down (the boot before IKE, a dead peer, a wrong PSK)
+	// there is no out policy, and the LAN's packets to it would be
+	// routed out of the WAN in the clear, with the LAN's addresses.
+	for i, a := range s.tunnels {
+		forward.Rules = append(forward.Rules, Rule{
+			IIf: lan, OIf: wan, IPv4: true, DAddr: a.RemoteSubnet, NoIPsecRoute: true, Counter: CounterForwardDrop, Verdict: "drop",
+			Comment: fmt.Sprintf("tunnel %s: to the peer's network only through its SA, never in the clear while the tunnel is down", s.cfg.Tunnels[i].Name)})
+	}
+	forward.Rules = append(forward.Rules,
 		Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: s.lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
 		Rule{IIf: wan, OIf: lan, CTStatus: "dnat", Verdict: "accept", Comment: "connections to the port forwards"},
 	)
@@ -585,6 +600,9 @@ func (r Rule) String() string {
 	}
 	if r.NoIPsec {
 		w = append(w, "meta ipsec missing")
+	}
+	if r.NoIPsecRoute {
+		w = append(w, "rt ipsec missing")
 	}
 	switch {
 	case r.Proto == "icmp" && r.ICMPType != "":

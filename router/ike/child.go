@@ -165,7 +165,7 @@ func (e *Endpoint) finishChild(sa *ikeSA, c *child, ps []Payload, dh *DHKey, ni,
 // and install the SA. nr, when set, is sent after the SA payload (as in
 // CREATE_CHILD_SA). The answer is the payloads to send, or an error
 // Notify with the reason.
-func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bool, ni, nr []byte) ([]Payload, *child, error) {
+func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bool, ni, nr []byte, replaces *child) ([]Payload, *child, error) {
 	p := sa.peer
 	refuse := func(n *Notify, format string, args ...any) ([]Payload, *child, error) {
 		return []Payload{n}, nil, fmt.Errorf(format, args...)
@@ -219,6 +219,9 @@ func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bo
 	c := &child{}
 	c.sa.InSPI = e.newChildSPI()
 	c.sa.OutSPI = binary.BigEndian.Uint32(chosen.SPI)
+	if replaces != nil {
+		c.sa.ReplacesOut = replaces.sa.OutSPI
+	}
 	chosen.SPI = be32(c.sa.InSPI)
 	e.fillChild(sa, c, cs, k, false)
 	out := []Payload{&SA{[]Proposal{chosen}}}
@@ -271,7 +274,7 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 		return []Payload{&Notify{Notify: NO_ADDITIONAL_SAS}}, nil
 	}
 	nr := e.random(32)
-	out, nc, err := e.respondChild(sa, ps, nr, false, ni.Data, nr)
+	out, nc, err := e.respondChild(sa, ps, nr, false, ni.Data, nr, old)
 	if err != nil {
 		e.logf("ike %s: CREATE_CHILD_SA refused: %v", sa.peer.cfg.Name, err)
 		return out, nil

@@ -67,6 +67,13 @@ type ChildSA struct {
 	// Lifetime is the configured CHILD SA lifetime: the endpoint rekeys
 	// before it ends; the sink may set it as the kernel SA's hard limit.
 	Lifetime time.Duration
+	// ReplacesOut, set on a CHILD SA the peer's rekey made (we answered
+	// it), is the outbound SPI of the SA it replaces. The peer installs
+	// its new inbound SA only once it has our answer, and deletes the old
+	// SA after: a sink should take the new inbound SA at once but go on
+	// sending on the old one until that delete (its Delete), as
+	// strongSwan does, or the packets sent between are lost.
+	ReplacesOut uint32
 }
 
 func (c ChildSA) String() string {

@@ -292,8 +292,14 @@ func testChildRekey(t *testing.T, mod func(a, b *Config), prep ...func(*pair)) *
 
 func TestEndpointChildRekey(t *testing.T) {
 	short := func(c *Config) { c.Peers[0].ChildLifetime, c.Peers[0].Margin = 10*time.Minute, time.Minute }
-	t.Run("initiator", func(t *testing.T) { testChildRekey(t, func(a, b *Config) { short(a) }) })
-	t.Run("responder", func(t *testing.T) { testChildRekey(t, func(a, b *Config) { short(b) }) })
+	t.Run("initiator", func(t *testing.T) {
+		p := testChildRekey(t, func(a, b *Config) { short(a) })
+		replacesOut(t, p.b.sink, p.a.sink)
+	})
+	t.Run("responder", func(t *testing.T) {
+		p := testChildRekey(t, func(a, b *Config) { short(b) })
+		replacesOut(t, p.a.sink, p.b.sink)
+	})
 	t.Run("collision", func(t *testing.T) {
 		p := testChildRekey(t, func(a, b *Config) { short(a); short(b) })
 		bothRekeyed(t, p)
@@ -343,6 +349,24 @@ func testIKERekey(t *testing.T, mod func(a, b *Config), prep ...func(*pair)) *pa
 		t.Error("no CHILD SA rekey over the new IKE SA")
 	}
 	return p
+}
+
+// replacesOut checks that the responder of a CHILD SA rekey tells its
+// sink which outbound SA the new one replaces (the peer installs its new
+// inbound SA only once it has the answer), and that neither the first
+// CHILD SA nor the initiator's successor says so.
+func replacesOut(t *testing.T, responder, initiator *fakeSink) {
+	t.Helper()
+	r, i := responder.installed, initiator.installed
+	if len(r) != 2 || len(i) != 2 {
+		t.Fatalf("installed %d and %d CHILD SAs, want 2 each", len(r), len(i))
+	}
+	if r[0].ReplacesOut != 0 || i[0].ReplacesOut != 0 || i[1].ReplacesOut != 0 {
+		t.Errorf("ReplacesOut set where nothing waits: %08x %08x %08x", r[0].ReplacesOut, i[0].ReplacesOut, i[1].ReplacesOut)
+	}
+	if r[1].ReplacesOut != r[0].OutSPI {
+		t.Errorf("the responder's successor replaces out %08x, want %08x", r[1].ReplacesOut, r[0].OutSPI)
+	}
 }
 
 // bothRekeyed checks a collision happened: both ends sent a

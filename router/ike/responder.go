@@ -158,7 +158,7 @@ func (e *Endpoint) authRequest(sa *ikeSA, natt bool, ps []Payload, from netip.Ad
 	e.established(sa, idi.Identity)
 	myAuth := PSKAuth(sa.suite.PRF, p.cfg.PSK, SignedOctets(sa.suite.PRF, sa.initResp, sa.ni, sa.keys.Pr, p.cfg.LocalID.Body()))
 	out := []Payload{&IDr{p.cfg.LocalID}, &Auth{Method: AuthSharedKeyMIC, Data: myAuth}}
-	childPs, _, err := e.respondChild(sa, ps, nil, true, sa.ni, sa.nr)
+	childPs, _, err := e.respondChild(sa, ps, nil, true, sa.ni, sa.nr, nil)
 	if err != nil {
 		sa.err = err.Error()
 		p.lastErr = sa.err

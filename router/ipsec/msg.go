@@ -62,6 +62,9 @@ type saMsg struct {
 	oseq, seq uint64
 	// encap: ESP in UDP between these ports (0/0: plain ESP).
 	encapSport, encapDport uint16
+	// hardSecs: the kernel deletes the SA this many seconds after it
+	// was added (0: never).
+	hardSecs uint64
 }
 
 func family(a netip.Addr) uint16 {
@@ -126,6 +129,7 @@ func encodeNewSA(a cabi.Arch, m saMsg) ([]byte, error) {
 	r.putU8("id.proto", protoESP)
 	r.putBytes("saddr", addrBytes(m.src))
 	putInfiniteLifetime(r, "lft.")
+	r.putU64("lft.hard_add_expires_seconds", m.hardSecs)
 	r.putU32("reqid", m.reqid)
 	r.putU16("family", fam)
 	r.putU8("mode", m.mode)

@@ -219,8 +219,10 @@ func TestAgainstNetlinkLibrary(t *testing.T) {
 		}
 	}
 
-	// The same SA through the library's structs.
+	// The same SA through the library's structs, with a hard lifetime
+	// (an IKE-keyed SA's backstop).
 	m := testSA()
+	m.hardSecs = 3960
 	info := nl.XfrmUsersaInfo{Reqid: m.reqid, Family: nl.FAMILY_V4, Mode: modeTunnel, Flags: stateESN}
 	info.Sel.Family = nl.FAMILY_V4
 	info.Id.Daddr.FromIP(net.IP(wanB.AsSlice()))
@@ -229,6 +231,7 @@ func TestAgainstNetlinkLibrary(t *testing.T) {
 	info.Saddr.FromIP(net.IP(wanA.AsSlice()))
 	info.Lft.SoftByteLimit, info.Lft.HardByteLimit = xfrmInf, xfrmInf
 	info.Lft.SoftPacketLimit, info.Lft.HardPacketLimit = xfrmInf, xfrmInf
+	info.Lft.HardAddExpiresSeconds = 3960
 	crypt := nl.XfrmAlgo{AlgKeyLen: 128, AlgKey: encKey}
 	copy(crypt.AlgName[:], "cbc(aes)")
 	auth := nl.XfrmAlgoAuth{AlgKeyLen: 160, AlgTruncLen: 96, AlgKey: macKey}

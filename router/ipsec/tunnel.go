@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -61,6 +62,12 @@ type SA struct {
 	// ReqID ties the SA to its policies' templates; 0 means its SPI. In
 	// a Tunnel it may be left 0: the tunnel's ReqID decides.
 	ReqID uint32
+	// HardLifetime, when set, makes the kernel delete the SA this long
+	// after it was added (whole seconds, at least one): an IKE-keyed
+	// SA's backstop, a bit above its rekey time, so that an endpoint
+	// that stopped rekeying cannot keep using one key for ever. 0 means
+	// no limit (manual keys).
+	HardLifetime time.Duration
 }
 
 // reqid is the SA's request ID in the kernel.
@@ -193,6 +200,9 @@ func (sa SA) check() []error {
 	} else if len(sa.AuthKey) != a.KeySize {
 		errs = append(errs, fmt.Errorf("%s key is %d bytes, want %d", sa.Auth, len(sa.AuthKey), a.KeySize))
 	}
+	if sa.HardLifetime < 0 {
+		errs = append(errs, fmt.Errorf("hard lifetime %v: want 0 (none) or more", sa.HardLifetime))
+	}
 	switch {
 	case sa.ReplayWindow > maxReplayWindow:
 		errs = append(errs, fmt.Errorf("replay window %d: at most %d", sa.ReplayWindow, maxReplayWindow))
@@ -220,6 +230,9 @@ func (sa SA) msg() saMsg {
 	}
 	if sa.Encap != nil {
 		m.encapSport, m.encapDport = sa.Encap.SrcPort, sa.Encap.DstPort
+	}
+	if sa.HardLifetime > 0 {
+		m.hardSecs = uint64(max(sa.HardLifetime.Round(time.Second), time.Second) / time.Second)
 	}
 	return m
 }

@@ -13,6 +13,9 @@
 //	route NS default|CIDR GW  add a route                         -> "default via GW"
 //	sysctl NS KEY VALUE       set a network sysctl (net.ipv4.ip_forward 1: a router)
 //	esp NS SRC DST SPI SEQ    send one forged ESP packet from any source address
+//	replay NS CAPTURE SRC DST MAX  send again the last MAX ESP packets SRC->DST an ended
+//	                          capture (NS/IF) kept -> "replayed N: spi 0x... seq A-B"
+//	xfrm-stat NS              the namespace's /proc/net/xfrm_stat, "Name N" a line
 //	show NS                   links, addresses, routes            -> one per line
 //	dhcp-server NS IF FIRST LAST ROUTER|- DNS|- LEASE
 //	                          serve leases FIRST..LAST on IF (which needs an address)
@@ -125,6 +128,8 @@ func init() {
 		"masquerade":  {"NS OUT-IF [FORWARD-IKE-TO]", 2, 3, 15 * time.Second, cmdMasquerade},
 		"capture":     {"NS IF", 2, 2, 15 * time.Second, cmdCapture},
 		"capture-end": {"NS IF [MARKER]", 2, 3, 15 * time.Second, cmdCaptureEnd},
+		"replay":      {"NS CAPTURE SRC DST MAX", 5, 5, 15 * time.Second, cmdReplay},
+		"xfrm-stat":   {"NS", 1, 1, 15 * time.Second, cmdXfrmStat},
 		"udp-echo":    {"NS [ADDR:]PORT", 2, 2, 15 * time.Second, cmdUDPEcho},
 		"probe":       {"NAME NS HOST:PORT INTERVAL", 4, 4, 15 * time.Second, cmdProbe},
 		"probe-end":   {"NAME", 1, 1, 15 * time.Second, cmdProbeEnd},

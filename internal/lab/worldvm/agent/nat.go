@@ -169,6 +169,7 @@ func cmdCaptureEnd(_ context.Context, a *agent, args []string) (string, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	keepESP(key, c.pkts) // for replay
 	flows := map[string]int{}
 	marker, ipv4 := 0, 0
 	for _, p := range c.pkts {
@@ -258,6 +259,10 @@ type probe struct {
 	// may have skipped. answeredAt is when each answer first came.
 	sentAt     []time.Time
 	answeredAt map[uint32]time.Time
+	// start is when the probe began; answers the times, since start,
+	// of the answers as they came.
+	start   time.Time
+	answers []time.Duration
 }
 
 // probePrompt is how soon an answer must come for its datagram to count
@@ -286,7 +291,7 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p := &probe{conn: c, stop: make(chan struct{}), done: make(chan struct{}), received: map[uint32]bool{}, answeredAt: map[uint32]time.Time{}}
+	p := &probe{conn: c, stop: make(chan struct{}), done: make(chan struct{}), received: map[uint32]bool{}, answeredAt: map[uint32]time.Time{}, start: time.Now()}
 	probeMu.Lock()
 	if probes[args[0]] != nil {
 		probeMu.Unlock()
@@ -321,6 +326,7 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 				if _, ok := p.answeredAt[seq]; !ok {
 					p.answeredAt[seq] = time.Now()
 				}
+				p.answers = append(p.answers, time.Since(p.start))
 				p.mu.Unlock()
 			}
 		}
@@ -350,12 +356,15 @@ func cmdProbe(ctx context.Context, a *agent, args []string) (string, error) {
 
 // cmdProbeEnd stops the probe after a last second for late answers:
 // "sent N received M lost L dups D last-lost S outage-ms O outage-lost K
-// outage-from F late X" (S: the highest sequence number without an
-// answer, 0 for none; X: datagrams answered, but more than probePrompt
-// after they were sent; O: the longest outage, a run of datagrams lost
-// or answered late, from the sending of its first (F) to that of the
-// next one answered promptly, in milliseconds, K datagrams in it; an
-// outage still on at the end runs to the last datagram sent).
+// outage-from F late X gap G resumed R" (S: the highest sequence number
+// without an answer, 0 for none; X: datagrams answered, but more than
+// probePrompt after they were sent; O: the longest outage, a run of
+// datagrams lost or answered late, from the sending of its first (F) to
+// that of the next one answered promptly, in milliseconds, K datagrams in
+// it; an outage still on at the end runs to the last datagram sent; G:
+// the longest time without an answer, the start and the end included; R:
+// when, after the probe started, the answer that ended that gap came, 0s
+// if none did).
 func cmdProbeEnd(_ context.Context, _ *agent, args []string) (string, error) {
 	probeMu.Lock()
 	p := probes[args[0]]
@@ -384,8 +393,18 @@ func cmdProbeEnd(_ context.Context, _ *agent, args []string) (string, error) {
 		}
 	}
 	o := longestOutage(p.sent, prompt, p.sentAt)
-	return "sent " + strconv.Itoa(int(p.sent)) + fmt.Sprintf(" received %d lost %d dups %d last-lost %d outage-ms %d outage-lost %d outage-from %d late %d",
-		len(p.received), lost, p.dups, last, o.d.Milliseconds(), o.lost, o.from, late), nil
+	var gap, resumed, prev time.Duration
+	for _, at := range p.answers {
+		if at-prev > gap {
+			gap, resumed = at-prev, at
+		}
+		prev = at
+	}
+	if end := time.Since(p.start) - time.Second; end-prev > gap {
+		gap, resumed = end-prev, 0
+	}
+	return "sent " + strconv.Itoa(int(p.sent)) + fmt.Sprintf(" received %d lost %d dups %d last-lost %d outage-ms %d outage-lost %d outage-from %d late %d gap %s resumed %s",
+		len(p.received), lost, p.dups, last, o.d.Milliseconds(), o.lost, o.from, late, gap.Round(time.Millisecond), resumed.Round(time.Millisecond)), nil
 }
 
 type outage struct {

@@ -1,0 +1,14 @@
+package router
+
+// Tunnels is the tunnels' part of Status (nil without tunnels), read
+// without the rest: the boot follows it until the IKEv2 tunnels settle
+// and keeps it in the boot's report.
+func (r *Router) Tunnels() []TunnelState {
+	r.svc.mu.Lock()
+	ts := r.svc.tunnels
+	r.svc.mu.Unlock()
+	if ts == nil {
+		return nil
+	}
+	return ts.status(r.driverOf)
+}
