@@ -88,12 +88,7 @@ var upgradeCuts = []cut{
 func TestUpgradePowerCuts(t *testing.T) {
 	needEndToEnd(t)
 	t.Parallel()
-	dir := t.TempDir()
-	pub, priv := testKey(t)
-	key := filepath.Join(dir, "key")
-	must(t, os.WriteFile(key, priv, 0o600))
-	site := filepath.Join(dir, "site.yaml")
-	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
+	dir, key, site := upgradeSite(t)
 	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
 	// As TestUpgradeEndToEnd's: two systems differing in their speed budget.
 	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,12 +39,7 @@ import (
 func TestUpgradeRollbacks(t *testing.T) {
 	needEndToEnd(t)
 	t.Parallel() // one guest, idle between its boots: it overlaps the others
-	dir := t.TempDir()
-	pub, priv := testKey(t)
-	key := filepath.Join(dir, "key")
-	must(t, os.WriteFile(key, priv, 0o600))
-	site := filepath.Join(dir, "site.yaml")
-	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
+	dir, key, site := upgradeSite(t)
 	// Short budgets: the reasons do not depend on how long the speed
 	// table and the ESP run take, and every case boots twice.
 	common := []string{"--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--esp-budget", "0s", "--site", site}

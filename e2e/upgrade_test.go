@@ -100,6 +100,18 @@ func waitCount(t *testing.T, vm *qemu.VM, text string, n int, within time.Durati
 	}
 }
 
+// upgradeSite is every upgrade test's start: a fresh folder with the test
+// key (its private half in key) and the router's site config naming it.
+func upgradeSite(t *testing.T) (dir, key, site string) {
+	dir = t.TempDir()
+	pub, priv := testKey(t)
+	key = filepath.Join(dir, "key")
+	must(t, os.WriteFile(key, priv, 0o600))
+	site = filepath.Join(dir, "site.yaml")
+	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
+	return dir, key, site
+}
+
 // TestUpgradeEndToEnd builds two systems that differ (the speed budget in
 // their boot options), boots the first, upgrades it to the second with
 // `ocfw upgrade` through the host's OpenSSH, and checks the new system
@@ -109,12 +121,7 @@ func waitCount(t *testing.T, vm *qemu.VM, text string, n int, within time.Durati
 func TestUpgradeEndToEnd(t *testing.T) {
 	needEndToEnd(t)
 	t.Parallel() // one guest, idle between its boots: it overlaps the others
-	dir := t.TempDir()
-	pub, priv := testKey(t)
-	key := filepath.Join(dir, "key")
-	must(t, os.WriteFile(key, priv, 0o600))
-	site := filepath.Join(dir, "site.yaml")
-	must(t, os.WriteFile(site, []byte(routerSite(pub)), 0o644))
+	dir, key, site := upgradeSite(t)
 	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
 	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
 	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
