@@ -174,15 +174,31 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	bad := bu.Header{Board: "alix2d13", Revision: "0badc0ffee00",
 		Kernel: bu.FileSum{Size: int64(len(kernel)), SHA256: fmt.Sprintf("%x", sha256.Sum256(kernel))},
 		Initrd: bu.FileSum{Size: int64(len(junk)), SHA256: fmt.Sprintf("%x", sha256.Sum256(junk))}}
-	var stream bytes.Buffer
-	must(t, bu.WriteHeader(&stream, bad))
-	stream.Write(kernel)
-	stream.Write(junk)
-	cmd := exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
-		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", "ocf upgrade receive")
-	cmd.Stdin = &stream
-	got, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(got), "upgrade to 0badc0ffee00 pending") {
+	receive := func(h bu.Header) (string, error) {
+		var stream bytes.Buffer
+		must(t, bu.WriteHeader(&stream, h))
+		stream.Write(kernel)
+		stream.Write(junk)
+		cmd := exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
+			"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", "ocf upgrade receive")
+		cmd.Stdin = &stream
+		got, err := cmd.CombinedOutput()
+		return string(got), err
+	}
+
+	// Another board's system, sent by hand past ocfw upgrade's own check
+	// (internal/cli's tests): the box refuses it before writing anything.
+	other := bad
+	other.Board, other.Revision = "net5501", "0a0b0c0d0e0f"
+	if got, err := receive(other); err == nil || !strings.Contains(got, "the image is for board net5501, this is a alix2d13: nothing written") {
+		t.Errorf("another board's system: %v\n%s", err, got)
+	}
+	if st := b.ssh(t, "ocf upgrade status"); strings.Contains(st, "0a0b0c0d0e0f") || !strings.Contains(st, "revision "+newRev) {
+		t.Errorf("status after another board's system was refused: %s", st)
+	}
+
+	got, err := receive(bad)
+	if err != nil || !strings.Contains(got, "upgrade to 0badc0ffee00 pending") {
 		t.Fatalf("sending a system that panics: %v\n%s", err, got)
 	}
 	want := "last upgrade to 0badc0ffee00 rolled back: " + bu.NoStart
