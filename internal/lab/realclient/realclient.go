@@ -193,14 +193,20 @@ func (p *Proc) Output() string {
 // matches: n of them) or the program ends or timeout passes; it reports
 // whether n matches arrived.
 func (p *Proc) WaitFor(re *regexp.Regexp, n int, timeout time.Duration) bool {
+	return waitMatches(p.Output, p.done, re, n, timeout)
+}
+
+// waitMatches polls output until it holds n matches of re, done closes
+// or timeout passes; it reports whether n matches arrived.
+func waitMatches(output func() string, done <-chan struct{}, re *regexp.Regexp, n int, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for {
-		if len(re.FindAllStringIndex(p.Output(), -1)) >= n {
+		if len(re.FindAllStringIndex(output(), -1)) >= n {
 			return true
 		}
 		select {
-		case <-p.done:
-			return len(re.FindAllStringIndex(p.Output(), -1)) >= n
+		case <-done:
+			return len(re.FindAllStringIndex(output(), -1)) >= n
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

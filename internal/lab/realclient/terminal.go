@@ -94,20 +94,7 @@ func (tm *Terminal) Output() string {
 // WaitFor waits until the output holds n matches of re, the program
 // ends or timeout passes; it reports whether n matches arrived.
 func (tm *Terminal) WaitFor(re *regexp.Regexp, n int, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if len(re.FindAllStringIndex(tm.Output(), -1)) >= n {
-			return true
-		}
-		select {
-		case <-tm.done:
-			return len(re.FindAllStringIndex(tm.Output(), -1)) >= n
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
+	return waitMatches(tm.Output, tm.done, re, n, timeout)
 }
 
 // Wait waits up to timeout for the program to end: its error, or an
