@@ -2,34 +2,36 @@ package sshd
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // gate decides which connections may start logging in, as OpenSSH's
 // MaxStartups and PerSourceMaxStartups do, and keeps the count of
 // logged-in ones apart: a connection that has not logged in never takes
-// a logged-in connection's place, and bare TCP connects (nothing sent)
-// never push out a client that has begun to talk SSH.
+// a logged-in connection's place.
 //
-// A new connection is refused when its source already holds perSource
-// unauthenticated connections. From dropFrom unauthenticated
-// connections on, the oldest one that has not even sent its
-// identification line is closed to make room for the new one; only when
-// every one has begun the protocol is the new one refused: at random,
-// with a chance rising from 30 % at dropFrom to 100 % at max, so that a
-// flood of clients that do talk SSH cannot keep the table full
-// deterministically, and the login grace empties it.
+// A new connection is never refused for want of room: when its source
+// already holds perSource unauthenticated connections, or the table
+// holds max, the stalest one (of that source, or of all) is closed to
+// make room for it. Stalest is, first, the oldest that has not even
+// sent its identification line; then the one heard from longest ago.
+// So whatever silent or stalled connections are held, from any address
+// including the admin's own, the admin's next try gets in, and a client
+// busy logging in (heard from a moment ago) is the last to go. Room is
+// never refused, so nothing can hold the table against newcomers; the
+// bounds keep memory and goroutines bounded, and the grace times (idle.go)
+// close what is held even when nobody comes.
 type gate struct {
-	max, perSource, dropFrom int
-	maxLoggedIn              int
-	logf                     func(string, ...any)
-	every                    time.Duration // how often refusals are summarised
+	max, perSource int
+	maxLoggedIn    int
+	logf           func(string, ...any)
+	every          time.Duration // how often refusals are summarised
 
 	mu       sync.Mutex
 	starting map[*startup]struct{}
@@ -45,26 +47,39 @@ type startup struct {
 	conn   net.Conn
 	source netip.Prefix
 	since  time.Time
-	ident  bool // sent its identification line
-	gone   bool // left the table (logged in, ended or evicted)
+	// heard is when bytes last came from the client (Unix
+	// nanoseconds), set by the connection's reader (idleConn).
+	heard atomic.Int64
+	ident bool // sent its identification line
+	gone  bool // left the table (logged in, ended or evicted)
 }
 
 // maxSummarySources bounds the distinct sources a summary counts.
 const maxSummarySources = 256
 
-// Refusal reasons, as summarised.
+// Reasons a connection ended without a login, as summarised.
 const (
-	whyPerSource = "over the per-source limit"
-	whyFull      = "refused, table full"
-	whyDrop      = "refused, random early drop"
-	whyEvicted   = "silent, closed to make room"
-	whySilent    = "silent, timed out"
-	whyNoAuth    = "no login attempt"
+	whySilent = "silent, timed out"
+	whyNoAuth = "no login attempt"
 )
 
-func newGate(max, perSource, dropFrom, maxLoggedIn int, logf func(string, ...any)) *gate {
+// whyEvicted is the reason for a connection the gate closed to make
+// room: silent or stalled, for a newcomer from the same source or from
+// anywhere.
+func whyEvicted(st *startup, sameSource bool) string {
+	kind := "stalled"
+	if !st.ident {
+		kind = "silent"
+	}
+	if sameSource {
+		return kind + " closed for a newer one from the same source"
+	}
+	return kind + " closed to make room"
+}
+
+func newGate(max, perSource, maxLoggedIn int, logf func(string, ...any)) *gate {
 	return &gate{
-		max: max, perSource: perSource, dropFrom: dropFrom, maxLoggedIn: maxLoggedIn,
+		max: max, perSource: perSource, maxLoggedIn: maxLoggedIn,
 		logf: logf, every: time.Minute,
 		starting: map[*startup]struct{}{},
 		bySource: map[netip.Prefix]int{},
@@ -88,48 +103,57 @@ func sourceOf(a net.Addr) netip.Prefix {
 	return p
 }
 
-// admit takes c into the table, or refuses it (and closes it).
+// admit takes c into the table, closing the stalest connection of its
+// source or of the table when either is full.
 func (g *gate) admit(c net.Conn) *startup {
 	src := sourceOf(c.RemoteAddr())
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	refuse := func(why string) *startup {
-		c.Close()
-		g.countLocked(why, src)
-		return nil
-	}
 	if g.bySource[src] >= g.perSource {
-		return refuse(whyPerSource)
+		g.evictLocked(g.stalestLocked(&src), true)
 	}
-	if n := len(g.starting); n >= g.dropFrom {
-		// Under pressure a connection that has sent nothing goes
-		// first, before any chance is taken with one that may be
-		// the admin's.
-		if victim := g.oldestSilentLocked(); victim != nil {
-			g.removeLocked(victim)
-			victim.conn.Close()
-			g.countLocked(whyEvicted, victim.source)
-		} else if n >= g.max {
-			return refuse(whyFull)
-		} else if p := 0.3 + 0.7*float64(n-g.dropFrom)/float64(g.max-g.dropFrom); rand.Float64() < p {
-			// 30 % at dropFrom, rising linearly to 100 % at max.
-			return refuse(whyDrop)
-		}
+	if len(g.starting) >= g.max {
+		g.evictLocked(g.stalestLocked(nil), false)
 	}
-	st := &startup{conn: c, source: src, since: time.Now()}
+	now := time.Now()
+	st := &startup{conn: c, source: src, since: now}
+	st.heard.Store(now.UnixNano())
 	g.starting[st] = struct{}{}
 	g.bySource[src]++
 	return st
 }
 
-func (g *gate) oldestSilentLocked() *startup {
+// stalestLocked is the connection to close first, of src's when src is
+// not nil: the oldest silent one, else the one heard from longest ago.
+func (g *gate) stalestLocked(src *netip.Prefix) *startup {
 	var old *startup
+	before := func(a, b *startup) bool {
+		if a.ident != b.ident {
+			return !a.ident
+		}
+		if !a.ident {
+			return a.since.Before(b.since)
+		}
+		return a.heard.Load() < b.heard.Load()
+	}
 	for st := range g.starting {
-		if !st.ident && (old == nil || st.since.Before(old.since)) {
+		if src != nil && st.source != *src {
+			continue
+		}
+		if old == nil || before(st, old) {
 			old = st
 		}
 	}
 	return old
+}
+
+func (g *gate) evictLocked(st *startup, sameSource bool) {
+	if st == nil {
+		return
+	}
+	g.removeLocked(st)
+	st.conn.Close()
+	g.countLocked(whyEvicted(st, sameSource), st.source)
 }
 
 func (g *gate) removeLocked(st *startup) {
@@ -143,7 +167,7 @@ func (g *gate) removeLocked(st *startup) {
 	}
 }
 
-// identSeen marks st as one that talks SSH: no longer evictable.
+// identSeen marks st as one that talks SSH: evicted after the silent ones.
 func (g *gate) identSeen(st *startup) {
 	g.mu.Lock()
 	st.ident = true

@@ -23,10 +23,14 @@ type idleConn struct {
 	// onIdent runs once, in Read, when the first newline arrives; nil
 	// after.
 	onIdent func()
+	// heard, if not nil, is set to the time of each read that brought
+	// bytes: the gate closes the connection heard from longest ago
+	// first.
+	heard *atomic.Int64
 }
 
-func newIdleConn(c net.Conn, idle time.Duration, ident, grace time.Time, onIdent func()) *idleConn {
-	ic := &idleConn{Conn: c, idle: idle, onIdent: onIdent}
+func newIdleConn(c net.Conn, idle time.Duration, ident, grace time.Time, onIdent func(), heard *atomic.Int64) *idleConn {
+	ic := &idleConn{Conn: c, idle: idle, onIdent: onIdent, heard: heard}
 	ic.grace.Store(grace.UnixNano())
 	ic.lastWrite.Store(time.Now().UnixNano())
 	if grace.Before(ident) {
@@ -51,6 +55,9 @@ func (c *idleConn) Read(p []byte) (int, error) {
 			c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 		}
 		n, err := c.Conn.Read(p)
+		if n > 0 && c.heard != nil {
+			c.heard.Store(time.Now().UnixNano())
+		}
 		if c.onIdent != nil && bytes.IndexByte(p[:n], '\n') >= 0 {
 			// x/crypto/ssh is the only reader: no race on onIdent.
 			if g := c.grace.Load(); g != 0 {

@@ -26,14 +26,12 @@ const (
 	// places.
 	DefaultMaxConns = 4
 	// DefaultMaxStartups bounds connections that have not logged in
-	// (OpenSSH's MaxStartups "full"). When all are taken, the oldest
-	// that has sent nothing is closed for a new one.
+	// (OpenSSH's MaxStartups). When all are taken, the stalest is
+	// closed for a new one (gate.go): a new one is never refused.
 	DefaultMaxStartups = 16
-	// DefaultStartupsDropFrom is where early random drop starts
-	// (MaxStartups "start"; the rate rises from 30 % to 100 % at full).
-	DefaultStartupsDropFrom = 8
 	// DefaultPerSourceStartups bounds the connections not logged in
-	// from one IPv4 address or IPv6 /64 (PerSourceMaxStartups).
+	// from one IPv4 address or IPv6 /64 (PerSourceMaxStartups); a new
+	// one from there closes that source's stalest.
 	DefaultPerSourceStartups = 4
 	// DefaultMaxSessions bounds the sessions (so processes) of one
 	// connection.
@@ -124,7 +122,6 @@ type Config struct {
 	// those still logging in (see DefaultMaxStartups and below).
 	MaxConns          int
 	MaxStartups       int
-	StartupsDropFrom  int
 	PerSourceStartups int
 	MaxSessions       int
 	MaxAuthTries      int
@@ -187,10 +184,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxStartups <= 0 {
 		cfg.MaxStartups = DefaultMaxStartups
 	}
-	if cfg.StartupsDropFrom <= 0 {
-		cfg.StartupsDropFrom = DefaultStartupsDropFrom
-	}
-	cfg.StartupsDropFrom = min(cfg.StartupsDropFrom, cfg.MaxStartups)
 	if cfg.PerSourceStartups <= 0 {
 		cfg.PerSourceStartups = DefaultPerSourceStartups
 	}
@@ -230,7 +223,7 @@ func New(cfg Config) (*Server, error) {
 		s.logf = func(string, ...any) {}
 	}
 	s.staging = &staging{dir: cfg.StagingDir, max: cfg.StagingMax, fileMax: cfg.StagingFileMax, maxFiles: int64(cfg.StagingFiles)}
-	s.gate = newGate(cfg.MaxStartups, cfg.PerSourceStartups, cfg.StartupsDropFrom, cfg.MaxConns, s.logf)
+	s.gate = newGate(cfg.MaxStartups, cfg.PerSourceStartups, cfg.MaxConns, s.logf)
 	s.SetLogins(cfg.User, cfg.AuthorizedKeys)
 	for _, k := range append([]ssh.Signer{cfg.HostKey}, cfg.OtherHostKeys...) {
 		if err := s.AddHostKey(k); err != nil {
@@ -397,7 +390,7 @@ func (s *Server) handle(ctx context.Context, raw net.Conn, st *startup) {
 	c := newIdleConn(raw, s.cfg.IdleTimeout, now.Add(s.cfg.IdentGrace), now.Add(s.cfg.LoginGrace), func() {
 		talked.Store(true)
 		s.gate.identSeen(st)
-	})
+	}, &st.heard)
 	addr := raw.RemoteAddr().String()
 	conn, chans, reqs, err := ssh.NewServerConn(c, s.ssh.Load())
 	failed := s.takeAttempts(addr)

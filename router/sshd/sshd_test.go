@@ -698,15 +698,17 @@ func TestSecondHostKeyKeepsTheFirst(t *testing.T) {
 }
 
 // TestStartupTable: clients that talk SSH but never log in fill at most
-// MaxStartups places, are not pushed out by bare connects, and leave the
-// logged-in places alone.
+// MaxStartups places; a newcomer closes the one heard from longest ago
+// (never one busy logging in while a staler one is there), bare
+// connects then take each other's place rather than more talking ones',
+// and the logged-in places are left alone.
 func TestStartupTable(t *testing.T) {
 	ts := start(t, func(c *Config) {
-		c.MaxStartups, c.StartupsDropFrom, c.PerSourceStartups = 4, 2, 100
+		c.MaxStartups, c.PerSourceStartups = 4, 100
 		c.IdentGrace, c.LoginGrace = time.Minute, time.Minute
 	})
 	admin := ts.login(t) // logged in first: not counted in the table
-	open := func(talk bool) (net.Conn, bool) {
+	open := func(talk bool) net.Conn {
 		c, err := net.Dial("tcp", ts.addr)
 		if err != nil {
 			t.Fatal(err)
@@ -720,36 +722,58 @@ func TestStartupTable(t *testing.T) {
 		line, err := br.ReadString('\n')
 		if talk && err == nil {
 			// The server's KEXINIT comes once it has read our line:
-			// from then on it counts as talking.
+			// from then on it counts as talking, heard from now.
 			_, err = br.ReadByte()
 		}
-		return c, err == nil && strings.HasPrefix(line, "SSH-2.0-")
+		if err != nil || !strings.HasPrefix(line, "SSH-2.0-") {
+			t.Fatalf("connection %d: %q, %v; want the server's version (a newcomer is never refused)", len(ts.srv.gate.starting), line, err)
+		}
+		return c
+	}
+	// alive reports whether the server still holds c: a read times
+	// out rather than ending.
+	alive := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		var ne net.Error
+		_, err := io.ReadAll(c)
+		return errors.As(err, &ne) && ne.Timeout()
 	}
 	var talking []net.Conn
 	for range 30 {
-		if c, ok := open(true); ok {
-			talking = append(talking, c)
-		}
+		talking = append(talking, open(true))
 	}
-	// Random drop may refuse some before the table is full; 30 tries
-	// at 30 % or more leave it full all the same, but only the bound
-	// is asserted.
 	ts.srv.gate.mu.Lock()
 	n := len(ts.srv.gate.starting)
 	ts.srv.gate.mu.Unlock()
-	if n > 4 || len(talking) < 2 {
-		t.Fatalf("%d unauthenticated held (%d taken in), want 2 to 4", n, len(talking))
+	if n != 4 {
+		t.Fatalf("%d unauthenticated held, want the table's 4", n)
+	}
+	for i, c := range talking {
+		if want := i >= 26; alive(c) != want {
+			t.Errorf("talking connection %d of 30: held %v, want %v (the newest 4 held)", i, !want, want)
+		}
+	}
+	// The oldest of the four is heard from again (half a packet
+	// length: the server reads it and waits for the rest): now the
+	// second oldest is the stalest.
+	talking[26].Write([]byte{0, 0})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // hang guard
+		ts.srv.gate.mu.Lock()
+		stalest := ts.srv.gate.stalestLocked(nil)
+		ts.srv.gate.mu.Unlock()
+		if stalest.conn.RemoteAddr().String() == talking[27].LocalAddr().String() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server never read the half packet length")
+		}
 	}
 	for range 10 {
 		open(false)
 	}
-	// Each talking one still waits for its key exchange: a read times
-	// out rather than ending.
-	for i, c := range talking[len(talking)-min(len(talking), n):] {
-		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		var ne net.Error
-		if _, err := io.ReadAll(c); !errors.As(err, &ne) || !ne.Timeout() {
-			t.Errorf("talking connection %d ended (%v) after bare connects", i, err)
+	for i, want := range map[int]bool{26: true, 27: false, 28: true, 29: true} {
+		if alive(talking[i]) != want {
+			t.Errorf("after 10 bare connects, talking connection %d: held %v, want %v", i, !want, want)
 		}
 	}
 	if out, _, err := run(t, admin, "echo ok"); err != nil || out != "ok\n" {
