@@ -113,7 +113,10 @@ func ReadStaged(dir string) ([]byte, map[string]string, error) {
 	var siteJSON []byte
 	files := map[string]string{}
 	for _, e := range ents {
-		if !e.Type().IsRegular() {
+		// A name starting with "." is never a staged file (no upload
+		// or bundle may have one): sshd's uploads in flight are
+		// hidden so, and are not whole yet.
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))

@@ -222,6 +222,9 @@ func New(cfg Config) (*Server, error) {
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
+	if cfg.StagingDir != "" {
+		cleanUploads(cfg.StagingDir)
+	}
 	s.staging = &staging{dir: cfg.StagingDir, max: cfg.StagingMax, fileMax: cfg.StagingFileMax, maxFiles: int64(cfg.StagingFiles)}
 	s.gate = newGate(cfg.MaxStartups, cfg.PerSourceStartups, cfg.MaxConns, s.logf)
 	s.SetLogins(cfg.User, cfg.AuthorizedKeys)

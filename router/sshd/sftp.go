@@ -85,6 +85,9 @@ type sftpFS struct {
 	stderr io.Writer // the session's stderr: OpenSSH's clients show it
 	addr   string
 	start  time.Time // mtime of the view's files and directories
+	// uploads are this session's uploads in flight by path, under
+	// staging.mu.
+	uploads map[string]*stagedFile
 }
 
 // serveSFTP runs the sftp protocol on ch until the client leaves or the
@@ -293,6 +296,9 @@ func (f *sftpFS) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 			return nil, f.fail(fxFailure("%s: %v", p, err))
 		}
 		for _, e := range es {
+			if isUpload(e.Name()) {
+				continue // an upload in flight: not there until whole
+			}
 			if st, err := e.Info(); err == nil && st.Mode().IsRegular() {
 				l = append(l, fileInfo{name: e.Name(), size: st.Size(), mode: 0o644, mtime: st.ModTime()})
 			}
@@ -412,31 +418,80 @@ func (st *staging) open(f *sftpFS, p, name string, fl sftp.FileOpenFlags) (io.Wr
 	if err != nil {
 		return nil, f.fail(fxFailure("%s: %v", p, err))
 	}
-	if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) && int64(files) >= st.maxFiles {
+	// The upload goes to a hidden file (uploadPrefix), renamed to its
+	// name when the client closes it whole: until then nobody (another
+	// session's ls or get, `ocf config apply`) sees half a file. It
+	// counts in the limits as it grows; replacing a file may take one
+	// place more than the limit until its close frees the old one.
+	_, lerr := os.Lstat(name)
+	exists := lerr == nil
+	if lerr != nil && !errors.Is(lerr, fs.ErrNotExist) {
+		return nil, f.fail(fxFailure("%s: %v", p, lerr))
+	}
+	if full := int64(files) >= st.maxFiles; full && (!exists || int64(files) > st.maxFiles) {
 		return nil, f.fail(fxFailure("%s: staging already holds %d files (%s)", p, files, st.limits()))
 	}
-	mode := os.O_WRONLY
-	if fl.Creat {
-		mode |= os.O_CREATE
+	switch {
+	case exists && fl.Creat && fl.Excl:
+		return nil, os.ErrExist
+	case !exists && !fl.Creat:
+		return nil, os.ErrNotExist
 	}
-	if fl.Trunc {
-		mode |= os.O_TRUNC
-	}
-	if fl.Excl {
-		mode |= os.O_EXCL
-	}
-	// O_NOFOLLOW: the area is ours, but a link in it must never send
-	// a write elsewhere.
-	fh, err := os.OpenFile(name, mode|syscall.O_NOFOLLOW, 0o600)
+	fh, err := os.CreateTemp(st.dir, uploadPrefix+"*")
 	if err != nil {
-		return nil, err
+		return nil, f.fail(fxFailure("%s: %v", p, err))
 	}
-	return &stagedFile{st: st, f: f, p: p, name: name, fh: fh}, nil
+	if exists && !fl.Trunc {
+		// Writing into a file that is there (a resumed upload): the
+		// copy starts from what it holds. O_NOFOLLOW: a link in
+		// the area must never send a read elsewhere.
+		old, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err == nil {
+			_, err = io.Copy(fh, io.LimitReader(old, st.fileMax))
+			old.Close()
+		}
+		if err != nil {
+			fh.Close()
+			os.Remove(fh.Name())
+			return nil, f.fail(fxFailure("%s: %v", p, err))
+		}
+	}
+	w := &stagedFile{st: st, f: f, p: p, name: name, tmp: fh.Name(), fh: fh}
+	if f.uploads == nil {
+		f.uploads = map[string]*stagedFile{}
+	}
+	f.uploads[p] = w
+	return w, nil
+}
+
+// uploadPrefix starts the names of uploads in flight in the staging
+// directory. A staged name never starts with "." (stagingName), so sftp
+// cannot reach them, and `ocf config apply` (config.ReadStaged) skips
+// them.
+const uploadPrefix = ".upload-"
+
+func isUpload(name string) bool { return strings.HasPrefix(name, ".") }
+
+// cleanUploads removes uploads a stopped server left in flight (a
+// power cut empties the RAM area anyway; a restarted server must not
+// keep the hidden halves counting against the limits).
+func cleanUploads(dir string) {
+	es, _ := os.ReadDir(dir)
+	for _, e := range es {
+		if strings.HasPrefix(e.Name(), uploadPrefix) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 func (st *staging) truncate(f *sftpFS, p, name string, size int64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	// A size set on a file this session is uploading (fsetstat on its
+	// handle comes as a setstat of its path) is the upload's.
+	if w := f.uploads[p]; w != nil {
+		name = w.tmp
+	}
 	if err := st.checkLocked(p, name, size); err != nil {
 		// Not on stderr again: scp sets the size it sent after a
 		// write was refused for it, and the user was told then.
@@ -446,14 +501,16 @@ func (st *staging) truncate(f *sftpFS, p, name string, size int64) error {
 	return os.Truncate(name, size)
 }
 
-// stagedFile is an upload in progress. A write over a limit fails, and
-// the file is removed when the handle closes: a partly uploaded file
-// must not stay to be taken for a whole one.
+// stagedFile is an upload in progress, written to tmp (hidden) and
+// renamed to name when the client closes it. A write over a limit
+// fails, and tmp is removed when the handle closes: a partly uploaded
+// file must never be taken for a whole one.
 type stagedFile struct {
 	st     *staging
 	f      *sftpFS
 	p      string
 	name   string
+	tmp    string
 	fh     *os.File
 	broken bool
 }
@@ -469,7 +526,7 @@ func (w *stagedFile) WriteAt(b []byte, off int64) (int, error) {
 		return 0, err
 	}
 	if end := off + int64(len(b)); end > fi.Size() {
-		if err := w.st.checkLocked(w.p, w.name, end); err != nil {
+		if err := w.st.checkLocked(w.p, w.tmp, end); err != nil {
 			w.broken = true
 			return 0, w.f.fail(err)
 		}
@@ -487,15 +544,19 @@ func (w *stagedFile) TransferError(error) {
 func (w *stagedFile) Close() error {
 	err := w.fh.Close()
 	w.st.mu.Lock()
-	broken := w.broken
-	w.st.mu.Unlock()
-	if broken {
-		os.Remove(w.name)
-		w.f.srv.logf("ssh: %s: sftp: %s removed: its upload did not complete", w.f.addr, w.p)
+	defer w.st.mu.Unlock()
+	if w.f.uploads[w.p] == w {
+		delete(w.f.uploads, w.p)
+	}
+	if w.broken || err != nil {
+		os.Remove(w.tmp)
+		w.f.srv.logf("ssh: %s: sftp: %s not kept: its upload did not complete", w.f.addr, w.p)
 		return fxFailure("%s: not kept: its upload did not complete", w.p)
 	}
-	if err == nil {
-		w.f.srv.logf("ssh: %s: sftp: staged %s", w.f.addr, w.p)
+	if err := os.Rename(w.tmp, w.name); err != nil {
+		os.Remove(w.tmp)
+		return w.f.fail(fxFailure("%s: %v", w.p, err))
 	}
-	return err
+	w.f.srv.logf("ssh: %s: sftp: staged %s", w.f.addr, w.p)
+	return nil
 }

@@ -123,3 +123,90 @@ func TestSFTPTreeRefusals(t *testing.T) {
 		t.Error("a second session beside an sftp one, over MaxSessions 1")
 	}
 }
+
+// stagedNames is what `ocf config apply` takes from dir
+// (config.ReadStaged, which this package's tests cannot import): the
+// regular files whose names do not start with ".".
+func stagedNames(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n []string
+	for _, e := range es {
+		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+			n = append(n, e.Name())
+		}
+	}
+	return n
+}
+
+// TestStagingPartial: an upload paused half-way is not in /staging for
+// another session (ls, stat, get) nor for the apply path; once its
+// client closes it, it is there whole. An upload a stopped server left
+// behind is gone when the next one starts.
+func TestStagingPartial(t *testing.T) {
+	staging := t.TempDir()
+	// A power cut mid-upload, as the previous server left it.
+	if err := os.WriteFile(filepath.Join(staging, ".upload-123"), []byte(`{"half`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := start(t, func(c *Config) { c.StagingDir = staging })
+	if left, _ := filepath.Glob(filepath.Join(staging, ".*")); len(left) != 0 {
+		t.Errorf("a new server left %v in staging", left)
+	}
+	up, other := sftpClient(t, ts), sftpClient(t, ts)
+	whole := []byte(strings.Repeat(`{"kind": "site"}`, 1000))
+	f, err := up.Create("/staging/site.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(whole[:len(whole)/2]); err != nil {
+		t.Fatal(err)
+	}
+	invisible := func(when string) {
+		t.Helper()
+		es, err := other.ReadDir("/staging")
+		if err != nil {
+			t.Fatalf("%s: ls /staging: %v", when, err)
+		}
+		for _, e := range es {
+			t.Errorf("%s: ls /staging shows %s (%d bytes)", when, e.Name(), e.Size())
+		}
+		if fi, err := other.Stat("/staging/site.json"); err == nil {
+			t.Errorf("%s: stat /staging/site.json: %d bytes, want not found", when, fi.Size())
+		}
+		if r, err := other.Open("/staging/site.json"); err == nil {
+			b, _ := io.ReadAll(r)
+			r.Close()
+			t.Errorf("%s: get /staging/site.json read %d bytes, want not found", when, len(b))
+		}
+		if n := stagedNames(t, staging); len(n) != 0 {
+			t.Errorf("%s: the apply path would take %v", when, n)
+		}
+	}
+	invisible("half-way")
+	if _, err := f.Write(whole[len(whole)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	invisible("written, not closed")
+	if err := f.Close(); err != nil {
+		t.Fatalf("close: %v\nlog:\n%s", err, ts.log)
+	}
+	r, err := other.Open("/staging/site.json")
+	if err != nil {
+		t.Fatalf("after close: %v", err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || string(got) != string(whole) {
+		t.Errorf("after close: read %d bytes (%v), want the %d uploaded", len(got), err, len(whole))
+	}
+	if n := stagedNames(t, staging); len(n) != 1 || n[0] != "site.json" {
+		t.Errorf("after close the apply path takes %v, want [site.json]", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(staging, ".*")); len(left) != 0 {
+		t.Errorf("after close, staging still holds %v", left)
+	}
+}
