@@ -169,6 +169,16 @@ func TestOpenSSHFiles(t *testing.T) {
 		if _, err := os.Stat(got); err == nil {
 			t.Errorf("scp /etc/passwd made a local copy")
 		}
+		// sftp's get stats the path first (its glob) and prints "not
+		// found" for any failed stat, whatever the status; the
+		// server's line before it says why (docs/router.md).
+		_, errOut, code = o.run(t, "sftp", "get /etc/passwd "+got+"\n", "-b", "-", "root@127.0.0.1")
+		if code == 0 || !strings.Contains(errOut, "ocfw: /etc/passwd: only the card's view and /staging/ are reachable over sftp") {
+			t.Errorf("sftp get /etc/passwd: exit %d, stderr %q; want the refusal", code, errOut)
+		}
+		if _, err := os.Stat(got); err == nil {
+			t.Errorf("sftp get /etc/passwd made a local copy")
+		}
 		out, errOut, code := o.run(t, "sftp", "mkdir /staging/d\n", "-b", "-", "root@127.0.0.1")
 		if code == 0 {
 			t.Errorf("sftp mkdir in staging: exit 0\n%s%s", out, errOut)
