@@ -708,6 +708,12 @@ func TestStartupTable(t *testing.T) {
 		c.IdentGrace, c.LoginGrace = time.Minute, time.Minute
 	})
 	admin := ts.login(t) // logged in first: not counted in the table
+	// The server takes it out of the table once its side of the
+	// handshake is done, which may be after the client's: wait, or the
+	// table would count it as its stalest.
+	if log := ts.log.waitFor(" logged in from "); !strings.Contains(log, " logged in from ") {
+		t.Fatalf("the admin's login is not logged:\n%s", log)
+	}
 	open := func(talk bool) net.Conn {
 		c, err := net.Dial("tcp", ts.addr)
 		if err != nil {
