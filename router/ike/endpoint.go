@@ -157,8 +157,9 @@ type Endpoint struct {
 	secret  [32]byte
 	secretV byte
 	closed  bool
-	// lastDropLog rate-limits the line about dropped IKE_SA_INITs.
-	lastDropLog time.Time
+	// lastDropLog rate-limits the line about dropped IKE_SA_INITs;
+	// lastUnauth the unauthenticated INVALID_MAJOR_VERSION answers.
+	lastDropLog, lastUnauth time.Time
 	// rfcCollisions turns off the TEMPORARY_FAILURE answer of an original
 	// initiator to a colliding rekey: both rekeys then complete and the
 	// redundant SA is deleted by nonces, as strongSwan does (RFC 7296
@@ -361,6 +362,9 @@ func (e *Endpoint) HandlePacket(natt bool, pkt []byte, from netip.AddrPort) {
 	}
 	h, err := DecodeHeader(pkt)
 	if err != nil {
+		if h.Version>>4 > 2 && len(pkt) >= HeaderLen {
+			e.invalidMajorVersion(natt, h, from)
+		}
 		return
 	}
 	if h.Exchange == IKE_SA_INIT && !h.Response() && h.SPIr == 0 {
@@ -386,6 +390,32 @@ func (e *Endpoint) HandlePacket(natt bool, pkt []byte, from netip.AddrPort) {
 		e.handleResponse(sa, natt, pkt, m, from)
 	} else {
 		e.handleRequest(sa, natt, pkt, m, from)
+	}
+}
+
+// invalidMajorVersion answers a request of a later IKE version (RFC
+// 7296 2.5: drop it, and say which version we speak, 2.0, in the
+// answer's header). The answer is unauthenticated, so it goes only to a
+// configured peer's address and at most once a second (1.5, 2.21.1): a
+// spoofed flood must not make us a reflector.
+func (e *Endpoint) invalidMajorVersion(natt bool, h Header, from netip.AddrPort) {
+	if h.Response() || e.peerByAddr(from.Addr()) == nil {
+		return
+	}
+	now := e.now()
+	if now.Sub(e.lastUnauth) < time.Second {
+		return
+	}
+	e.lastUnauth = now
+	flags := FlagResponse
+	if !h.Initiator() {
+		flags |= FlagInitiator // the sender is the responder: we are its initiator
+	}
+	m := &Message{Header: Header{SPIi: h.SPIi, SPIr: h.SPIr, Exchange: h.Exchange, Flags: flags, MessageID: h.MessageID},
+		Payloads: []Payload{&Notify{Notify: INVALID_MAJOR_VERSION}}}
+	if pkt, err := m.Encode(); err == nil {
+		e.logf("ike: a request of IKE version %d.%d from %v: answered INVALID_MAJOR_VERSION", h.Version>>4, h.Version&0xf, from)
+		e.sendTo(natt, pkt, from)
 	}
 }
 
