@@ -33,6 +33,13 @@ func (e *Endpoint) handleInitRequest(natt bool, pkt []byte, from netip.AddrPort)
 	if p == nil {
 		return // not a configured peer
 	}
+	if e.knownInitiator(h.SPIi, from) {
+		// A replay (or a late retransmission) of the IKE_SA_INIT of an
+		// SA past half-open: it gets no second slot (RFC 7296 2.1,
+		// 2.2: the SPI names the SA it made), and no answer, as the
+		// IKE_SA_INIT response is no longer what the SA holds.
+		return
+	}
 	half := e.halfOpen()
 	if half >= e.cfg.MaxHalfOpen || len(e.sasOf(p)) >= e.cfg.MaxSAsPerPeer {
 		if now := e.now(); now.Sub(e.lastDropLog) >= time.Second {
@@ -105,11 +112,15 @@ func (e *Endpoint) handleInitRequest(natt bool, pkt []byte, from netip.AddrPort)
 	}
 	local := e.localAddr(p, natt)
 	sa.natLocal, sa.natRemote = natDetect(ps, sa.spii, 0, from, local)
+	sa.childless = notify(ps, CHILDLESS_IKEV2_SUPPORTED) != nil
 	chosen.SPI = nil
 	out := []Payload{&SA{[]Proposal{chosen}}, &KE{Group: suite.DH, Data: dh.Public()}, &Nonce{Data: sa.nr}}
 	if notify(ps, NAT_DETECTION_SOURCE_IP) != nil {
 		out = append(out, e.natd(sa.spii, sa.spir, local, from)...)
 	}
+	// We take IKE_AUTH without a CHILD SA (RFC 6023): Libreswan's
+	// reauthentication and charon's childless=force send one.
+	out = append(out, &Notify{Notify: CHILDLESS_IKEV2_SUPPORTED})
 	rm := &Message{Header: Header{SPIi: sa.spii, SPIr: sa.spir, Exchange: IKE_SA_INIT, Flags: FlagResponse}, Payloads: out}
 	resp, err := rm.Encode()
 	if err != nil {
@@ -158,10 +169,39 @@ func (e *Endpoint) authRequest(sa *ikeSA, natt bool, ps []Payload, from netip.Ad
 	e.established(sa, idi.Identity)
 	myAuth := PSKAuth(sa.suite.PRF, p.cfg.PSK, SignedOctets(sa.suite.PRF, sa.initResp, sa.ni, sa.keys.Pr, p.cfg.LocalID.Body()))
 	out := []Payload{&IDr{p.cfg.LocalID}, &Auth{Method: AuthSharedKeyMIC, Data: myAuth}}
+	if sa.childless && !hasChildPayloads(ps) {
+		// A childless IKE_AUTH (RFC 6023): the IKE SA alone; the peer
+		// asks for CHILD SAs with CREATE_CHILD_SA.
+		e.logf("ike %s: childless IKE_AUTH: the CHILD SA comes by CREATE_CHILD_SA", p.cfg.Name)
+		return out, nil
+	}
 	childPs, _, err := e.respondChild(sa, ps, nil, true, sa.ni, sa.nr, nil)
 	if err != nil {
 		sa.err = err.Error()
 		p.lastErr = sa.err
 	}
 	return append(out, childPs...), nil
+}
+
+// hasChildPayloads reports any of the payloads that ask for a CHILD SA.
+func hasChildPayloads(ps []Payload) bool {
+	for _, p := range ps {
+		switch p.(type) {
+		case *SA, *TSi, *TSr:
+			return true
+		}
+	}
+	return false
+}
+
+// knownInitiator reports an IKE SA we answered for initiator SPI spii
+// from from's address that is past half-open (those answer their
+// retransmissions from e.half).
+func (e *Endpoint) knownInitiator(spii uint64, from netip.AddrPort) bool {
+	for _, sa := range e.sas {
+		if !sa.initiator && sa.spii == spii && sa.remote.Addr().Unmap() == from.Addr().Unmap() {
+			return true
+		}
+	}
+	return false
 }

@@ -39,6 +39,9 @@ type ikeSA struct {
 	natt      bool // talking on the NAT-T port
 	natLocal  bool // we are behind a NAT
 	natRemote bool // the peer is behind a NAT
+	// childless: the peer announced CHILDLESS_IKEV2_SUPPORTED in its
+	// IKE_SA_INIT, so its IKE_AUTH may carry no CHILD SA (RFC 6023).
+	childless bool
 
 	suite     *Suite
 	keys      *IKEKeys
