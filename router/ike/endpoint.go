@@ -135,9 +135,12 @@ type Config struct {
 	RetransmitBase time.Duration
 	Retries        int
 	// CookieThreshold: half-open SAs from which IKE_SA_INIT needs a COOKIE
-	// (default 8); MaxHalfOpen: above it new ones are dropped (64);
-	// MaxSAsPerPeer: IKE SAs one peer may hold (4); MaxChildSAs: CHILD
-	// SAs per IKE SA (8).
+	// (default 8; from a peer's address that holds one already, it always
+	// does); MaxHalfOpen: above it new ones are dropped (64), or one
+	// with a valid COOKIE replaces its peer's oldest half-open SA;
+	// MaxSAsPerPeer: IKE SAs one peer may hold besides half-open ones,
+	// and half-open ones from its address (4); MaxChildSAs: CHILD SAs per
+	// IKE SA (8).
 	CookieThreshold, MaxHalfOpen, MaxSAsPerPeer, MaxChildSAs int
 	// Keepalive is the NAT keepalive interval when we are behind a NAT
 	// (default 20s); RetryInterval the wait before an initiator tries

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"sort"
 	"time"
 )
 
@@ -40,15 +41,6 @@ func (e *Endpoint) handleInitRequest(natt bool, pkt []byte, from netip.AddrPort)
 		// IKE_SA_INIT response is no longer what the SA holds.
 		return
 	}
-	half := e.halfOpen()
-	if half >= e.cfg.MaxHalfOpen || len(e.sasOf(p)) >= e.cfg.MaxSAsPerPeer {
-		if now := e.now(); now.Sub(e.lastDropLog) >= time.Second {
-			// One line a second at most: a flood must not flood the log.
-			e.lastDropLog = now
-			e.logf("ike %s: IKE_SA_INIT dropped: %d half-open SAs, %d SAs with this peer", p.cfg.Name, half, len(e.sasOf(p)))
-		}
-		return
-	}
 	m, err := Decode(pkt)
 	if err != nil {
 		return
@@ -61,14 +53,39 @@ func (e *Endpoint) handleInitRequest(natt bool, pkt []byte, from netip.AddrPort)
 		e.replyInit(natt, h.SPIi, &Notify{Notify: INVALID_SYNTAX}, from)
 		return
 	}
-	if half >= e.cfg.CookieThreshold {
-		// Under load: no state until the initiator returns our cookie
-		// as the first payload (RFC 7296 2.6).
-		c, isN := ps[0].(*Notify)
-		if !isN || c.Notify != COOKIE || !e.validCookie(c.Data, h.SPIi, ni.Data, from) {
-			e.replyInit(natt, h.SPIi, &Notify{Notify: COOKIE, Data: e.makeCookie(h.SPIi, ni.Data, from)}, from)
+	// Denial of service from a peer's address (issue 28): anyone can
+	// send IKE_SA_INIT in a peer's name, and each answered one holds a
+	// half-open SA for halfOpenTimeout. So a cookie (RFC 7296 2.6) is
+	// asked for as soon as the peer's address holds one half-open SA,
+	// or the endpoint CookieThreshold of them: a spoofed flood then
+	// costs no state, and the peer, which sees our answers, pays one
+	// round trip more. Half-open SAs never count against an
+	// established peer's SAs (MaxSAsPerPeer), nor stop our own
+	// initiation (hasActive).
+	half, mine := e.halfOpen(), e.halfOpenOf(p)
+	c, isN := ps[0].(*Notify)
+	cookied := isN && c.Notify == COOKIE && e.validCookie(c.Data, h.SPIi, ni.Data, from)
+	if !cookied && (half >= e.cfg.CookieThreshold || len(mine) > 0) {
+		// No state until the initiator returns our cookie as the
+		// first payload.
+		e.replyInit(natt, h.SPIi, &Notify{Notify: COOKIE, Data: e.makeCookie(h.SPIi, ni.Data, from)}, from)
+		return
+	}
+	if n := len(e.sasOf(p)) - len(mine); n >= e.cfg.MaxSAsPerPeer {
+		e.dropInit(p, "%d IKE SAs with this peer", n)
+		return
+	}
+	var evict *ikeSA
+	if half >= e.cfg.MaxHalfOpen || len(mine) >= e.cfg.MaxSAsPerPeer {
+		if !cookied || len(mine) == 0 {
+			e.dropInit(p, "%d half-open SAs", half)
 			return
 		}
+		// The sender proved it sees the peer's address: its request
+		// takes the place of the peer address's oldest half-open SA
+		// (below, once it is answered), so the memory stays bounded
+		// and the newest attempt, the peer's, goes on.
+		evict = mine[0]
 	}
 	if err := CheckOffer(sap.Proposals, false); err != nil {
 		e.replyInit(natt, h.SPIi, &Notify{Notify: INVALID_SYNTAX}, from)
@@ -127,6 +144,9 @@ func (e *Endpoint) handleInitRequest(natt bool, pkt []byte, from netip.AddrPort)
 		return
 	}
 	sa.initResp = resp
+	if evict != nil {
+		e.removeSA(evict, "")
+	}
 	e.sas[sa.spir] = sa
 	e.half[halfKey{sa.spii, from}] = sa
 	e.sendTo(natt, resp, from)
@@ -204,4 +224,25 @@ func (e *Endpoint) knownInitiator(spii uint64, from netip.AddrPort) bool {
 		}
 	}
 	return false
+}
+
+// dropInit logs a dropped IKE_SA_INIT, one line a second at most: a
+// flood must not flood the log.
+func (e *Endpoint) dropInit(p *peerState, format string, args ...any) {
+	if now := e.now(); now.Sub(e.lastDropLog) >= time.Second {
+		e.lastDropLog = now
+		e.logf("ike %s: IKE_SA_INIT dropped: "+format, append([]any{p.cfg.Name}, args...)...)
+	}
+}
+
+// halfOpenOf is the responder's half-open SAs with peer p, oldest first.
+func (e *Endpoint) halfOpenOf(p *peerState) []*ikeSA {
+	var out []*ikeSA
+	for _, sa := range e.sas {
+		if sa.peer == p && sa.state == stateHalfOpen {
+			out = append(out, sa)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].created.Before(out[j].created) })
+	return out
 }

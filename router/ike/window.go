@@ -348,10 +348,12 @@ func (e *Endpoint) allSAs() []*ikeSA {
 	return out
 }
 
-// hasActive reports an IKE SA of the peer that is up or on its way.
+// hasActive reports an IKE SA of the peer that is up or on its way. A
+// half-open one is not: anyone can make one in the peer's name (a
+// spoofed IKE_SA_INIT), and it must not keep us from initiating.
 func (e *Endpoint) hasActive(p *peerState) bool {
 	for _, sa := range e.sas {
-		if sa.peer == p && sa.state <= stateEstablished {
+		if sa.peer == p && sa.state <= stateEstablished && sa.state != stateHalfOpen {
 			return true
 		}
 	}
