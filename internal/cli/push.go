@@ -56,7 +56,7 @@ StrictHostKeyChecking=accept-new); a changed key is always refused.`,
 				return fmt.Errorf("%s: not a site config (kind: site)", siteFile)
 			}
 			// The checks and the words of ocfw validate.
-			if err := validateSites(cmd, g, []string{siteFile}, nil); err != nil {
+			if err := validateSites(cmd, g, []string{siteFile}, nil, false); err != nil {
 				var l boards.ErrorList
 				if errors.As(err, &l) {
 					for _, e := range l {
