@@ -88,7 +88,7 @@ StrictHostKeyChecking=accept-new); a changed key is always refused.`,
 	cmd.Flags().StringVar(&f.hostKey, "host-key", "", "accept only this host key fingerprint (SHA256:..., as ocf net shows it), instead of known_hosts")
 	cmd.Flags().BoolVar(&f.acceptNew, "accept-new", false, "add an unknown box's host key to known_hosts on first use (a changed key is still refused)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", config.DefaultWithin, fmt.Sprintf("the box rolls back unless confirmed within this long (%v to %v)", config.MinWithin, config.MaxWithin))
-	cmd.Flags().BoolVar(&f.noConfirm, "no-confirm", false, "leave the config provisional: confirm it yourself with 'ssh BOX ocf config confirm' before --timeout")
+	cmd.Flags().BoolVar(&f.noConfirm, "no-confirm", false, "leave the config provisional: confirm it yourself with the ssh command it prints (ocf config confirm N) before --timeout")
 	return cmd
 }
 

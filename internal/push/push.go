@@ -95,10 +95,14 @@ func Push(ctx context.Context, o Options, b Bundle) error {
 	if strings.Contains(out, "nothing changed") {
 		return nil
 	}
+	gen, ok := config.AppliedGen(out)
+	if !ok {
+		return fmt.Errorf("applying on %s: the box's answer names no pushed config number, so push cannot confirm it (ocf config status on the box says what waits): %q", addr, out)
+	}
 	deadline := start.Add(o.Within)
 	if o.NoConfirm {
-		fmt.Fprintf(o.Out, "left provisional, as asked: confirm with `ssh %s@%s ocf config confirm` before %s, or the box rolls back by itself\n",
-			user, o.Host, deadline.Format(time.TimeOnly))
+		fmt.Fprintf(o.Out, "left provisional, as asked: confirm with `%s` before %s, or the box rolls back by itself\n",
+			confirmCommand(addr, user, gen), deadline.Format(time.TimeOnly))
 		return nil
 	}
 	// A new connection: the one that applied proves nothing about the
@@ -118,15 +122,29 @@ func Push(ctx context.Context, o Options, b Bundle) error {
 			last = err
 			continue
 		}
-		out, err := run(c, "ocf config confirm", nil)
+		out, err := run(c, fmt.Sprintf("ocf config confirm %d", gen), nil)
 		c.Close()
 		if err != nil {
-			return fmt.Errorf("confirming on %s: %w", addr, err)
+			return fmt.Errorf("confirming pushed config %d on %s: %w", gen, addr, err)
 		}
 		fmt.Fprint(o.Out, out)
 		return nil
 	}
 	return fmt.Errorf("%w (%v): the box rolls back to its previous config by itself at about %s", ErrNoReconnect, last, deadline.Format(time.TimeOnly))
+}
+
+// confirmCommand is the OpenSSH command that confirms generation gen on
+// the box at addr: ssh takes the port as -p, not as host:port.
+func confirmCommand(addr, user string, gen int) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = addr, "22"
+	}
+	p := ""
+	if port != "22" {
+		p = "-p " + port + " "
+	}
+	return fmt.Sprintf("ssh %s%s@%s ocf config confirm %d", p, user, host, gen)
 }
 
 // confirmPause waits for the box to have applied (it waits
@@ -270,10 +288,10 @@ func hostKeyCheck(o Options, addr string) (ssh.HostKeyCallback, []string, error)
 	if o.HostKey != "" {
 		return func(_ string, _ net.Addr, k ssh.PublicKey) error {
 			if got := ssh.FingerprintSHA256(k); got != o.HostKey {
-				return fmt.Errorf("the host key is %s, not the pinned %s: refusing to log in (someone may be in between)", got, o.HostKey)
+				return fmt.Errorf("the host key of %s is %s, not the pinned %s: refusing to log in (someone may be in between)", addr, got, o.HostKey)
 			}
 			return nil
-		}, nil, nil
+		}, preferredAlgos, nil
 	}
 	file := o.KnownHosts
 	if file == "" {
@@ -311,6 +329,9 @@ func hostKeyCheck(o Options, addr string) (ssh.HostKeyCallback, []string, error)
 			}
 		}
 	}
+	if algos == nil {
+		algos = preferredAlgos
+	}
 	return func(host string, remote net.Addr, k ssh.PublicKey) error {
 		var err error
 		if check != nil {
@@ -324,7 +345,7 @@ func hostKeyCheck(o Options, addr string) (ssh.HostKeyCallback, []string, error)
 			return nil
 		case errors.As(err, &ke) && len(ke.Want) > 0:
 			return fmt.Errorf("the host key of %s CHANGED (now %s, %s has another): refusing to log in; if the box was reset on purpose, remove its line (ssh-keygen -R %s -f %s)",
-				host, ssh.FingerprintSHA256(k), file, host, file)
+				host, ssh.FingerprintSHA256(k), file, knownhosts.Normalize(host), file)
 		case errors.As(err, &ke):
 			if !o.AcceptNew {
 				return &UnknownHostError{Host: host, File: file, Fingerprint: ssh.FingerprintSHA256(k)}
@@ -340,6 +361,12 @@ func hostKeyCheck(o Options, addr string) (ssh.HostKeyCallback, []string, error)
 		return err
 	}, algos, nil
 }
+
+// preferredAlgos are the host key types asked of a box known_hosts does
+// not know yet, or whose fingerprint is pinned: ed25519 first, the key
+// `ocf net` shows and docs/push.md says to compare, and the type OpenSSH
+// stores on first contact (golang.org/x/crypto/ssh would pick RSA).
+var preferredAlgos = []string{ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
 
 // UnknownHostError is a box whose host key known_hosts does not have.
 type UnknownHostError struct{ Host, File, Fingerprint string }
