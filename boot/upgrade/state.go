@@ -21,6 +21,10 @@ const (
 	Refused = "refused"
 )
 
+// StillBooting is how the box answers an upgrade asked before its boot
+// sequence is done; ocfw upgrade waits while it reads it.
+const StillBooting = "the box is still booting"
+
 // Record is the upgrade's power-safe record.
 type Record struct {
 	State    string `json:"state"`

@@ -22,12 +22,17 @@ type fakeBox struct {
 	header     bu.Header
 	afterBoot  string // the last line once the box has the system
 	calls      []string
+	booting    int // status requests answered "still booting" first
 }
 
 func (b *fakeBox) Run(_ context.Context, command string, stdin io.Reader, stdout io.Writer) error {
 	b.calls = append(b.calls, command)
 	switch command {
 	case "ocf upgrade status":
+		if b.booting > 0 {
+			b.booting--
+			return fmt.Errorf("ssh root@box ocf upgrade status: exit status 1: ocf: %s: its boot sequence is not done yet (the self-test runs); try again in a moment", bu.StillBooting)
+		}
 		fmt.Fprintf(stdout, "board %s\nslot a\nrevision %s\n", b.board, b.rev)
 		if b.received != nil {
 			fmt.Fprintf(stdout, "last %s\n", b.afterBoot)
@@ -106,6 +111,24 @@ func TestUpgradeHostSide(t *testing.T) {
 			t.Errorf("res %+v err %v calls %v", res, err, box.calls)
 		}
 	})
+}
+
+// An upgrade asked while the box is still booting (SSH up, its boot
+// sequence not done) waits for it, saying so, within a bound.
+func TestUpgradeWhileBooting(t *testing.T) {
+	img, m := smallImage(t)
+	rev := m.System.Revision
+	box := &fakeBox{board: "alix2d13", rev: "0123456789ab", afterBoot: "upgrade to " + rev + " committed", booting: 3}
+	var out bytes.Buffer
+	res, err := upgrade.Run(context.Background(), upgrade.Options{Image: img, Remote: box, Out: &out, Poll: time.Millisecond, Wait: time.Minute})
+	if err != nil || !res.Committed || !strings.Contains(out.String(), bu.StillBooting+"; waiting for its boot sequence to end") {
+		t.Errorf("res %+v err %v\n%s", res, err, out.String())
+	}
+	box = &fakeBox{board: "alix2d13", rev: "0123456789ab", booting: 1 << 30}
+	_, err = upgrade.Run(context.Background(), upgrade.Options{Image: img, Remote: box, Out: io.Discard, Poll: time.Millisecond, BootWait: 50 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), bu.StillBooting) || !strings.Contains(err.Error(), "still so after 50ms") || box.received != nil {
+		t.Errorf("a box that stays booting: %v", err)
+	}
 }
 
 func TestUpgradeCLIArgs(t *testing.T) {

@@ -77,6 +77,9 @@ type Options struct {
 	Wait time.Duration
 	// Poll is the time between status requests; 0 means 5 s.
 	Poll time.Duration
+	// BootWait bounds the wait for a box whose boot sequence is not
+	// done yet (SSH answers before it is); 0 means 3 minutes.
+	BootWait time.Duration
 }
 
 // Status is what `ocf upgrade status` says.
@@ -151,7 +154,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer sys.Close()
 	m := sys.Manifest
-	st, err := ReadStatus(ctx, o.Remote)
+	st, err := readStatusBooted(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("asking the box which board it is: %w", err)
 	}
@@ -207,6 +210,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		select {
 		case <-ctx.Done():
 			return res, fmt.Errorf("no result from the box after %v (last: %v)", o.Wait, last)
+		case <-time.After(o.Poll):
+		}
+	}
+}
+
+// readStatusBooted asks the box for its status, waiting (at most
+// BootWait) while it says it is still booting: SSH comes up some 20 s
+// before the boot sequence is done and the box takes upgrades.
+func readStatusBooted(ctx context.Context, o Options) (*Status, error) {
+	if o.BootWait == 0 {
+		o.BootWait = 3 * time.Minute
+	}
+	deadline := time.Now().Add(o.BootWait)
+	said := false
+	for {
+		st, err := ReadStatus(ctx, o.Remote)
+		if err == nil || !strings.Contains(err.Error(), bu.StillBooting) {
+			return st, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w; still so after %v: try again later", err, o.BootWait)
+		}
+		if !said {
+			fmt.Fprintf(o.Out, "%s; waiting for its boot sequence to end (at most %v)\n", bu.StillBooting, o.BootWait)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		case <-time.After(o.Poll):
 		}
 	}
