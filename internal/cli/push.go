@@ -47,6 +47,11 @@ box's host key is checked as OpenSSH does, against ~/.ssh/known_hosts
 --host-key SHA256:... pins that fingerprint (compare it with 'ocf net' on the
 box's console) or --accept-new adds it on first use (as OpenSSH's
 StrictHostKeyChecking=accept-new); a changed key is always refused.`,
+		Example: `  ocfw push mysite.yaml root@192.168.1.1
+  ocfw push --accept-new mysite.yaml 192.168.1.1              # first contact: learn its host key
+  ocfw push --host-key SHA256:... mysite.yaml 192.168.1.1     # or pin what ocf net shows
+  ocfw push --no-confirm --timeout 5m mysite.yaml 192.168.1.1
+  ocfw push site-a.yaml a-b.keys root@203.0.113.2            # with a tunnel's key file`,
 		Args: needArgs(2, -1, "a site config, key files, and the router's address", "ocfw push mysite.yaml root@192.168.1.1"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			siteFile, keyFiles, host := args[0], args[1:len(args)-1], args[len(args)-1]
