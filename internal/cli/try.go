@@ -9,8 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -89,10 +87,7 @@ terminal, powers it off after the report instead. The board's data partition
 			}
 			if pl.Kernel.Source == plan.KernelDebian {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: fetching %s (%s) unless cached\n", pl.Kernel.Package, pl.Kernel.Arch)
-				stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+pl.Kernel.Package)
-				_, err := debian.FetchKernel(cmd.Context(), pl.Kernel.Package, pl.Kernel.Arch, "")
-				stop()
-				if err != nil {
+				if _, err := fetchKernel(cmd, "", false, pl.Kernel.Package, pl.Kernel.Arch); err != nil {
 					return err
 				}
 			}
