@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	bu "github.com/ocfw/ocfw/boot/upgrade"
 	"github.com/ocfw/ocfw/internal/upgrade"
 )
@@ -135,5 +137,32 @@ func TestUpgradeCLIArgs(t *testing.T) {
 	_, errs, code := ocfw(t, "upgrade", "only-an-image.img")
 	if code == 0 || !strings.Contains(errs, "upgrade needs the new image and the box's address") {
 		t.Errorf("exit %d: %s", code, errs)
+	}
+}
+
+// push and upgrade log in one way: the same SSH flags, the same words.
+func TestSSHFlagsShared(t *testing.T) {
+	root := NewRootCmd()
+	var push, up *cobra.Command
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "push":
+			push = c
+		case "upgrade":
+			up = c
+		}
+	}
+	for _, name := range []string{"user", "port", "identity", "known-hosts", "host-key", "accept-new"} {
+		p, u := push.Flags().Lookup(name), up.Flags().Lookup(name)
+		if p == nil || u == nil || p.Usage != u.Usage || p.Shorthand != u.Shorthand {
+			t.Errorf("--%s: push %v, upgrade %v", name, p, u)
+		}
+	}
+	if up.Flags().Lookup("ssh-option") != nil {
+		t.Error("upgrade still takes OpenSSH options: it would check host keys another way")
+	}
+	_, errs, code := ocfw(t, "upgrade", "--host-key", "MD5:aa", "x.img", "127.0.0.1")
+	if code == 0 || !strings.Contains(errs, "--host-key \"MD5:aa\"") {
+		t.Errorf("a bad --host-key: exit %d, %s", code, errs)
 	}
 }

@@ -253,7 +253,7 @@ var floors = [][]string{
 	{"drivers/catalog", "plan", "site"},
 	{"ocf"},
 	{"store", "router", "boot"},
-	{"internal/debian", "kernel", "rootfs", "boards", "firmware", "internal/chart", "internal/build", "internal/lab", "internal/push", "internal/upgrade"},
+	{"internal/debian", "kernel", "rootfs", "boards", "firmware", "internal/chart", "internal/build", "internal/lab", "internal/push", "internal/sshclient", "internal/upgrade"},
 	{"internal/cli", "internal/ocfcmd", "cmd"},
 	{"bench", "e2e", "internal/layers"},
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/ocfw/ocfw/internal/sshclient"
 )
 
 // fakeBox is an SSH server in this process that answers push's commands
@@ -177,7 +179,7 @@ func TestConfirmGeneration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			box, key := newFakeBox(t, tc.applied, tc.waiting)
 			var out bytes.Buffer
-			err := Push(context.Background(), Options{Host: box.addr, Identities: []string{key}, HostKey: ssh.FingerprintSHA256(box.ed25519),
+			err := Push(context.Background(), Options{Options: sshclient.Options{Host: box.addr, Identities: []string{key}, HostKey: ssh.FingerprintSHA256(box.ed25519)},
 				Within: 2 * time.Minute, Out: &out}, Bundle{Site: []byte(`{}`)})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "pushed config 5 is") {
@@ -197,7 +199,7 @@ func TestConfirmGeneration(t *testing.T) {
 func TestNoConfirmHint(t *testing.T) {
 	box, key := newFakeBox(t, 3, 3)
 	var out bytes.Buffer
-	err := Push(context.Background(), Options{Host: box.addr, Identities: []string{key}, HostKey: ssh.FingerprintSHA256(box.ed25519),
+	err := Push(context.Background(), Options{Options: sshclient.Options{Host: box.addr, Identities: []string{key}, HostKey: ssh.FingerprintSHA256(box.ed25519)},
 		NoConfirm: true, Out: &out}, Bundle{Site: []byte(`{}`)})
 	_, port, _ := net.SplitHostPort(box.addr)
 	if want := "`ssh -p " + port + " root@127.0.0.1 ocf config confirm 3`"; err != nil || !strings.Contains(out.String(), want) {
@@ -219,9 +221,9 @@ func TestNoConfirmHint(t *testing.T) {
 func TestHostKeyFirstContact(t *testing.T) {
 	box, key := newFakeBox(t, 3, 3)
 	kh := filepath.Join(t.TempDir(), "known_hosts")
-	o := Options{Host: box.addr, Identities: []string{key}, KnownHosts: kh, NoConfirm: true, Out: io.Discard}
+	o := Options{Options: sshclient.Options{Host: box.addr, Identities: []string{key}, KnownHosts: kh}, NoConfirm: true, Out: io.Discard}
 	err := Push(context.Background(), o, Bundle{Site: []byte(`{}`)})
-	var unknown *UnknownHostError
+	var unknown *sshclient.UnknownHostError
 	if !errors.As(err, &unknown) || unknown.Fingerprint != ssh.FingerprintSHA256(box.ed25519) || !strings.Contains(err.Error(), box.addr) {
 		t.Fatalf("first contact: %v; want the ed25519 fingerprint %s and %s", err, ssh.FingerprintSHA256(box.ed25519), box.addr)
 	}

@@ -1,4 +1,4 @@
-package push
+package sshclient
 
 import (
 	"crypto/ed25519"
@@ -87,7 +87,7 @@ func TestTarget(t *testing.T) {
 		{"admin@gw", "ops", "gw:22", "ops"},
 		{"[fe80::1]", "", "[fe80::1]:22", "root"},
 	} {
-		if a, u := target(c.host, c.user); a != c.addr || u != c.wantUser {
+		if a, u := Target(c.host, c.user); a != c.addr || u != c.wantUser {
 			t.Errorf("target(%q, %q) = %q, %q", c.host, c.user, a, u)
 		}
 	}

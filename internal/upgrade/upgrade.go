@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,48 +20,10 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 )
 
-// Remote runs a command on the box.
+// Remote runs a command on the box: an sshclient.Client, the login and
+// host key check ocfw push uses too.
 type Remote interface {
 	Run(ctx context.Context, command string, stdin io.Reader, stdout io.Writer) error
-}
-
-// OpenSSH is a Remote through the host's ssh client (its keys, agent,
-// config and known_hosts).
-type OpenSSH struct {
-	Host     string
-	User     string // "" means root
-	Port     int    // 0 means ssh's default
-	Identity string // a private key file, "" for ssh's own choice
-	Options  []string
-}
-
-// Run runs command with ssh, in batch mode (no password prompts).
-func (o OpenSSH) Run(ctx context.Context, command string, stdin io.Reader, stdout io.Writer) error {
-	user := o.User
-	if user == "" {
-		user = "root"
-	}
-	args := []string{"-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=10"}
-	for _, opt := range o.Options {
-		args = append(args, "-o", opt)
-	}
-	if o.Port != 0 {
-		args = append(args, "-p", strconv.Itoa(o.Port))
-	}
-	if o.Identity != "" {
-		args = append(args, "-i", o.Identity)
-	}
-	args = append(args, user+"@"+o.Host, command)
-	c := exec.CommandContext(ctx, "ssh", args...)
-	var stderr bytes.Buffer
-	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, &stderr
-	if err := c.Run(); err != nil {
-		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return fmt.Errorf("ssh %s@%s %s: %w: %s", user, o.Host, command, err, msg)
-		}
-		return fmt.Errorf("ssh %s@%s %s: %w", user, o.Host, command, err)
-	}
-	return nil
 }
 
 // Options are an upgrade's.
