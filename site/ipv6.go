@@ -15,8 +15,8 @@ import (
 type IPv6 struct {
 	// Enable is true unless set to false.
 	Enable *bool   `yaml:"enable" json:"enable,omitempty"`
-	WAN    IPv6WAN `yaml:"wan" json:"wan"`
-	LAN    IPv6LAN `yaml:"lan" json:"lan"`
+	WAN    IPv6WAN `yaml:"wan" json:"wan,omitzero"`
+	LAN    IPv6LAN `yaml:"lan" json:"lan,omitzero"`
 	// ULA is the site's unique local prefix (RFC 4193): "" for one
 	// generated on the box at first boot and kept in its store, "off" for
 	// none, or a /48 inside fd00::/8 to use that one (two boxes that must

@@ -169,3 +169,34 @@ func TestIPv6Subnet64(t *testing.T) {
 		t.Errorf("WithID = %s", got)
 	}
 }
+
+// TestIPv6JSONOmitted: a site without IPv6 settings writes no ipv6 key,
+// so its site.json still reads on firmware from before the section
+// (which refuses unknown fields); one with settings keeps them through
+// the JSON the host writes.
+func TestIPv6JSONOmitted(t *testing.T) {
+	s, errs := Read("site.json", []byte(goodSite), alixPorts)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	j, err := s.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(j), "ipv6") {
+		t.Errorf("an empty ipv6 section written:\n%s", j)
+	}
+	full := strings.Replace(goodSite, `"ssh": {`, `"ipv6": {"wan": {"pd_length": 56}, "lan": {"subnet_id": 3}, "ula": "off"}, "ssh": {`, 1)
+	s, errs = Read("site.json", []byte(full), alixPorts)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	j, err = s.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, errs := Read("again.json", j, alixPorts)
+	if len(errs) != 0 || back.IPv6.WAN.PDHint() != 56 || back.IPv6.LAN.SubnetID != 3 || back.IPv6.ULA != ULAOff {
+		t.Errorf("round trip: %+v, %v\n%s", back, errs, j)
+	}
+}

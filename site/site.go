@@ -37,8 +37,10 @@ type Site struct {
 	Firewall Firewall `yaml:"firewall" json:"firewall"`
 	SSH      SSH      `yaml:"ssh" json:"ssh"`
 	NTP      NTP      `yaml:"ntp" json:"ntp"`
-	// IPv6 is on by default (ipv6.go).
-	IPv6 IPv6 `yaml:"ipv6" json:"ipv6"`
+	// IPv6 is on by default (ipv6.go). Left out of the JSON when empty,
+	// so a site.json without IPv6 settings still reads on firmware from
+	// before the section (unknown fields are refused).
+	IPv6 IPv6 `yaml:"ipv6" json:"ipv6,omitzero"`
 	// Tunnels are site-to-site IPsec tunnels with manual keys (tunnel.go).
 	Tunnels []Tunnel `yaml:"tunnels" json:"tunnels,omitempty"`
 }
