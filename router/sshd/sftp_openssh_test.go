@@ -176,6 +176,11 @@ func TestOpenSSHFiles(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "ocfw: /etc/passwd: only the card's view and /staging/ are reachable over sftp") {
 			t.Errorf("sftp get /etc/passwd: exit %d, stderr %q; want the refusal", code, errOut)
 		}
+		// The docs show the client's own line too; if an OpenSSH
+		// release words it otherwise, docs/router.md must follow.
+		if !strings.Contains(errOut, `File "/etc/passwd" not found.`) {
+			t.Errorf("sftp get /etc/passwd: stderr %q; docs/router.md shows %q", errOut, `File "/etc/passwd" not found.`)
+		}
 		if _, err := os.Stat(got); err == nil {
 			t.Errorf("sftp get /etc/passwd made a local copy")
 		}
