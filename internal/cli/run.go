@@ -214,7 +214,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: --persist: booting %s itself; the boot writes into it, so it will no longer match %s and sha256sums ('ocfw flash' refuses it)\n",
 			image, firmware.ManifestPath(image))
 	}
-	if opt.State, err = boardState(cmd.ErrOrStderr(), image, f); err != nil {
+	if opt.Card, err = boardState(cmd.ErrOrStderr(), image, f); err != nil {
 		return err
 	}
 	if !f.quiet {
@@ -246,7 +246,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		where := "the image's data partition"
 		switch {
 		case res.State != "":
-			where = "the board's state " + res.State + " (the image is unchanged)"
+			where = "the card kept in " + res.State + " (the image is unchanged)"
 		case res.Copy && f.keepCopy != "":
 			where = "the data partition of the copy " + res.Booted
 		case res.Copy:
