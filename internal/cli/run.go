@@ -229,6 +229,9 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 	if opt.Card, err = boardState(cmd.ErrOrStderr(), image, f); err != nil {
 		return err
 	}
+	if opt.Card != nil {
+		defer opt.Card.Close()
+	}
 	if !f.quiet {
 		opt.Console = cmd.OutOrStdout()
 	}

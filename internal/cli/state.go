@@ -25,12 +25,7 @@ func boardState(w io.Writer, image string, f *runFlags) (*boardvm.Card, error) {
 		}
 		return nil, nil
 	}
-	if f.fresh {
-		if err := boardvm.RemoveCard(image); err != nil {
-			return nil, fmt.Errorf("--fresh: %w", err)
-		}
-	}
-	c, err := boardvm.OpenCard(image)
+	c, err := boardvm.OpenCard(image, f.fresh)
 	if err != nil {
 		return nil, err
 	}

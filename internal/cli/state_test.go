@@ -64,6 +64,11 @@ func TestBoardStateFile(t *testing.T) {
 	if strings.Contains(w.String(), "pushed config") {
 		t.Errorf("a new card said it holds a pushed config: %q", w.String())
 	}
+	// While a run has the card, another run of the image is refused.
+	if _, err := boardState(&w, image, &runFlags{}); err == nil || !strings.Contains(err.Error(), "another ocfw run") {
+		t.Errorf("a second run while the first has the card: %v", err)
+	}
+	c.Close()
 
 	// The board confirmed pushed config 3 on the card.
 	info, err := firmware.Inspect(state)
@@ -92,6 +97,9 @@ func TestBoardStateFile(t *testing.T) {
 		!strings.Contains(first, "pushed config 3 (ocfw push, 2026-12-04 21:00:00 UTC), which the router runs instead of the image's own site config") ||
 		!strings.Contains(first, "--fresh starts over from the image's own") {
 		t.Errorf("card with a pushed config: %+v, %v, first line %q", c, err, first)
+	}
+	if c != nil {
+		c.Close()
 	}
 
 	w.Reset()

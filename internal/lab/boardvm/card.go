@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/atomicfile"
 	"github.com/ocfw/ocfw/internal/fat"
@@ -37,6 +39,36 @@ type Card struct {
 	// Pushed is the pushed config (ocfw push) the card boots with,
 	// nil when it boots the image's own.
 	Pushed *config.Gen
+
+	lock *os.File // the image, locked while the card is in use
+}
+
+// Close lets another run use the card.
+func (c *Card) Close() error {
+	if c.lock == nil {
+		return nil
+	}
+	err := c.lock.Close()
+	c.lock = nil
+	return err
+}
+
+// lockImage takes the lock of the card kept for image: an exclusive
+// flock(2) on the image file, held until Close. Two runs booting one
+// card would corrupt it, as two boards cannot share one CF card.
+func lockImage(image string) (*os.File, error) {
+	f, err := os.Open(image)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: another ocfw run is booting its card %s: end that run first, or boot a copy of the image as built with --keep-copy FILE", image, StatePath(image))
+		}
+		return nil, fmt.Errorf("%s: locking its card: %w", image, err)
+	}
+	return f, nil
 }
 
 // SourcePath is the file beside a kept card that names the image it was
@@ -44,9 +76,9 @@ type Card struct {
 // (rebuilt since) must not be booted as if it were this one's.
 func SourcePath(state string) string { return state + ".from" }
 
-// RemoveCard deletes the card kept for image (--fresh): the next run
-// writes a new one from the image.
-func RemoveCard(image string) error {
+// removeCard deletes the card kept for image (--fresh), so that a new
+// one is written from the image.
+func removeCard(image string) error {
 	state := StatePath(image)
 	for _, f := range []string{SourcePath(state), state} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -68,8 +100,24 @@ func RemoveCard(image string) error {
 //     from the image with that data partition.
 //
 // A state whose data partition does not fit the image's is refused,
-// naming --fresh.
-func OpenCard(image string) (*Card, error) {
+// naming --fresh. With fresh, the card kept is deleted first (under the
+// lock) and a new one written. The card is locked until Close: another
+// run of the image is refused meanwhile.
+func OpenCard(image string, fresh bool) (c *Card, err error) {
+	lock, err := lockImage(image)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	if fresh {
+		if err := removeCard(image); err != nil {
+			return nil, fmt.Errorf("--fresh: %w", err)
+		}
+	}
 	info, err := firmware.Inspect(image)
 	if err != nil {
 		return nil, err
@@ -93,11 +141,10 @@ func OpenCard(image string) (*Card, error) {
 		}
 		return dataRange(old, pl)
 	}}
-	c, err := openCard(image, StatePath(image), sum, g)
-	if err != nil {
+	if c, err = openCard(image, StatePath(image), sum, g); err != nil {
 		return nil, err
 	}
-	c.Pushed = pushedConfig(c.Path, off, size)
+	c.Pushed, c.lock = pushedConfig(c.Path, off, size), lock
 	return c, nil
 }
 

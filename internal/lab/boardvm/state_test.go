@@ -113,12 +113,38 @@ func TestCardKeptBetweenRuns(t *testing.T) {
 	}
 
 	// --fresh: both files go.
-	if err := RemoveCard(image); err != nil {
+	if err := removeCard(image); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{state, SourcePath(state)} {
 		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s after RemoveCard: %v", f, err)
+			t.Errorf("%s after removeCard: %v", f, err)
 		}
 	}
+}
+
+// Two runs of one image cannot boot its card at once: the second is
+// refused, naming --keep-copy, until the first lets go.
+func TestCardLocked(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "x.img")
+	if err := os.WriteFile(image, []byte("image"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first, err := lockImage(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := lockImage(image); err == nil || !strings.Contains(err.Error(), "another ocfw run") || !strings.Contains(err.Error(), "--keep-copy") {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("a second lock while the first is held: %v", err)
+	}
+	c := &Card{lock: first}
+	c.Close()
+	second, err := lockImage(image)
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	second.Close()
 }
