@@ -3,9 +3,11 @@
 // image. It is what `ocfw run` and `ocfw try` use; package firmware only
 // lays out, inspects and flashes images.
 //
-// The firmware writes its report into the image's data partition, so by
-// default Run boots a copy: the image stays byte-identical to its
-// manifest and sha256sums, ready for `ocfw flash`.
+// The firmware writes into its card (reports, host key, an upgrade's
+// slot), so Run never boots the image itself unless asked (Persist): it
+// boots the card kept beside the image (OpenCard, what ocfw run does),
+// or else a copy. The image stays byte-identical to its manifest and
+// sha256sums, ready for `ocfw flash`.
 package boardvm
 
 import (
