@@ -32,8 +32,9 @@ kernel package (once; later runs use the cache), builds the CF image (as 'ocfw
 build'), boots it in QEMU (as 'ocfw run --poweroff-after-report'), shows the
 console with the self-test, speed table and policy, and reads the report back
 from the data partition. The exit status is the self-test outcome. As with
-'ocfw run', QEMU boots a copy of the image: the image in out/ stays as built,
-matching its manifest, for 'ocfw flash' or another 'ocfw run'.
+'ocfw run', QEMU never writes the image: it boots a card written from it
+(IMAGE.state, see below), and the image in out/ stays as built, matching its
+manifest, for 'ocfw flash' or another 'ocfw run'.
 
 QEMU has no IXP4xx machine. For the IXP4xx boards (nslu2, avila-gw2348) try
 builds the same firmware — the board's plan, its ARMv5 (GOARM=5) Go userland —
@@ -54,6 +55,7 @@ kept in IMAGE.state between runs, as with 'ocfw run' (see its help): a config
 pushed to it overrides the --site of a later try (said on the run's first
 line; --fresh starts from the image's own).`,
 		Example: `  ocfw try --board alix2d13 --card vpn1411
+  ocfw try --board alix2d13 --site site.yaml --fresh   # the new site, not a config pushed earlier
   ocfw try --board nslu2        # on QEMU's ARM stand-in: see what it does not prove`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
