@@ -212,11 +212,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			opt.Log("%s", n)
 		}
 	}
-	// The watchdog an upgrade's trial pets, when the image carries its
-	// driver: a hung trial then resets. A reset (the watchdog's, the
-	// guest's reboot, an upgrade's) boots the card again in the same
-	// run, as the board's own reset does; only a power-off ends it.
-	qc := qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, NICs: nics, Args: devices, Watchdog: hasModule(pl, catalog.QEMUWatchdog), Reboot: true}
+	qc := x86Config(pl, mem, disk, nics, devices)
 	if pl.StandIn != nil {
 		// The stand-in keeps -no-reboot: its power-off does not stop
 		// QEMU, so a scripted run ends it with a restart (stopCommand).
@@ -419,6 +415,15 @@ func forward(vm *qemu.VM, in io.Reader) {
 }
 
 // hasModule says whether the plan loads the module.
+// x86Config is the PC an x86 image boots on. The watchdog an upgrade's
+// trial pets, when the image carries its driver: a hung trial then
+// resets. A reset (the watchdog's, the guest's reboot, an upgrade's)
+// boots the card again in the same run, as the board's own reset does;
+// only a power-off ends it.
+func x86Config(pl *plan.Plan, mem int, disk string, nics []qemu.NIC, devices []string) qemu.Config {
+	return qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, NICs: nics, Args: devices, Watchdog: hasModule(pl, catalog.QEMUWatchdog), Reboot: true}
+}
+
 func hasModule(pl *plan.Plan, name string) bool {
 	for _, m := range pl.Modules {
 		if m.Name == name {
