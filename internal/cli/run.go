@@ -89,17 +89,29 @@ ports unplugged. --port NAME=SOCKET[,listen] wires a port to another VM's card o
 a unix socket instead. No tap, no bridge, no unrestricted user network: guest
 traffic never reaches this host's network.
 
-The boot writes its report into the data partition, so run boots a copy of the
-image (removed afterwards; --keep-copy FILE keeps it) and reads the report back
-from the copy: the image stays as built, matching its manifest and sha256sums,
-ready for 'ocfw flash'. What the board wrote on its data partition (its SSH host
-key, DHCP leases, boot counter and reports) is kept in IMAGE.state beside the
-image and booted again by the next run of the same image, as a card would keep
-it: the SSH host key stays the same, and 'ocfw report IMAGE' reads the reports
-from it. --fresh deletes IMAGE.state and starts over. With --keep-copy the kept
-copy holds what the board wrote instead (an existing file is replaced only with
---force; a device, FIFO or directory never). --persist boots the image itself, as
-the board would; the image then no longer matches its manifest.
+The image stays as built, matching its manifest and sha256sums, ready for
+'ocfw flash': run never writes it. The first run writes a card from it,
+IMAGE.state beside the image (a sparse disk image of the whole card), and every
+run of the image boots that card, as a board boots its CF card: what the board
+wrote anywhere on it stays, the data partition (SSH host key, DHCP leases, boot
+counter, reports, a pushed config) and the boot partition (an upgrade's slot).
+'ocfw report IMAGE' reads the reports from it. A pushed config on the card is
+what the router runs, not the image's own site config: the run's first line
+says so. --fresh deletes the card and starts over from the image's own. When
+the image was rebuilt since the card was written, run writes a new card from it
+and carries the old card's data partition over (as writing a new image to a card
+and keeping its data would), and says so.
+
+A reset (reboot on the box, an upgrade's restart, the watchdog an upgrade's
+trial arms) boots the card again in the same run; only a power-off ('ocf
+poweroff', or Ctrl-A x) ends it. So 'ocfw upgrade' into a router under 'ocfw
+run' commits as on the board, and the next run boots the new system.
+
+--keep-copy FILE boots a copy of the image as built in FILE and keeps it (the
+kept card IMAGE.state is neither booted nor changed; an existing file is
+replaced only with --force; a device, FIFO or directory never). --persist boots
+the image itself, as the board would; the image then no longer matches its
+manifest.
 
 With --poweroff-after-report the run types 'poweroff' once the firmware's boot
 sequence is done, and the exit status is the self-test outcome read back from the
@@ -127,9 +139,9 @@ clearing the screen) are not passed through; colours are.`,
 	cmd.Flags().IntVar(&f.memoryMB, "memory", 0, "guest RAM in MiB (default: the board's)")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "do not copy the console here")
 	cmd.Flags().BoolVar(&f.persist, "persist", false, "boot the image itself, not a copy: its report stays in the image, which then no longer matches its manifest")
-	cmd.Flags().StringVar(&f.keepCopy, "keep-copy", "", "boot a copy written to this file and keep it afterwards (default: a temporary copy, removed)")
+	cmd.Flags().StringVar(&f.keepCopy, "keep-copy", "", "boot a copy of the image as built, written to this file, and keep it afterwards (the card kept in IMAGE.state is not booted)")
 	cmd.Flags().BoolVar(&f.force, "force", false, "replace an existing --keep-copy file (a device, FIFO or directory never)")
-	cmd.Flags().BoolVar(&f.fresh, "fresh", false, "start with the image's own data partition: delete the board's state kept from earlier runs (IMAGE.state)")
+	cmd.Flags().BoolVar(&f.fresh, "fresh", false, "start over from the image's own card (its own site config, no pushed config, slot a): delete the card kept from earlier runs (IMAGE.state)")
 	cmd.MarkFlagsMutuallyExclusive("persist", "keep-copy")
 	cmd.MarkFlagsMutuallyExclusive("persist", "fresh")
 	cmd.MarkFlagsMutuallyExclusive("keep-copy", "fresh")
@@ -214,8 +226,11 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ocfw run: --persist: booting %s itself; the boot writes into it, so it will no longer match %s and sha256sums ('ocfw flash' refuses it)\n",
 			image, firmware.ManifestPath(image))
 	}
-	if opt.State, err = boardState(cmd.ErrOrStderr(), image, f); err != nil {
+	if opt.Card, err = boardState(cmd.ErrOrStderr(), image, f); err != nil {
 		return err
+	}
+	if opt.Card != nil {
+		defer opt.Card.Close()
 	}
 	if !f.quiet {
 		opt.Console = cmd.OutOrStdout()
@@ -246,7 +261,7 @@ func runImage(cmd *cobra.Command, image string, f *runFlags) error {
 		where := "the image's data partition"
 		switch {
 		case res.State != "":
-			where = "the board's state " + res.State + " (the image is unchanged)"
+			where = "the card kept in " + res.State + " (the image is unchanged)"
 		case res.Copy && f.keepCopy != "":
 			where = "the data partition of the copy " + res.Booted
 		case res.Copy:

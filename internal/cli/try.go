@@ -16,6 +16,7 @@ type tryFlags struct {
 	build    buildFlags
 	timeout  time.Duration
 	keepCopy string
+	fresh    bool
 	run      runFlags // the network flags and --poweroff-after-report
 }
 
@@ -31,8 +32,9 @@ kernel package (once; later runs use the cache), builds the CF image (as 'ocfw
 build'), boots it in QEMU (as 'ocfw run --poweroff-after-report'), shows the
 console with the self-test, speed table and policy, and reads the report back
 from the data partition. The exit status is the self-test outcome. As with
-'ocfw run', QEMU boots a copy of the image: the image in out/ stays as built,
-matching its manifest, for 'ocfw flash' or another 'ocfw run'.
+'ocfw run', QEMU never writes the image: it boots a card written from it
+(IMAGE.state, see below), and the image in out/ stays as built, matching its
+manifest, for 'ocfw flash' or another 'ocfw run'.
 
 QEMU has no IXP4xx machine. For the IXP4xx boards (nslu2, avila-gw2348) try
 builds the same firmware — the board's plan, its ARMv5 (GOARM=5) Go userland —
@@ -48,10 +50,12 @@ as 'ocfw run' does: its WAN on QEMU's restricted user network, 127.0.0.1:2222 on
 this host forwarded to its SSH (--ssh-port), the console here. It says how to
 log in (ssh -p 2222 root@127.0.0.1) and how to stop it ('ocf poweroff' on the
 console, or Ctrl-A x). --poweroff-after-report, or stdin that is not a
-terminal, powers it off after the report instead. The board's data partition
-(SSH host key, leases, reports) is kept in IMAGE.state between runs, as with
-'ocfw run'.`,
+terminal, powers it off after the report instead. The card the board boots is
+kept in IMAGE.state between runs, as with 'ocfw run' (see its help): a config
+pushed to it overrides the --site of a later try (said on the run's first
+line; --fresh starts from the image's own).`,
 		Example: `  ocfw try --board alix2d13 --card vpn1411
+  ocfw try --board alix2d13 --site site.yaml --fresh   # the new site, not a config pushed earlier
   ocfw try --board nslu2        # on QEMU's ARM stand-in: see what it does not prove`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -98,7 +102,7 @@ terminal, powers it off after the report instead. The board's data partition
 				return err
 			}
 			rf := f.run
-			rf.timeout, rf.timeoutSet, rf.keepCopy, rf.force = f.timeout, cmd.Flags().Changed("timeout"), f.keepCopy, f.build.force
+			rf.timeout, rf.timeoutSet, rf.keepCopy, rf.force, rf.fresh = f.timeout, cmd.Flags().Changed("timeout"), f.keepCopy, f.build.force, f.fresh
 			rf.standInSaid = pl.StandIn != nil // the banner above listed it
 			rf.poweroff = tryPowersOff(f.build.siteCfg != nil, stdinTerminal(cmd), f.run.poweroff)
 			if f.build.siteCfg != nil && rf.poweroff && !f.run.poweroff {
@@ -116,7 +120,9 @@ terminal, powers it off after the report instead. The board's data partition
 	registerPlaceholderFlag(cmd, &f.build)
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "watchdog for the QEMU boot; 0 = none")
 	fl.BoolVar(&f.build.noCache, "no-cache", false, noCacheHelp)
-	fl.StringVar(&f.keepCopy, "keep-copy", "", "keep the copy of the image QEMU booted (with its report) in this file")
+	fl.StringVar(&f.keepCopy, "keep-copy", "", "boot a copy of the image as built in this file and keep it (with its report); the card kept in IMAGE.state is not booted")
+	fl.BoolVar(&f.fresh, "fresh", false, "boot a new card written from the image: delete the card kept from earlier runs (IMAGE.state), with any config pushed to it")
+	cmd.MarkFlagsMutuallyExclusive("keep-copy", "fresh")
 	fl.BoolVar(&f.run.poweroff, "poweroff-after-report", false, "power off once the boot sequence is done, also with --site (the default without one, or when stdin is not a terminal)")
 	registerNetFlags(cmd, &f.run)
 	return cmd

@@ -3,9 +3,11 @@
 // image. It is what `ocfw run` and `ocfw try` use; package firmware only
 // lays out, inspects and flashes images.
 //
-// The firmware writes its report into the image's data partition, so by
-// default Run boots a copy: the image stays byte-identical to its
-// manifest and sha256sums, ready for `ocfw flash`.
+// The firmware writes into its card (reports, host key, an upgrade's
+// slot), so Run never boots the image itself unless asked (Persist): it
+// boots the card kept beside the image (OpenCard, what ocfw run does),
+// or else a copy. The image stays byte-identical to its manifest and
+// sha256sums, ready for `ocfw flash`.
 package boardvm
 
 import (
@@ -62,10 +64,10 @@ type RunOptions struct {
 	// stand-in does not prove (try does, before its build): Log then
 	// gets the QEMU command line without that list again.
 	StandInSaid bool
-	// State, when set, keeps the board's data partition between runs
-	// of a copy (see StatePath): loaded into the copy before the boot
-	// when the file exists, written back after it. Ignored with Persist.
-	State string
+	// Card, when set, is the card kept beside the image (OpenCard):
+	// booted instead of a copy, so everything the board writes on it
+	// stays for the next run. Ignored with Persist and KeepCopy.
+	Card *Card
 	// Log gets a line for each port saying what it is wired to, and for
 	// a stand-in image the QEMU command line.
 	Log func(format string, args ...any)
@@ -91,8 +93,8 @@ type RunResult struct {
 	Booted string
 	// Copy says whether Booted is a copy of the image.
 	Copy bool
-	// State is the file the data partition was kept in (RunOptions.State)
-	// and StateLoaded whether an earlier run's state was booted.
+	// State is the kept card booted (RunOptions.Card), and StateLoaded
+	// whether an earlier run had written it.
 	State       string
 	StateLoaded bool
 	// StandIn is the QEMU machine an IXP4xx board's stand-in image
@@ -162,29 +164,21 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		mem = pl.RAMMB
 	}
 	disk := image
-	var dataOff, dataSize int64
 	stateLoaded := false
-	if !opt.Persist {
+	switch {
+	case opt.Persist:
+	case opt.Card != nil && opt.KeepCopy == "":
+		disk, stateLoaded = opt.Card.Path, opt.Card.Kept
+		if kept, err := firmware.Inspect(disk); err == nil {
+			before = latestBoot(kept) // the boot counter to compare with is the card's
+		}
+	default:
 		var remove func()
 		disk, remove, err = copyForBoot(image, opt.KeepCopy)
 		if err != nil {
 			return nil, err
 		}
 		defer remove()
-		if opt.State != "" {
-			if dataOff, dataSize, err = dataRange(info, pl); err != nil {
-				return nil, err
-			}
-			if stateLoaded, err = loadState(disk, opt.State, dataOff, dataSize); err != nil {
-				return nil, err
-			}
-			if stateLoaded {
-				// The boot counter to compare with is the state's.
-				if kept, err := firmware.Inspect(disk); err == nil {
-					before = latestBoot(kept)
-				}
-			}
-		}
 	}
 	// Deferred after the copy's removal, so it runs first: QEMU lets go
 	// of the disk before it is removed.
@@ -218,10 +212,10 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 			opt.Log("%s", n)
 		}
 	}
-	// The watchdog an upgrade's trial pets, when the image carries its
-	// driver: a hung trial then resets (ends the run, as any reset does).
-	qc := qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, NICs: nics, Args: devices, Watchdog: hasModule(pl, catalog.QEMUWatchdog)}
+	qc := x86Config(pl, mem, disk, nics, devices)
 	if pl.StandIn != nil {
+		// The stand-in keeps -no-reboot: its power-off does not stop
+		// QEMU, so a scripted run ends it with a restart (stopCommand).
 		qc, err = standInConfig(pl, side, disk, opt)
 		if err != nil {
 			return nil, err
@@ -234,6 +228,9 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	}
 	defer vm.Kill()
 	res := &RunResult{Board: pl.Board, Booted: disk, Copy: !opt.Persist, StateLoaded: stateLoaded}
+	if opt.Card != nil && disk == opt.Card.Path {
+		res.State = disk
+	}
 	if pl.StandIn != nil {
 		res.StandIn = pl.StandIn.Machine
 	}
@@ -265,15 +262,6 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		err = vm.Wait()
 	}
 	res.Console, res.Elapsed = vm.Console(), vm.Elapsed()
-	if opt.State != "" && !opt.Persist {
-		// Whatever ended the run (a power-off, Ctrl-A x, the watchdog),
-		// the card keeps what the board wrote, as a real card would.
-		vm.Kill()
-		if serr := saveState(disk, opt.State, dataOff, dataSize); serr != nil {
-			return res, errors.Join(err, serr)
-		}
-		res.State = opt.State
-	}
 	if err != nil {
 		var te *qemu.TimeoutError
 		if errors.As(err, &te) {
@@ -427,6 +415,15 @@ func forward(vm *qemu.VM, in io.Reader) {
 }
 
 // hasModule says whether the plan loads the module.
+// x86Config is the PC an x86 image boots on. The watchdog an upgrade's
+// trial pets, when the image carries its driver: a hung trial then
+// resets. A reset (the watchdog's, the guest's reboot, an upgrade's)
+// boots the card again in the same run, as the board's own reset does;
+// only a power-off ends it.
+func x86Config(pl *plan.Plan, mem int, disk string, nics []qemu.NIC, devices []string) qemu.Config {
+	return qemu.Config{Arch: "i386", MemoryMB: mem, Disk: disk, NICs: nics, Args: devices, Watchdog: hasModule(pl, catalog.QEMUWatchdog), Reboot: true}
+}
+
 func hasModule(pl *plan.Plan, name string) bool {
 	for _, m := range pl.Modules {
 		if m.Name == name {

@@ -172,3 +172,32 @@ func TestStandInArgs(t *testing.T) {
 		t.Errorf("engine twice: %q", args)
 	}
 }
+
+// TestResetsRebootInRun: an x86 run's emulator restarts the guest at a
+// reset instead of ending (no -no-reboot), and carries the i6300esb
+// watchdog set to reset, so a reboot, an upgrade's restart and a hung
+// trial's watchdog all boot the card again in the same run (issue 29
+// point 8; e2e TestRunKeepsCard boots through the first two).
+func TestResetsRebootInRun(t *testing.T) {
+	cat, err := boards.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, board := range []string{"alix2d13", "net5501"} {
+		pl, err := cat.Resolve(boards.Request{Board: board})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := x86Config(pl, 256, "x.img", nil, nil).CommandLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := " " + strings.Join(cl, " ") + " "
+		if strings.Contains(got, " -no-reboot ") {
+			t.Errorf("%s: a reset ends the run: %s", board, got)
+		}
+		if !strings.Contains(got, " -device i6300esb -action watchdog=reset ") {
+			t.Errorf("%s: no watchdog that resets: %s", board, got)
+		}
+	}
+}

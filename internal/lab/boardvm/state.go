@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -14,10 +13,10 @@ import (
 	"github.com/ocfw/ocfw/plan"
 )
 
-// StatePath is where ocfw run keeps the board's data partition between
-// runs of image: what the board writes there (its SSH host key, DHCP
-// leases, the boot counter and the reports) survives from one run to the
-// next, as on a card, while the image stays as built.
+// StatePath is where ocfw run keeps the board's card between runs of
+// image (see Card): what the board writes (its SSH host key, DHCP leases,
+// the boot counter, the reports, an upgrade's slot) survives from one run
+// to the next, while the image stays as built.
 func StatePath(image string) string { return image + ".state" }
 
 // dataRange is the byte range of the image's data partition: the
@@ -32,87 +31,23 @@ func dataRange(info *firmware.Info, pl *plan.Plan) (off, size int64, err error) 
 	return 0, 0, fmt.Errorf("%s: no data partition labelled %s", info.Path, label)
 }
 
-// StateMismatchError is a state file that does not fit the image's data
-// partition (the image was rebuilt with another layout).
+// StateMismatchError is a kept state that does not fit the image: its
+// data partition's size differs (the image was rebuilt with another
+// layout), or it is neither a card of the image's size nor an older
+// ocfw's data partition.
 type StateMismatchError struct {
 	State           string
 	Size, Partition int64
+	Card            int64 // the image's size, when the state is neither
 }
 
 func (e *StateMismatchError) Error() string {
+	if e.Card != 0 {
+		return fmt.Sprintf("%s is %d bytes: neither a card of the image (%d bytes) nor its data partition (%d bytes, kept by an older ocfw): give --fresh to start over with the image's own (it deletes %s)",
+			e.State, e.Size, e.Card, e.Partition, e.State)
+	}
 	return fmt.Sprintf("%s holds a data partition of %d bytes, but the image's is %d bytes (rebuilt with another size?): give --fresh to start over with the image's own (it deletes %s)",
 		e.State, e.Size, e.Partition, e.State)
-}
-
-// loadState writes the kept data partition into disk (a copy of the
-// image) at off. It reports false, and changes nothing, when there is no
-// state file yet.
-func loadState(disk, state string, off, size int64) (bool, error) {
-	src, err := os.Open(state)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer src.Close()
-	fi, err := src.Stat()
-	if err != nil {
-		return false, err
-	}
-	if !fi.Mode().IsRegular() {
-		return false, fmt.Errorf("%s: not a regular file", state)
-	}
-	if fi.Size() != size {
-		return false, &StateMismatchError{State: state, Size: fi.Size(), Partition: size}
-	}
-	dst, err := os.OpenFile(disk, os.O_RDWR, 0)
-	if err != nil {
-		return false, err
-	}
-	if err := punchRange(dst, off, size); err != nil {
-		dst.Close()
-		return false, fmt.Errorf("restoring %s into the copy booted: %w", state, err)
-	}
-	if err := copyAt(dst, off, src, 0, size); err != nil {
-		dst.Close()
-		return false, fmt.Errorf("restoring %s into the copy booted: %w", state, err)
-	}
-	return true, dst.Close()
-}
-
-// saveState writes disk's data partition to state, replacing it whole
-// (a temporary file renamed over it): an interrupted save leaves the
-// previous state.
-func saveState(disk, state string, off, size int64) (err error) {
-	src, err := os.Open(disk)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(state), "."+filepath.Base(state)+"-*")
-	if err != nil {
-		return fmt.Errorf("keeping the board's state: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = copyAt(tmp, 0, src, off, size); err != nil {
-		return fmt.Errorf("keeping the board's state in %s: %w", state, err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), state)
 }
 
 // copyAt copies size bytes of src at srcOff to dst at dstOff, only src's

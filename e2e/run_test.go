@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/cli"
+	"github.com/ocfw/ocfw/internal/lab/realclient"
+	"github.com/ocfw/ocfw/plan"
+)
+
+// syncBuffer is a bytes.Buffer the run writes to while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// bgRun is `ocfw run` running in the background, as a user leaves it
+// in a terminal of their own.
+type bgRun struct {
+	out, errs syncBuffer
+	code      int
+	done      chan struct{}
+	cancel    context.CancelFunc
+}
+
+func startRun(t *testing.T, args ...string) *bgRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &bgRun{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(r.done)
+		r.code = cli.Run(ctx, append([]string{"run"}, args...), &r.out, &r.errs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+		if t.Failed() {
+			t.Logf("ocfw run %v: exit %d\nstderr:\n%s\nconsole (last lines):\n%s", args, r.code, r.errs.String(), tailOf(r.out.String(), 80))
+		}
+	})
+	return r
+}
+
+func (r *bgRun) ended() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitConsole waits until the run's console shows text n times; the run
+// ending first is a failure.
+func (r *bgRun) waitConsole(t *testing.T, text string, n int, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); strings.Count(r.out.String(), text) < n; time.Sleep(time.Second) {
+		if r.ended() {
+			t.Fatalf("ocfw run ended (exit %d) before the console showed %q %d times", r.code, text, n)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q not on the console %d times within %v", text, n, within)
+		}
+	}
+}
+
+// sshGone runs a command that takes the box down with the connection
+// (ocf reboot, ocf poweroff): its exit status says nothing, and a
+// connection the reset cuts without a FIN must not hang the test, so ssh
+// gives up on a silent server and the whole call on a bound.
+func (b *upgradeBox) sshGone(t *testing.T, command string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
+		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3",
+		"-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", command).CombinedOutput()
+	if err != nil {
+		t.Logf("ssh %s (the box goes down with it): %v %s", command, err, out)
+	}
+}
+
+func tailOf(s string, n int) string {
+	lines := strings.Split(strings.ReplaceAll(s, "\r", ""), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestRunKeepsCard is issue 29 point 8 on one `ocfw run` of a router
+// image and a second run of it, sharing their boots:
+//   - TestRebootInRun: `ocf reboot` on the box restarts the same QEMU
+//     (the run goes on) and the router comes back;
+//   - TestUpgradeInRun: `ocfw upgrade` into the router under `ocfw run`
+//     commits: the new revision runs after the upgrade's reset, in the
+//     same run, and `ocf upgrade status` says committed;
+//   - then the run is powered off and started again: the second run
+//     boots the card the first one left (the new system, from slot b),
+//     while the image's bytes never changed and ocfw inspect passes.
+//
+// Before: QEMU ran with -no-reboot (the reboot and the upgrade's reset
+// ended the run) and IMAGE.state kept the data partition only (the slot
+// was lost: the second run booted slot a and reported a rollback).
+func TestRunKeepsCard(t *testing.T) {
+	needEndToEnd(t)
+	t.Parallel() // one guest, idle between its boots
+	dir, key, site := upgradeSite(t)
+	// old.img with TestUpgradeRollbacks' arguments: one build for both.
+	img, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
+	buildImage(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--esp-budget", "0s", "--site", site)
+	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--esp-budget", "0s", "--site", site)
+	oldSys, err := firmware.OpenSystem(img)
+	must(t, err)
+	oldSys.Close()
+	newSys, err := firmware.OpenSystem(newImg)
+	must(t, err)
+	newSys.Close()
+	oldRev, newRev := oldSys.Manifest.System.Revision, newSys.Manifest.System.Revision
+	if oldRev == newRev {
+		t.Fatalf("both systems are %s", oldRev)
+	}
+
+	b := &upgradeBox{port: freePort(t), key: key, knownHosts: filepath.Join(t.TempDir(), "known_hosts"), sshPath: realclient.Need(t, "ssh")}
+	run := startRun(t, "--timeout", "60m", "--ssh-port", strconv.Itoa(b.port), img)
+	run.waitConsole(t, plan.MarkDone, 1, 15*time.Minute)
+	if st := b.waitStatus(t, "slot", 10*time.Minute); !strings.Contains(st, "revision "+oldRev) || !strings.Contains(st, "slot a") {
+		t.Fatalf("status before: %s", st)
+	}
+	if e := run.errs.String(); !strings.Contains(e, "booting a card written from the image to "+img+".state") {
+		t.Errorf("the first run does not say it writes a card:\n%s", e)
+	}
+
+	t.Run("RebootInRun", func(t *testing.T) {
+		b.sshGone(t, "ocf reboot")
+		run.waitConsole(t, plan.MarkDone, 2, 15*time.Minute)
+		if st := b.waitStatus(t, "slot", 10*time.Minute); !strings.Contains(st, "revision "+oldRev) {
+			t.Errorf("status after the reboot: %s", st)
+		}
+		if run.ended() {
+			t.Fatalf("the run ended at the reboot (exit %d)", run.code)
+		}
+	})
+
+	t.Run("UpgradeInRun", func(t *testing.T) {
+		out, errs, code := ocfw(t, append(append([]string{"upgrade"}, b.upgradeFlags()...), "--wait", "20m", newImg, "127.0.0.1")...)
+		if code != 0 || !strings.Contains(out, "upgrade to "+newRev+" committed") {
+			t.Fatalf("ocfw upgrade: exit %d\n%s%s", code, out, errs)
+		}
+		st := b.ssh(t, "ocf upgrade status")
+		if !strings.Contains(st, "revision "+newRev) || !strings.Contains(st, "slot b") || !strings.Contains(st, "committed") {
+			t.Errorf("status after the upgrade: %s", st)
+		}
+		if !strings.Contains(run.out.String(), "ocfw: system "+newRev+" from slot b") {
+			t.Errorf("the run's console never showed the new system booting from slot b")
+		}
+		if run.ended() {
+			t.Fatalf("the run ended at the upgrade's reset (exit %d)", run.code)
+		}
+	})
+
+	// Power off: the run ends, the image is as built.
+	b.sshGone(t, "ocf poweroff")
+	select {
+	case <-run.done:
+	case <-time.After(10 * time.Minute):
+		t.Fatal("ocfw run still running 10 minutes after ocf poweroff")
+	}
+	if run.code != 0 {
+		t.Errorf("ocfw run after ocf poweroff: exit %d", run.code)
+	}
+	unchanged(t, img)
+	if _, errs, code := ocfw(t, "inspect", img); code != 0 {
+		t.Errorf("ocfw inspect on the image after the runs: exit %d\n%s", code, errs)
+	}
+
+	// The second run boots the card the first one left: the new system.
+	out, errs, code := ocfw(t, "run", "--poweroff-after-report", "--timeout", "30m", "--ssh-port", "0", img)
+	if code != 0 {
+		t.Errorf("the second run: exit %d\n%s", code, errs)
+	}
+	if !strings.Contains(errs, "booting the card kept in "+img+".state") {
+		t.Errorf("the second run does not say it boots the kept card:\n%s", errs)
+	}
+	if !strings.Contains(out, "ocfw: system "+newRev+" from slot b") || strings.Contains(out, "rolled back") {
+		t.Errorf("the second run did not boot the committed system from slot b:\n%s", tailOf(out, 80))
+	}
+	unchanged(t, img)
+}
