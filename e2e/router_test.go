@@ -106,7 +106,7 @@ var e2eKey struct {
 // commands, so the router is its one busy guest.
 func TestRouterEndToEnd(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel()
+	parallel(t, 1)
 	ctx := context.Background()
 	dir := t.TempDir()
 	pub, priv := testKey(t)

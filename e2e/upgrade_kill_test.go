@@ -87,7 +87,7 @@ var upgradeCuts = []cut{
 // key it had.
 func TestUpgradePowerCuts(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel()
+	parallel(t, 1)
 	dir, key, site := upgradeSite(t)
 	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
 	// As TestUpgradeEndToEnd's: two systems differing in their speed budget.

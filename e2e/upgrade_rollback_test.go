@@ -38,7 +38,7 @@ import (
 // boots the first time.
 func TestUpgradeRollbacks(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel() // one guest, idle between its boots: it overlaps the others
+	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
 	dir, key, site := upgradeSite(t)
 	// Short budgets: the reasons do not depend on how long the speed
 	// table and the ESP run take, and every case boots twice.

@@ -120,7 +120,7 @@ func upgradeSite(t *testing.T) (dir, key, site string) {
 // (accept-new refuses a changed key), both file systems are clean.
 func TestUpgradeEndToEnd(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel() // one guest, idle between its boots: it overlaps the others
+	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
 	dir, key, site := upgradeSite(t)
 	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
 	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
