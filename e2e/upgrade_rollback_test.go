@@ -40,9 +40,10 @@ func TestUpgradeRollbacks(t *testing.T) {
 	needEndToEnd(t)
 	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
 	dir, key, site := upgradeSite(t)
-	// Short budgets: the reasons do not depend on how long the speed
-	// table and the ESP run take, and every case boots twice.
-	common := []string{"--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--esp-budget", "0s", "--site", site}
+	// The other upgrade tests' old system (upgradeArgs), short budgets:
+	// the reasons do not depend on how long the speed table and the ESP
+	// run take, and every case boots twice.
+	common := append(append([]string{}, upgradeArgs...), site)
 	oldImg := filepath.Join(dir, "old.img")
 	buildImage(t, oldImg, common...)
 	oldRev := revision(t, oldImg)

@@ -112,6 +112,22 @@ func upgradeSite(t *testing.T) (dir, key, site string) {
 	return dir, key, site
 }
 
+// upgradeArgs are the old system's build flags in every upgrade test,
+// the site config last; the new system differs in its speed budget (2s).
+// No ESP run: no upgrade test looks at it, and they boot about 30 times
+// (8 s each).
+var upgradeArgs = []string{"--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--esp-budget", "0s", "--site"}
+
+// upgradeImages builds the old and the new system into dir, the same
+// two in every upgrade test (buildImage builds each once).
+func upgradeImages(t *testing.T, dir, site string) (oldImg, newImg string) {
+	t.Helper()
+	oldImg, newImg = filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
+	buildImage(t, oldImg, append(append([]string{}, upgradeArgs...), site)...)
+	buildImage(t, newImg, append(append([]string{}, upgradeArgs...), site, "--speed-budget", "2s")...)
+	return oldImg, newImg
+}
+
 // TestUpgradeEndToEnd builds two systems that differ (the speed budget in
 // their boot options), boots the first, upgrades it to the second with
 // `ocfw upgrade` through the host's OpenSSH, and checks the new system
@@ -122,9 +138,7 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	needEndToEnd(t)
 	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
 	dir, key, site := upgradeSite(t)
-	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
-	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
-	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
+	oldImg, newImg := upgradeImages(t, dir, site)
 	oldSys, err := firmware.OpenSystem(oldImg)
 	must(t, err)
 	oldSys.Close()
