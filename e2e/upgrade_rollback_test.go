@@ -40,11 +40,11 @@ func TestUpgradeRollbacks(t *testing.T) {
 	needEndToEnd(t)
 	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
 	dir, key, site := upgradeSite(t)
-	// The other upgrade tests' old system (upgradeArgs), short budgets:
+	// The other upgrade tests' old system (routerArgs), short budgets:
 	// the reasons do not depend on how long the speed table and the ESP
 	// run take, and every case boots twice.
-	common := append(append([]string{}, upgradeArgs...), site)
-	oldImg := filepath.Join(dir, "old.img")
+	common := append(append([]string{}, routerArgs...), site)
+	oldImg := filepath.Join(dir, "gw.img") // the name too: the manifest holds it
 	buildImage(t, oldImg, common...)
 	oldRev := revision(t, oldImg)
 

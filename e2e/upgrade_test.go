@@ -112,19 +112,16 @@ func upgradeSite(t *testing.T) (dir, key, site string) {
 	return dir, key, site
 }
 
-// upgradeArgs are the old system's build flags in every upgrade test,
-// the site config last; the new system differs in its speed budget (2s).
-// No ESP run: no upgrade test looks at it, and they boot about 30 times
-// (8 s each).
-var upgradeArgs = []string{"--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--esp-budget", "0s", "--site"}
-
 // upgradeImages builds the old and the new system into dir, the same
-// two in every upgrade test (buildImage builds each once).
+// two in every upgrade test (buildImage builds each once): the old is
+// the router test's image (routerArgs), the new differs in its speed
+// budget (2s).
 func upgradeImages(t *testing.T, dir, site string) (oldImg, newImg string) {
 	t.Helper()
-	oldImg, newImg = filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
-	buildImage(t, oldImg, append(append([]string{}, upgradeArgs...), site)...)
-	buildImage(t, newImg, append(append([]string{}, upgradeArgs...), site, "--speed-budget", "2s")...)
+	// gw.img as the router test's: the manifest holds the name.
+	oldImg, newImg = filepath.Join(dir, "gw.img"), filepath.Join(dir, "new.img")
+	buildImage(t, oldImg, append(append([]string{}, routerArgs...), site)...)
+	buildImage(t, newImg, append(append([]string{}, routerArgs...), site, "--speed-budget", "2s")...)
 	return oldImg, newImg
 }
 
