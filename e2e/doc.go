@@ -11,7 +11,8 @@
 // starts the longest first; a router beside an idle world VM counts as
 // one guest, TestUpgradePowerCuts's two chains of cuts as two. The
 // tests that are not parallel run before them, alone: the IPsec test
-// (two routers booting together), the IKEv2 and push tests. Builds of the same Go userland after the first are cheap:
+// (two routers booting together) and the IKEv2 test (a router and
+// charon's world VM, its timings asserted). Builds of the same Go userland after the first are cheap:
 // rootfs caches it; buildImage builds each set of inputs once per test
 // binary and hands out copies (one SSH key per binary: equal site texts
 // are equal files). A test that boots an image often and does not look

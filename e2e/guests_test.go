@@ -28,6 +28,7 @@ import (
 var longestFirst = []string{
 	"TestUpgradePowerCuts", // two guests: its two chains of cuts
 	"TestUpgradeRollbacks",
+	"TestPushConfig",
 	"TestEndToEnd",
 	"TestUpgradeEndToEnd",
 	"TestRouterEndToEnd",
