@@ -24,7 +24,7 @@ import (
 // The ALIX and the net5501 boot in parallel subtests: one guest each.
 func TestEndToEnd(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel()
+	t.Parallel() // no guest of its own: each subtest takes one
 	t.Run("alix2d13", testChainALIX)
 	t.Run("net5501", testChainNet5501)
 }
@@ -32,7 +32,7 @@ func TestEndToEnd(t *testing.T) {
 // testChainALIX boots the ALIX image twice: a copy, then the copy in
 // place.
 func testChainALIX(t *testing.T) {
-	t.Parallel()
+	parallel(t, 1)
 	dir := t.TempDir()
 	alix := filepath.Join(dir, "alix.img")
 	buildImage(t, alix, "--board", "alix2d13", "--card", "vpn1411")
@@ -88,7 +88,7 @@ func testChainALIX(t *testing.T) {
 
 // testChainNet5501: the net5501 (console 19200) boots the same way.
 func testChainNet5501(t *testing.T) {
-	t.Parallel()
+	parallel(t, 1)
 	// Given as a relative path, as users type it: the userland build
 	// changes directories, which once broke relative outputs.
 	net := filepath.Join(t.TempDir(), "net5501.img")
@@ -135,7 +135,7 @@ func testChainNet5501(t *testing.T) {
 // `ocfw run` exit non-zero.
 func TestEndToEndBadEngine(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel()
+	parallel(t, 1)
 	dir := t.TempDir()
 	img := filepath.Join(dir, "bad.img")
 	buildImage(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--test-inject", "corrupt:4096")

@@ -6,10 +6,13 @@
 // routers' IPsec tunnel.
 //
 // Every test skips with -short. They boot guests under TCG, one core
-// each: the tests with one busy guest at a time (a router beside an idle
-// world VM counts as one) run in parallel, two at once (go test's
-// default on two cores); the IPsec test, two routers booting together,
-// runs alone. Builds of the same Go userland after the first are cheap:
+// each: the parallel tests take guest slots from a pool (guests_test.go)
+// with as many as go test's -parallel (GOMAXPROCS, two here), which
+// starts the longest first; a router beside an idle world VM counts as
+// one guest, TestUpgradePowerCuts's two chains of cuts as two. The
+// tests that are not parallel run before them, alone: the IPsec test
+// (two routers booting together) and the IKEv2 test (a router and
+// charon's world VM, its timings asserted). Builds of the same Go userland after the first are cheap:
 // rootfs caches it; buildImage builds each set of inputs once per test
 // binary and hands out copies (one SSH key per binary: equal site texts
 // are equal files). A test that boots an image often and does not look

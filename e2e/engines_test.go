@@ -46,7 +46,7 @@ var resolvesRe = regexp.MustCompile(`(?m)^cbc\(aes\)\s+\([^)]*\)\s+kernel resolv
 // report's own measurements call for, and never the engine that failed.
 func TestEndToEndEngineChoice(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel()
+	parallel(t, 1)
 	dir := t.TempDir()
 	img := filepath.Join(dir, "stand-ins.img")
 	args := []string{"--board", "alix2d13", "--card", "virtio-crypto", "--card", "testaes", "--cipher", "aes-128-cbc"}

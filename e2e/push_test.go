@@ -133,6 +133,7 @@ func dataPartitionClean(t *testing.T, img string) {
 // read the card's files, upload into staging only, and push by hand.
 func TestPushConfig(t *testing.T) {
 	needEndToEnd(t)
+	parallel(t, 1) // one guest: it runs beside another test's
 	dir := t.TempDir()
 	pub, priv := testKey(t)
 	keyFile := filepath.Join(dir, "id")

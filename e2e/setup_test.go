@@ -236,6 +236,7 @@ func copyFile(src, dst string) error {
 }
 
 func TestMain(m *testing.M) {
+	guests.liftParallel()
 	code := m.Run()
 	images.remove()
 	os.Exit(code)

@@ -75,24 +75,33 @@ var upgradeCuts = []cut{
 	{name: "just after the commit", at: " committed", n: 1, want: "new"},
 }
 
+// cutChains split the cuts (numbers in upgradeCuts) into two chains,
+// each on a card of its own that starts as the old system in slot a,
+// run side by side: one chain of all 15 was the suite's critical path
+// (25 minutes alone under load). Each cut still starts from the system
+// the previous cut of its chain left, a cut in a trial right after the
+// cut that left it (TestCutChains), and the chains are about equal in
+// boots: the first has the stream's cuts, the second the trials'.
+var cutChains = [][]int{
+	{1, 2, 3, 4, 5, 6, 11, 12},
+	{7, 8, 9, 10, 13, 14, 15},
+}
+
 // TestUpgradePowerCuts kills QEMU at 15 moments of upgrades and their
-// commits, one after another on one card: the stream into the inactive
-// slot (early, middle, end), its sha256 check, the pending record, the
-// ADV write arming BOOTONCE, the reset, the loader, the trial's kernel
-// and boot sequence, the commit's DEFAULT rewrite and record, and just
-// after. After each cut both partitions pass fsck.fat -n, the card's
-// state (ADV, DEFAULT, the store's record) says which system the loader
-// boots, that system is the one the moment allows and it does boot, the
-// store's reports and host key are kept, and SSH answers with the host
-// key it had.
+// commits, one after another on each of two cards (cutChains): the
+// stream into the inactive slot (early, middle, end), its sha256 check,
+// the pending record, the ADV write arming BOOTONCE, the reset, the
+// loader, the trial's kernel and boot sequence, the commit's DEFAULT
+// rewrite and record, and just after. After each cut both partitions
+// pass fsck.fat -n, the card's state (ADV, DEFAULT, the store's record)
+// says which system the loader boots, that system is the one the moment
+// allows and it does boot, the store's reports and host key are kept,
+// and SSH answers with the host key it had.
 func TestUpgradePowerCuts(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel()
+	side := parallel(t, len(cutChains)) // a guest for each chain, if there are that many
 	dir, key, site := upgradeSite(t)
-	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
-	// As TestUpgradeEndToEnd's: two systems differing in their speed budget.
-	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
-	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
+	oldImg, newImg := upgradeImages(t, dir, site)
 	streams := map[string][]byte{} // revision → what ocf upgrade receive reads
 	var revs []string
 	for _, img := range []string{oldImg, newImg} {
@@ -103,15 +112,55 @@ func TestUpgradePowerCuts(t *testing.T) {
 	if revs[0] == revs[1] {
 		t.Fatalf("both systems are %s", revs[0])
 	}
-	card := filepath.Join(dir, "card.img")
-	must(t, copyFile(oldImg, card))
+	for i, chain := range cutChains {
+		t.Run(fmt.Sprintf("chain-%d", i+1), func(t *testing.T) {
+			if side > 1 {
+				t.Parallel() // the slots are the parent's: it took one for each
+			}
+			card := filepath.Join(dir, fmt.Sprintf("card-%d.img", i+1))
+			must(t, copyFile(oldImg, card))
+			runCuts(t, card, dir, key, streams, revs, chain)
+		})
+	}
+}
 
+// TestCutChains checks the split of the cuts (no guest): every cut in
+// exactly one chain, and a cut in a trial right after the cut before it
+// in upgradeCuts, which leaves that trial, in the same chain.
+func TestCutChains(t *testing.T) {
+	seen := map[int]bool{}
+	for _, chain := range cutChains {
+		for k, num := range chain {
+			if num < 1 || num > len(upgradeCuts) || seen[num] {
+				t.Errorf("cut %d: not a cut, or in two chains", num)
+				continue
+			}
+			seen[num] = true
+			if upgradeCuts[num-1].inTrial && (k == 0 || chain[k-1] != num-1) {
+				t.Errorf("cut %d (%s) lands in a trial but does not follow cut %d in its chain %v", num, upgradeCuts[num-1].name, num-1, chain)
+			}
+		}
+	}
+	if len(seen) != len(upgradeCuts) {
+		t.Errorf("%d of the %d cuts in the chains", len(seen), len(upgradeCuts))
+	}
+}
+
+// runCuts boots card, the old system, and cuts its power at each cut of
+// chain in turn.
+func runCuts(t *testing.T, card, dir, key string, streams map[string][]byte, revs []string, chain []int) {
 	b := startUpgradeBox(t, card, key)
 	running := b.settle(t, revs[0], "a")
+	// The first boot makes its RSA host key after the boot sequence and
+	// adds it to the store's ssh_host_key; a cut before that makes the
+	// next boot make another. What every cut must keep is the store as
+	// it is once both keys are there.
+	waitCount(t, b.vm, "ocfw: ssh: ssh-rsa host key", 1, 5*time.Minute)
 	before := cardFacts(t, card)
 	expectTrial := false
 	start := time.Now()
-	for i, c := range upgradeCuts {
+	for k, num := range chain {
+		i, c := num-1, upgradeCuts[num-1]
 		var from, to string
 		if c.inTrial {
 			if !expectTrial {
@@ -219,7 +268,7 @@ func TestUpgradePowerCuts(t *testing.T) {
 			t.Fatalf("cut %d: slot %s boots, the card said %s", i+1, m[1], after.boots())
 		}
 		expectTrial = after.trial()
-		if i+1 < len(upgradeCuts) && upgradeCuts[i+1].inTrial {
+		if k+1 < len(chain) && upgradeCuts[chain[k+1]-1].inTrial {
 			if !expectTrial {
 				t.Fatalf("cut %d left no trial for the next cut", i+1)
 			}
@@ -237,7 +286,7 @@ func TestUpgradePowerCuts(t *testing.T) {
 		expectTrial = false
 		t.Logf("cut %2d: %s came up and settled: %s", i+1, running, before.rec.Message())
 	}
-	t.Logf("%d cuts in %v", len(upgradeCuts), time.Since(start).Round(time.Second))
+	t.Logf("cuts %v in %v", chain, time.Since(start).Round(time.Second))
 }
 
 // upgradeStream is what `ocfw upgrade` sends for img: the header, the
@@ -284,6 +333,10 @@ func (b *upgradeBox) bios() string {
 // given.
 func (b *upgradeBox) settle(t *testing.T, rev, slot string) string {
 	t.Helper()
+	// Asked only once a boot sequence is done (ocf upgrade status waits
+	// for it): every ssh login before costs the booting guest a key
+	// exchange.
+	waitCount(t, b.vm, plan.MarkDone, 1, 12*time.Minute)
 	var out string
 	var err error
 	for deadline := time.Now().Add(12 * time.Minute); time.Now().Before(deadline); time.Sleep(3 * time.Second) {

@@ -38,12 +38,13 @@ import (
 // boots the first time.
 func TestUpgradeRollbacks(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel() // one guest, idle between its boots: it overlaps the others
+	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
 	dir, key, site := upgradeSite(t)
-	// Short budgets: the reasons do not depend on how long the speed
-	// table and the ESP run take, and every case boots twice.
-	common := []string{"--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--esp-budget", "0s", "--site", site}
-	oldImg := filepath.Join(dir, "old.img")
+	// The other upgrade tests' old system (routerArgs), short budgets:
+	// the reasons do not depend on how long the speed table and the ESP
+	// run take, and every case boots twice.
+	common := append(append([]string{}, routerArgs...), site)
+	oldImg := filepath.Join(dir, "gw.img") // the name too: the manifest holds it
 	buildImage(t, oldImg, common...)
 	oldRev := revision(t, oldImg)
 

@@ -111,6 +111,19 @@ func upgradeSite(t *testing.T) (dir, key, site string) {
 	return dir, key, site
 }
 
+// upgradeImages builds the old and the new system into dir, the same
+// two in every upgrade test (buildImage builds each once): the old is
+// the router test's image (routerArgs), the new differs in its speed
+// budget (2s).
+func upgradeImages(t *testing.T, dir, site string) (oldImg, newImg string) {
+	t.Helper()
+	// gw.img as the router test's: the manifest holds the name.
+	oldImg, newImg = filepath.Join(dir, "gw.img"), filepath.Join(dir, "new.img")
+	buildImage(t, oldImg, append(append([]string{}, routerArgs...), site)...)
+	buildImage(t, newImg, append(append([]string{}, routerArgs...), site, "--speed-budget", "2s")...)
+	return oldImg, newImg
+}
+
 // TestUpgradeEndToEnd builds two systems that differ (the speed budget in
 // their boot options), boots the first, upgrades it to the second with
 // `ocfw upgrade` through the host's OpenSSH, and checks the new system
@@ -119,11 +132,9 @@ func upgradeSite(t *testing.T) (dir, key, site string) {
 // (accept-new refuses a changed key), both file systems are clean.
 func TestUpgradeEndToEnd(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel() // one guest, idle between its boots: it overlaps the others
+	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
 	dir, key, site := upgradeSite(t)
-	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
-	buildImage(t, oldImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--site", site)
-	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--site", site)
+	oldImg, newImg := upgradeImages(t, dir, site)
 	oldSys, err := firmware.OpenSystem(oldImg)
 	must(t, err)
 	oldSys.Close()

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,17 +74,80 @@ func Start(t testing.TB, image string, o Options) *qemu.VM {
 	if o.TailLines == 0 {
 		o.TailLines = 60
 	}
-	vm, err := qemu.Start(context.Background(), qemu.Config{Disk: image, NICs: o.NICs, Args: o.Args, Timeout: o.Timeout, Echo: o.Echo, Reboot: o.Reboot, Watchdog: o.Watchdog})
+	echo, closeLog := consoleLog(t, o)
+	vm, err := qemu.Start(context.Background(), qemu.Config{Disk: image, NICs: o.NICs, Args: o.Args, Timeout: o.Timeout, Echo: echo, Reboot: o.Reboot, Watchdog: o.Watchdog})
 	if err != nil {
+		closeLog()
 		t.Fatalf("%s: %v", o.Name, err)
 	}
 	t.Cleanup(func() {
 		vm.Kill()
+		closeLog()
 		if t.Failed() {
 			t.Logf("%s: last console lines:\n%s", o.Name, vm.Tail(o.TailLines))
 		}
 	})
 	return vm
+}
+
+// ConsoleDirEnv names a directory where Start writes each guest's
+// console, every line prefixed with the seconds since QEMU started:
+// where a boot spends its time, measured on a whole suite run without
+// changing it (docs/testing.md). Unset: no files.
+const ConsoleDirEnv = "OCFW_VMTEST_CONSOLE_DIR"
+
+// consoleLog is the writer Start gives QEMU as its echo: o.Echo, and
+// with ConsoleDirEnv set a timestamped file named for the test and the
+// guest as well.
+func consoleLog(t testing.TB, o Options) (io.Writer, func()) {
+	dir := os.Getenv(ConsoleDirEnv)
+	if dir == "" {
+		return o.Echo, func() {}
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name() + "." + o.Name)
+	f, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Logf("%s: no console log: %v", ConsoleDirEnv, err)
+		return o.Echo, func() {}
+	}
+	fmt.Fprintf(f, "=== %s: %s started %s\n", t.Name(), o.Name, time.Now().UTC().Format(time.RFC3339))
+	w := &stampWriter{w: f, start: time.Now(), bol: true}
+	var echo io.Writer = w
+	if o.Echo != nil {
+		echo = io.MultiWriter(o.Echo, w)
+	}
+	return echo, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		f.Close()
+	}
+}
+
+// stampWriter prefixes each line with the seconds since start.
+type stampWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+	bol   bool // the next byte begins a line
+}
+
+func (s *stampWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b []byte
+	for _, c := range p {
+		if s.bol {
+			b = fmt.Appendf(b, "%8.2f ", time.Since(s.start).Seconds())
+			s.bol = false
+		}
+		if c == '\r' {
+			continue
+		}
+		b = append(b, c)
+		s.bol = c == '\n'
+	}
+	s.w.Write(b) // a closed file after the test: the console's tail is lost, not the test
+	return len(p), nil
 }
 
 // PowerOff types poweroff at the guest's shell and waits for QEMU to

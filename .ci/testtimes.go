@@ -1,0 +1,126 @@
+// testtimes reads `go test -json` on its input and prints what go test
+// prints without -v (each package's ok or FAIL line, build errors, and
+// the whole output of every failed test), then where the suite's time
+// went: every package's time, the tests that took a minute or more, and
+// the wall time from the first event to the last. CI pipes the suite
+// through it (.ci/run) so that each run reports the time the suite takes
+// on CI's machine, and which package and test is its critical path.
+//
+//	go test -json ./... | go run .ci/testtimes.go
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// event is one line of go test -json (go doc test2json).
+type event struct {
+	Time    time.Time
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+type timing struct {
+	name    string
+	elapsed float64
+}
+
+func main() {
+	var (
+		first, last time.Time
+		packages    []timing
+		tests       []timing
+		failed      []string
+		held        = map[string][]string{} // a running test's output, printed if it fails
+	)
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	for in.Scan() {
+		var e event
+		if err := json.Unmarshal(in.Bytes(), &e); err != nil || e.Action == "" {
+			fmt.Println(in.Text()) // not an event: go test's own complaint
+			continue
+		}
+		if !e.Time.IsZero() {
+			if first.IsZero() {
+				first = e.Time
+			}
+			last = e.Time
+		}
+		key := e.Package + " " + e.Test
+		switch {
+		case e.Action == "build-output":
+			fmt.Print(e.Output)
+		case e.Test == "" && e.Action == "output":
+			// The package's own lines: "ok ...", "FAIL ...", a panic.
+			if !strings.HasPrefix(e.Output, "PASS\n") && !strings.HasPrefix(e.Output, "=== ") {
+				fmt.Print(e.Output)
+			}
+		case e.Test == "" && (e.Action == "pass" || e.Action == "fail"):
+			packages = append(packages, timing{e.Package, e.Elapsed})
+		case e.Action == "output":
+			held[key] = append(held[key], e.Output)
+		case e.Action == "pass" || e.Action == "skip":
+			if e.Action == "pass" && !strings.Contains(e.Test, "/") {
+				tests = append(tests, timing{short(e.Package) + " " + e.Test, e.Elapsed})
+			}
+			delete(held, key)
+		case e.Action == "fail":
+			fmt.Print(strings.Join(held[key], ""))
+			delete(held, key)
+			failed = append(failed, short(e.Package)+" "+e.Test)
+			if !strings.Contains(e.Test, "/") {
+				tests = append(tests, timing{short(e.Package) + " " + e.Test + " (FAIL)", e.Elapsed})
+			}
+		}
+	}
+	if err := in.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "testtimes: reading go test -json:", err)
+		os.Exit(1)
+	}
+
+	byTime := func(a, b timing) int {
+		switch {
+		case a.elapsed > b.elapsed:
+			return -1
+		case a.elapsed < b.elapsed:
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	}
+	slices.SortFunc(packages, byTime)
+	slices.SortFunc(tests, byTime)
+	fmt.Printf("\nsuite time: %s wall, first event to last\n", last.Sub(first).Round(time.Second))
+	fmt.Println("packages, longest first (go test runs -p of them at once):")
+	for _, p := range packages {
+		if p.elapsed >= 1 {
+			fmt.Printf("  %7.0f s  %s\n", p.elapsed, short(p.name))
+		}
+	}
+	fmt.Println("tests of a minute or more:")
+	for _, t := range tests {
+		if t.elapsed >= 60 {
+			fmt.Printf("  %7.0f s  %s\n", t.elapsed, t.name)
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Printf("failed: %s\n", strings.Join(failed, ", "))
+	}
+}
+
+// short is a package's path without the module's.
+func short(pkg string) string {
+	if s, ok := strings.CutPrefix(pkg, "github.com/ocfw/ocfw/"); ok {
+		return s
+	}
+	return pkg
+}
