@@ -32,6 +32,7 @@ var longestFirst = []string{
 	"TestEndToEnd",
 	"TestUpgradeEndToEnd",
 	"TestRouterEndToEnd",
+	"TestRunKeepsCard",
 	"TestEndToEndEngineChoice",
 	"TestEndToEndBadEngine",
 }

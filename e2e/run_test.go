@@ -124,7 +124,7 @@ func tailOf(s string, n int) string {
 // was lost: the second run booted slot a and reported a rollback).
 func TestRunKeepsCard(t *testing.T) {
 	needEndToEnd(t)
-	t.Parallel() // one guest, idle between its boots
+	parallel(t, 1) // one guest, idle between its boots
 	dir, key, site := upgradeSite(t)
 	// old.img with TestUpgradeRollbacks' arguments: one build for both.
 	img, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
