@@ -120,6 +120,13 @@ func TestGuestDevCrypto(t *testing.T) {
 			t.Errorf("/dev/crypto %s: answered by %q (hardware %v), want %s", e.Cipher, e.Driver, e.Hardware, Driver)
 		}
 	}
+	var list strings.Builder
+	if err := cryptodev.WriteEngines(&list, "/dev/crypto", d); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  aes-128-cbc    " + Driver + "  hardware\n"; !strings.Contains(list.String(), want) {
+		t.Errorf("ocf engines' /dev/crypto lines lack %q:\n%s", want, list.String())
+	}
 	restorePriorities(t, Driver, catalog.VirtioCryptoAESDriver)
 	for _, driver := range []string{Driver, catalog.VirtioCryptoAESDriver} {
 		prefer(t, driver)
