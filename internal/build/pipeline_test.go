@@ -103,6 +103,14 @@ func TestFirmwareImageBoots(t *testing.T) {
 	if err := vm.WaitFor(ctx, "ocfw: boot sequence done"); err != nil {
 		t.Fatalf("%v\n%s", err, vm.Tail(20))
 	}
+	// The boot self-tested both planned ciphers through /dev/crypto
+	// (before the summary line), naming the kernel driver that answered.
+	for _, c := range []string{"aes-128-cbc", "hmac-sha1"} {
+		re := regexp.MustCompile(`ocfw: /dev/crypto: ` + c + ` via \S+: pass`)
+		if !re.MatchString(vm.Console()) {
+			t.Errorf("no passing /dev/crypto self-test line for %s on the console:\n%s", c, vm.Tail(60))
+		}
+	}
 	// cryptodev.ko was loaded at boot: its misc device is there (the
 	// command's echo has no "10:").
 	vm.Send("cat /sys/class/misc/crypto/dev\n")
