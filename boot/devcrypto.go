@@ -52,9 +52,11 @@ func (b *sequence) devCryptoSelfTest(r *report.Report) {
 	}
 }
 
-// devCryptoRows self-tests each planned cipher the device offers.
+// devCryptoRows self-tests each planned cipher the device offers. The
+// dialect is detected: an OCF kernel's /dev/crypto (module "cryptodev"
+// too) is self-tested the same way.
 func devCryptoRows(path string, pl *plan.Plan) ([]selftest.Result, error) {
-	d, err := cryptodev.OpenWith(path, cryptodev.Options{Dialect: cryptodev.Linux})
+	d, err := cryptodev.Open(path, cryptodev.Auto)
 	if err != nil {
 		return nil, err
 	}

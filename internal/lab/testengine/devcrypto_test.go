@@ -104,7 +104,7 @@ func devCryptoSession(t *testing.T, d *cryptodev.Driver, cipherName string, key 
 // /dev/crypto fails on it while virtio-crypto behind /dev/crypto passes.
 func TestGuestDevCrypto(t *testing.T) {
 	guestOnly(t)
-	d, err := cryptodev.OpenWith("/dev/crypto", cryptodev.Options{Dialect: cryptodev.Linux})
+	d, err := cryptodev.Open("/dev/crypto", cryptodev.Auto)
 	if err != nil {
 		t.Fatal(err)
 	}
