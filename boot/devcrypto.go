@@ -11,6 +11,7 @@ import (
 	"github.com/ocfw/ocfw/ocf/cryptodev"
 	"github.com/ocfw/ocfw/ocf/report"
 	"github.com/ocfw/ocfw/ocf/selftest"
+	"github.com/ocfw/ocfw/ocf/speed"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -35,30 +36,43 @@ func (b *sequence) devCryptoSelfTest(r *report.Report) {
 		r.Notes = append(r.Notes, "no /dev/crypto: cryptodev.ko is not in this image or did not load")
 		return
 	}
-	res := make(chan []selftest.Result, 1)
+	// A quarter of the speed table's budget measures /dev/crypto: one
+	// row per cipher (the kernel's driver on top), not one per engine.
+	budget, _ := b.opts.SpeedBudgetOr(DefaultSpeedBudget)
+	type result struct {
+		rows  []selftest.Result
+		speed []speed.Row
+	}
+	res := make(chan result, 1)
 	b.problem(step(b.ctx, "self-testing /dev/crypto", b.cfg.StepTimeout, func() error {
-		rows, err := devCryptoRows(path, b.pl)
-		res <- rows
+		rows, sp, err := devCryptoRows(path, b.pl, budget/4)
+		res <- result{rows, sp}
 		return err
 	}))
 	select {
-	case rows := <-res:
-		for _, row := range rows {
+	case got := <-res:
+		for _, row := range got.rows {
 			b.cfg.printf("ocfw: /dev/crypto: %s via %s: %s", row.Cipher, row.Engine[len(DevCryptoEngine):], row.Status)
 		}
-		r.SelfTest = append(r.SelfTest, rows...)
+		r.SelfTest = append(r.SelfTest, got.rows...)
+		r.DevCryptoSpeed = append(r.DevCryptoSpeed, got.speed...)
 	default:
 		r.Notes = append(r.Notes, "/dev/crypto: the self-test did not finish")
 	}
 }
 
-// devCryptoRows self-tests each planned cipher the device offers. The
-// dialect is detected: an OCF kernel's /dev/crypto (module "cryptodev"
-// too) is self-tested the same way.
-func devCryptoRows(path string, pl *plan.Plan) ([]selftest.Result, error) {
+// DevCryptoSizes are the speed sizes through /dev/crypto: the issue's
+// (and the seeds' tables') 16 to 8192 bytes.
+var DevCryptoSizes = []int{16, 64, 256, 1024, 8192}
+
+// devCryptoRows self-tests each planned cipher the device offers and,
+// with a speed budget, measures those that passed at DevCryptoSizes
+// (rows named like the self-test's). The dialect is detected: an OCF
+// kernel's /dev/crypto (module "cryptodev" too) is tested the same way.
+func devCryptoRows(path string, pl *plan.Plan, budget time.Duration) ([]selftest.Result, []speed.Row, error) {
 	d, err := cryptodev.Open(path, cryptodev.Auto)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer d.Close()
 	answers := map[string]string{}
@@ -78,7 +92,23 @@ func devCryptoRows(path string, pl *plan.Plan) ([]selftest.Result, error) {
 		row.Engine = DevCryptoEngine + driver
 		rows = append(rows, row)
 	}
-	return rows, nil
+	var passed []selftest.Result
+	for _, row := range rows {
+		if row.Status == selftest.Pass {
+			passed = append(passed, row)
+		}
+	}
+	var sp []speed.Row
+	if budget <= 0 {
+		return rows, nil, nil
+	}
+	cell := report.CellTime(budget, len(passed)*len(DevCryptoSizes))
+	for _, row := range passed {
+		m := speed.Measure(d, row.Cipher, speed.Options{Duration: cell, Sizes: DevCryptoSizes})
+		m.Engine = row.Engine
+		sp = append(sp, m)
+	}
+	return rows, sp, nil
 }
 
 func plansModule(pl *plan.Plan, name string) bool {

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/boot"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/kbuild"
 	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
+	"github.com/ocfw/ocfw/ocf/speed"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -137,6 +139,27 @@ func TestFirmwareImageBoots(t *testing.T) {
 		t.Errorf("inspect finds no report on the data partition after the boot: %+v", info.Reports)
 	} else if info.Reports[0].Boot != 1 {
 		t.Errorf("first boot's report says boot %d", info.Reports[0].Boot)
+	} else {
+		// The speed through /dev/crypto: a row per planned cipher, named
+		// like its self-test row, measured at every size from 16 to 8192.
+		sp := info.Reports[0].Report.DevCryptoSpeed
+		for _, c := range []string{"aes-128-cbc", "hmac-sha1"} {
+			var row *speed.Row
+			for i := range sp {
+				if sp[i].Cipher == c {
+					row = &sp[i]
+				}
+			}
+			if row == nil || row.Err != "" || !strings.HasPrefix(row.Engine, "/dev/crypto:") || len(row.Cells) != len(boot.DevCryptoSizes) {
+				t.Errorf("report: /dev/crypto speed row for %s: %+v (rows %+v)", c, row, sp)
+				continue
+			}
+			for _, cell := range row.Cells {
+				if cell.KBps <= 0 || cell.Ops == 0 {
+					t.Errorf("report: /dev/crypto %s at %d bytes: %+v", c, cell.Size, cell)
+				}
+			}
+		}
 	}
 }
 
