@@ -423,6 +423,13 @@ func modules(p *plan.Plan, chosen []*catalog.Cipher) []plan.Module {
 			add(plan.Module{Name: m, For: "ESP throughput per engine at boot (the kernel's engine choice)", Optional: true})
 		}
 	}
+	// /dev/crypto (cryptodev-linux) on x86, where ocfw build compiles it
+	// for Debian's kernel: only with a hardware engine, since it exists
+	// to let userland (openssl, ssh, ocf's own driver) reach one; the
+	// kernel's software alone is slower through it than Go in-process.
+	if !cryptodev && p.Go.GOARCH == "386" && hardwareEngine(p) {
+		add(plan.Module{Name: catalog.DevCryptoModule, For: "/dev/crypto (cryptodev-linux 1.14, built by ocfw build): the engines for userland", OutOfTree: true})
+	}
 	if cryptodev {
 		add(plan.Module{Name: "ocf", For: "OCF framework (OCF-patched kernel)", OutOfTree: true})
 		add(plan.Module{Name: "cryptodev", For: "OCF /dev/crypto (BSD dialect)", OutOfTree: true})
@@ -433,6 +440,17 @@ func modules(p *plan.Plan, chosen []*catalog.Cipher) []plan.Module {
 		}
 	}
 	return mods
+}
+
+// hardwareEngine reports whether the plan has a hardware engine behind
+// the kernel's crypto API (a stand-in counts: it is what tests meet).
+func hardwareEngine(p *plan.Plan) bool {
+	for _, e := range p.Engines {
+		if e.Hardware && e.API == catalog.APIAFALG {
+			return true
+		}
+	}
+	return false
 }
 
 // watchdogModules are the board's hardware watchdog (its profile's) and,

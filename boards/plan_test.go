@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -109,10 +110,12 @@ func TestResolveModules(t *testing.T) {
 		" ctr sha512_generic drbg cbc hmac sha1_generic sha256_generic"
 	// veth: the boot's ESP run (optional: a kernel without it still
 	// boots and routes).
+	// cryptodev: /dev/crypto (cryptodev-linux), built by ocfw build, for
+	// x86 plans with a hardware engine (the Geode's, here).
 	// Last, the Geode's watchdog (the CS5536's MFGPT, through its MFD
 	// driver) and QEMU's: each optional, and only the one whose device
 	// is there loads.
-	ipsec := " xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv veth cs5535_mfd cs5535_mfgpt geodewdt i6300esb"
+	ipsec := " xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv veth cryptodev cs5535_mfd cs5535_mfgpt geodewdt i6300esb"
 	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router+ipsec; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}
@@ -380,5 +383,34 @@ func TestResolveStandIn(t *testing.T) {
 	var re *RequestError
 	if !errors.As(err, &re) || re.Field != "stand-in" || !strings.Contains(err.Error(), "x86") {
 		t.Errorf("alix2d13 --stand-in: %v", err)
+	}
+}
+
+// cryptodev-linux's module is planned, out of tree, for x86 plans with a
+// hardware engine behind the kernel's crypto API, and for no ARM plan
+// (no IXP4xx kernel headers to build it with).
+func TestResolveDevCrypto(t *testing.T) {
+	c := embeddedT(t)
+	for _, tc := range []struct {
+		req  Request
+		want bool
+	}{
+		{Request{Board: "alix2d13"}, true},
+		{Request{Board: "alix2d13", Cards: []string{"vpn1411"}}, true},
+		{Request{Board: "nslu2"}, false},
+	} {
+		p, err := c.Resolve(tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *plan.Module
+		for i, m := range p.Modules {
+			if m.Name == catalog.DevCryptoModule {
+				got = &p.Modules[i]
+			}
+		}
+		if (got != nil) != tc.want || (got != nil && (!got.OutOfTree || got.Optional)) {
+			t.Errorf("%s %v: cryptodev module %+v, want planned %v (out of tree)", tc.req.Board, tc.req.Cards, got, tc.want)
+		}
 	}
 }

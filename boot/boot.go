@@ -377,6 +377,7 @@ func (b *sequence) finishReport() {
 		r.Env.Board = b.pl.Board
 	}
 	b.promoteEngines(r)
+	b.devCryptoSelfTest(r)
 	// The router's tunnels install their SAs now, binding them to the
 	// kernel's engines as they are: this stays after the engine choice is
 	// applied (an SA keeps the transform it was made with). The tunnels

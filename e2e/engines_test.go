@@ -161,6 +161,16 @@ func TestEndToEndEngineChoice(t *testing.T) {
 	if got.Driver == testaesDrv || (got.Hardware && got.Driver != virtioDrv) {
 		t.Errorf("corrupting boot: the kernel resolves cbc(aes) to %s", got.Driver)
 	}
+	// /dev/crypto (cryptodev.ko, in the image for its hardware engines)
+	// asks the kernel by name: its self-test row, made after the engine
+	// choice, is the kernel's choice's, not the corrupting engine's, and
+	// passes.
+	if st := result(r, "/dev/crypto:"+got.Driver); st == nil || st.Status != selftest.Pass {
+		t.Errorf("corrupting boot: /dev/crypto self-test through %s: %+v, want PASS (rows: %+v)", got.Driver, st, r.SelfTest)
+	}
+	if st := result(r, "/dev/crypto:"+testaesDrv); st != nil {
+		t.Errorf("corrupting boot: /dev/crypto answered with the engine that failed: %+v", st)
+	}
 	// The failed engine is not measured through ESP; the others are.
 	espRows(t, "corrupting boot", r, []string{esp.Software, "virtio-crypto"})
 	for _, row := range r.ESP.Rows {

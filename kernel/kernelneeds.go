@@ -261,6 +261,32 @@ func moduleNeeds(p *plan.Plan) []Need {
 		at[sym] = len(out)
 		out = append(out, Need{Group: GroupModules, AnyOf: [][]string{{sym}}, Want: WantYM, Why: why, Optional: m.Optional})
 	}
+	return append(out, devCryptoNeeds(p)...)
+}
+
+// devCryptoNeeds are what cryptodev-linux's module (/dev/crypto) needs
+// of the kernel it is loaded into: module loading, and the crypto API
+// types it hands requests to. Optional: without them the board has no
+// /dev/crypto, and its boot report says so.
+// ("cryptodev" is catalog.DevCryptoModule; kernel reads only the plan.)
+func devCryptoNeeds(p *plan.Plan) []Need {
+	planned := false
+	for _, m := range p.Modules {
+		planned = planned || (m.Name == "cryptodev" && !IXP4xx(p) && p.Go.GOARCH == "386")
+	}
+	if !planned {
+		return nil
+	}
+	why := "cryptodev.ko (/dev/crypto, cryptodev-linux 1.14), which ocfw build compiles for Debian's kernel from its headers (make, gcc-12); " +
+		"for another kernel, build it from the same source against that kernel's headers"
+	var out []Need
+	for _, sym := range []string{"CONFIG_MODULES", "CONFIG_CRYPTO_SKCIPHER", "CONFIG_CRYPTO_HASH", "CONFIG_CRYPTO_AEAD"} {
+		w := WantYM
+		if sym == "CONFIG_MODULES" {
+			w = WantY
+		}
+		out = append(out, Need{Group: GroupModules, AnyOf: [][]string{{sym}}, Want: w, Why: why, Optional: true})
+	}
 	return out
 }
 

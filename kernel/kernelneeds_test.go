@@ -51,11 +51,11 @@ func TestNeeds(t *testing.T) {
 		absent  []string
 	}{
 		{"nslu2", boards.Request{Board: "nslu2"}, true, "CONFIG_MACH_NSLU2",
-			[]string{"CONFIG_CRYPTO_DEV_IXP4XX", "CONFIG_IXP4XX_ETH", "CONFIG_RD_XZ", "CONFIG_USB_STORAGE"}, []string{"CONFIG_PATA_IXP4XX_CF", "CONFIG_CRYPTO_DEV_GEODE"}},
+			[]string{"CONFIG_CRYPTO_DEV_IXP4XX", "CONFIG_IXP4XX_ETH", "CONFIG_RD_XZ", "CONFIG_USB_STORAGE"}, []string{"CONFIG_PATA_IXP4XX_CF", "CONFIG_CRYPTO_DEV_GEODE", "CONFIG_CRYPTO_AEAD"}},
 		{"avila with a card", boards.Request{Board: "gw2348-4", Cards: []string{"vpn1411"}}, true, "CONFIG_MACH_AVILA",
 			[]string{"CONFIG_CRYPTO_DEV_HIFN_795X", "CONFIG_PCI", "CONFIG_PCI_IXP4XX", "CONFIG_PATA_IXP4XX_CF"}, []string{"CONFIG_USB_STORAGE"}},
 		{"alix2d13", boards.Request{Board: "alix2d13"}, false, "",
-			[]string{"CONFIG_CRYPTO_DEV_GEODE", "CONFIG_VIA_RHINE", "CONFIG_BLK_DEV_INITRD"}, []string{"CONFIG_CRYPTO_DEV_IXP4XX", "CONFIG_KERNEL_XZ"}},
+			[]string{"CONFIG_CRYPTO_DEV_GEODE", "CONFIG_VIA_RHINE", "CONFIG_BLK_DEV_INITRD", "CONFIG_CRYPTO_AEAD"}, []string{"CONFIG_CRYPTO_DEV_IXP4XX", "CONFIG_KERNEL_XZ"}},
 		{"nslu2 stand-in", boards.Request{Board: "nslu2", StandIn: true}, false, "",
 			[]string{"CONFIG_CRYPTO_USER_API_SKCIPHER"}, nil},
 	} {

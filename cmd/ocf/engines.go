@@ -2,12 +2,38 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ocfw/ocfw/ocf/cryptodev"
 	"github.com/ocfw/ocfw/ocf/kcrypto"
 )
+
+// devCrypto is the device `engines` lists the answering drivers of.
+const devCrypto = "/dev/crypto"
+
+// writeDevCrypto lists which kernel driver answers each cipher through
+// /dev/crypto; nothing when the system has no such device.
+func writeDevCrypto(w io.Writer, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	d, err := cryptodev.Open(path, cryptodev.Auto)
+	if err != nil {
+		_, werr := fmt.Fprintf(w, "\n%s: %v\n", path, err)
+		return werr
+	}
+	defer d.Close()
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return err
+	}
+	return cryptodev.WriteEngines(w, path, d)
+}
 
 // newEnginesCmd builds `engines`: the kernel crypto API's engine choice,
 // shown and changed by hand.
@@ -50,7 +76,11 @@ DRIVER is an exact driver name from the list (not a generic name like cbc(aes)).
 prefer also drops what the kernel built on the other implementations (e.g. the
 authenc instances IPsec uses), so new users and new IPsec SAs follow at once;
 running connections keep the engine they hold. Changes last until reboot. Needs
-root and the crypto_user module (the firmware loads it).`,
+root and the crypto_user module (the firmware loads it).
+
+Where /dev/crypto exists (cryptodev-linux, on x86 images with a hardware engine),
+the text listing ends with the kernel driver that answers each cipher through it:
+the same choice, since /dev/crypto asks the kernel by generic name.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			engines, err := hwEngines()
@@ -61,7 +91,12 @@ root and the crypto_user module (the firmware loads it).`,
 			if err != nil {
 				return err
 			}
-			return show(cmd.OutOrStdout(), st, func(w io.Writer) error { return kcrypto.WriteStatus(w, st) })
+			return show(cmd.OutOrStdout(), st, func(w io.Writer) error {
+				if err := kcrypto.WriteStatus(w, st); err != nil {
+					return err
+				}
+				return writeDevCrypto(w, devCrypto)
+			})
 		},
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")

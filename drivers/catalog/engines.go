@@ -156,6 +156,11 @@ const (
 	TestAESPriority = 300
 )
 
+// DevCryptoModule is cryptodev-linux's module, /dev/crypto for the
+// kernel's crypto API (the cryptodev-linux dialect), which ocfw build
+// compiles for x86 images with a hardware engine (package kbuild).
+const DevCryptoModule = "cryptodev"
+
 var aesBits = []int{128, 192, 256}
 
 var engines = []Engine{

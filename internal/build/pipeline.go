@@ -20,6 +20,7 @@ import (
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
+	"github.com/ocfw/ocfw/internal/kbuild"
 	"github.com/ocfw/ocfw/internal/lab/testengine"
 	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/plan"
@@ -162,6 +163,23 @@ func Build(ctx context.Context, pl *plan.Plan, opts Options) (*Result, error) {
 		step("test engine", t0)
 	}
 
+	// /dev/crypto (cryptodev-linux) for a plan that loads it: built
+	// for Debian's kernel; an image without it still boots, and its boot
+	// report says /dev/crypto is absent.
+	if opts.Initramfs == "" && plannedModule(pl, catalog.DevCryptoModule) {
+		t0 = time.Now()
+		stop := progress.Start(opts.Progress, "building cryptodev.ko (/dev/crypto)")
+		ko, err := buildDevCrypto(ctx, pl, k, opts.Log)
+		stop()
+		if err != nil {
+			return nil, err
+		}
+		if ko != "" {
+			extra = append(extra, ko)
+		}
+		step("cryptodev", t0)
+	}
+
 	in := firmware.Input{Kernel: k.Image, KernelVersion: k.Version, Initramfs: opts.Initramfs, DTB: k.DTB, Inputs: map[string]string{}}
 	if opts.Initramfs == "" {
 		t0 = time.Now()
@@ -228,6 +246,44 @@ func buildTestEngine(ctx context.Context, pl *plan.Plan, k *kernel.Kernel, logf 
 	}
 	if m.KernelRelease != k.Version {
 		return "", &TestEngineError{Built: m.KernelRelease, Boots: k.Version}
+	}
+	return m.Path, nil
+}
+
+// plannedModule reports whether the plan loads the module.
+func plannedModule(pl *plan.Plan, name string) bool {
+	for _, m := range pl.Modules {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// buildDevCrypto builds cryptodev.ko for the plan's Debian kernel
+// package, or says why the image goes without it: no make or gcc-12, no
+// source (no network for the download), another kernel (--kernel) than
+// the Debian package it is built for. "" with a nil error is such an
+// image. A build that fails for any other reason fails the image.
+func buildDevCrypto(ctx context.Context, pl *plan.Plan, k *kernel.Kernel, logf func(string, ...any)) (string, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	without := func(why string, args ...any) (string, error) {
+		logf("no /dev/crypto in this image: "+why, args...)
+		return "", nil
+	}
+	if pl.Kernel.Source != plan.KernelDebian {
+		return without("the board's kernel is not a Debian package ocfw builds cryptodev.ko for")
+	}
+	m, err := kbuild.Cryptodev(ctx, kbuild.CryptodevOptions{Options: kbuild.Options{KernelPackage: pl.Kernel.Package, Arch: pl.Kernel.Arch, Log: logf}})
+	switch {
+	case errors.Is(err, kbuild.ErrNoTools), errors.Is(err, kbuild.ErrNoSource), errors.Is(err, kbuild.ErrNoKernel):
+		return without("%v", err)
+	case err != nil:
+		return "", fmt.Errorf("building cryptodev.ko (/dev/crypto): %w", err)
+	case m.Release != k.Version:
+		return without("cryptodev.ko is built for Debian's kernel %s, but this image boots kernel %s", m.Release, k.Version)
 	}
 	return m.Path, nil
 }

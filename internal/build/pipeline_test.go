@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,11 +12,14 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/boot"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/debian"
+	"github.com/ocfw/ocfw/internal/kbuild"
 	"github.com/ocfw/ocfw/internal/lab/labtest"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
+	"github.com/ocfw/ocfw/ocf/speed"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -51,6 +55,7 @@ func TestFirmwareImageBoots(t *testing.T) {
 		labtest.SkipOrFail(t, "%v", err)
 	}
 	ctx := context.Background()
+	seedDevCrypto(t)
 	dir := t.TempDir()
 	if d := os.Getenv("OCFW_TEST_KEEP"); d != "" {
 		dir = d // keep the image for a look afterwards
@@ -62,11 +67,16 @@ func TestFirmwareImageBoots(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := res.Manifest
-	if len(res.Steps) != 3 {
-		t.Errorf("steps %v, want kernel, initramfs, image", res.Steps)
+	if len(res.Steps) != 4 || res.Steps[1].Name != "cryptodev" {
+		t.Errorf("steps %v, want kernel, cryptodev, initramfs, image", res.Steps)
 	}
 	if m.Inputs["kernel"] == "" || len(m.Inputs) < 3 {
 		t.Errorf("manifest inputs: %v", m.Inputs)
+	}
+	// The Geode's engine is hardware: /dev/crypto's module is built and
+	// listed, by the hash of the module the cache holds.
+	if ko, err := os.ReadFile(devCryptoCached(t)); err != nil || m.Inputs["module/cryptodev.ko"] != fmt.Sprintf("%x", sha256.Sum256(ko)) {
+		t.Errorf("manifest input module/cryptodev.ko %q, want the cached module's hash (%v)", m.Inputs["module/cryptodev.ko"], err)
 	}
 	opts := vmtest.Options{Timeout: 6 * time.Minute}
 	// OCFW_TEST_CONSOLE names a file that gets a live copy of the console.
@@ -95,6 +105,20 @@ func TestFirmwareImageBoots(t *testing.T) {
 	if err := vm.WaitFor(ctx, "ocfw: boot sequence done"); err != nil {
 		t.Fatalf("%v\n%s", err, vm.Tail(20))
 	}
+	// The boot self-tested both planned ciphers through /dev/crypto
+	// (before the summary line), naming the kernel driver that answered.
+	for _, c := range []string{"aes-128-cbc", "hmac-sha1"} {
+		re := regexp.MustCompile(`ocfw: /dev/crypto: ` + c + ` via \S+: pass`)
+		if !re.MatchString(vm.Console()) {
+			t.Errorf("no passing /dev/crypto self-test line for %s on the console:\n%s", c, vm.Tail(60))
+		}
+	}
+	// cryptodev.ko was loaded at boot: its misc device is there (the
+	// command's echo has no "10:").
+	vm.Send("cat /sys/class/misc/crypto/dev\n")
+	if _, err := vm.WaitForRegexp(ctx, regexp.MustCompile(`(?m)^10:\d+\s*$`)); err != nil {
+		t.Errorf("no /dev/crypto misc device after the boot: %v\n%s", err, vm.Tail(20))
+	}
 	// sync first: once (of several runs) report-0001.json read back as 0
 	// bytes after a bare poweroff; see the notes for the rootfs side.
 	vm.Send("sync\n")
@@ -115,6 +139,27 @@ func TestFirmwareImageBoots(t *testing.T) {
 		t.Errorf("inspect finds no report on the data partition after the boot: %+v", info.Reports)
 	} else if info.Reports[0].Boot != 1 {
 		t.Errorf("first boot's report says boot %d", info.Reports[0].Boot)
+	} else {
+		// The speed through /dev/crypto: a row per planned cipher, named
+		// like its self-test row, measured at every size from 16 to 8192.
+		sp := info.Reports[0].Report.DevCryptoSpeed
+		for _, c := range []string{"aes-128-cbc", "hmac-sha1"} {
+			var row *speed.Row
+			for i := range sp {
+				if sp[i].Cipher == c {
+					row = &sp[i]
+				}
+			}
+			if row == nil || row.Err != "" || !strings.HasPrefix(row.Engine, "/dev/crypto:") || len(row.Cells) != len(boot.DevCryptoSizes) {
+				t.Errorf("report: /dev/crypto speed row for %s: %+v (rows %+v)", c, row, sp)
+				continue
+			}
+			for _, cell := range row.Cells {
+				if cell.KBps <= 0 || cell.Ops == 0 {
+					t.Errorf("report: /dev/crypto %s at %d bytes: %+v", c, cell.Size, cell)
+				}
+			}
+		}
 	}
 }
 
@@ -158,4 +203,35 @@ func TestSizeErrorsBeforeBuilding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// seedDevCrypto puts the cryptodev-linux source from shared/deps into
+// the ocfw cache, so that builds take it from there and never download
+// it, and skips (fails under OCFW_REQUIRE_KERNEL) without the tools.
+func seedDevCrypto(t *testing.T) {
+	t.Helper()
+	cache, err := debian.DefaultCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kbuild.StoreSource(cache, labtest.SharedDep(t, kbuild.CryptodevSource)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kbuild.Headers(context.Background(), kbuild.Options{}); err != nil {
+		labtest.SkipOrFail(t, "cryptodev.ko cannot be built: %v", err)
+	}
+}
+
+// devCryptoCached is the cryptodev.ko the cache holds (built, or taken
+// from there, by the build just made).
+func devCryptoCached(t *testing.T) string {
+	t.Helper()
+	m, err := kbuild.Cryptodev(context.Background(), kbuild.CryptodevOptions{NoDownload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Built {
+		t.Error("the image's build left no cryptodev.ko in the cache")
+	}
+	return m.Path
 }

@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +71,35 @@ func TestTestEngineModule(t *testing.T) {
 	})
 	if es, _ := os.ReadDir(dir); len(es) != 0 {
 		t.Errorf("left %v behind", es)
+	}
+}
+
+// An image is built without /dev/crypto, saying why, when cryptodev.ko
+// cannot be: no make, or a kernel (--kernel) other than the Debian
+// package it is built for; a plan without it builds none.
+func TestDevCryptoWithout(t *testing.T) {
+	pl := standInPlan(t)
+	var log strings.Builder
+	logf := func(f string, a ...any) { log.WriteString(fmt.Sprintf(f, a...) + "\n") }
+
+	t.Run("no make", func(t *testing.T) {
+		log.Reset()
+		t.Setenv("PATH", t.TempDir())
+		ko, err := buildDevCrypto(context.Background(), pl, &kernel.Kernel{Version: "6.1.0-57-686"}, logf)
+		if ko != "" || err != nil || !strings.Contains(log.String(), "no /dev/crypto in this image: ") || !strings.Contains(log.String(), "apt-get install make gcc-12") {
+			t.Errorf("without make: %q, %v, log %q", ko, err, log.String())
+		}
+	})
+	t.Run("user kernel", func(t *testing.T) {
+		log.Reset()
+		user := *pl
+		user.Kernel.Source = plan.KernelUser
+		ko, err := buildDevCrypto(context.Background(), &user, &kernel.Kernel{Version: "6.1.0-0-other"}, logf)
+		if ko != "" || err != nil || !strings.Contains(log.String(), "not a Debian package") {
+			t.Errorf("user kernel: %q, %v, log %q", ko, err, log.String())
+		}
+	})
+	if !plannedModule(pl, "cryptodev") || plannedModule(pl, "no-such-module") {
+		t.Error("plannedModule: the ALIX plan's cryptodev not found, or an unplanned module found")
 	}
 }

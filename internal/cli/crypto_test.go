@@ -23,6 +23,23 @@ func TestSelftestHost(t *testing.T) {
 	}
 }
 
+// TestSelftestFull checks --full runs every CAVP vector and the default
+// the boot's subset (one per file), each in both directions.
+func TestSelftestFull(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, " 20 known answers"},
+		{[]string{"--full"}, " 598 known answers"},
+	} {
+		out, errs, code := ocfw(t, append([]string{"selftest", "--cipher", "aes-128-cbc"}, tc.args...)...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %d, want %q:\n%s\n%s", tc.args, code, tc.want, out, errs)
+		}
+	}
+}
+
 func TestSelftestCatchesFaultyEngines(t *testing.T) {
 	cases := []struct {
 		inject string

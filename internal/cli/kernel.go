@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ocfw/ocfw/kernel"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocfw/ocfw/boards"
+	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/plan"
@@ -144,6 +147,7 @@ missing).`,
 			if len(k.Absent) > 0 {
 				fmt.Fprintf(w, "  absent   %s (out of tree or optional: engines reported absent, or done without)\n", strings.Join(k.Absent, " "))
 			}
+			writeDevCryptoNeeds(w, p, k.Absent)
 			return nil
 		},
 	}
@@ -152,6 +156,28 @@ missing).`,
 	cmd.Flags().StringVar(&kernelSpec, "kernel", "", kernelFlagHelp)
 	cmd.Flags().StringVar(&cache, "cache", "", "cache directory (default $OCFW_CACHE, else ~/.cache/ocfw)")
 	return cmd
+}
+
+// writeDevCryptoNeeds says, when the plan's cryptodev module is not in
+// the kernel's tree (it never is: cryptodev-linux is out of tree), what
+// /dev/crypto needs: the build that makes it and the kernel's options.
+// Issue 31: a user checking another kernel learns why cryptodev is
+// absent and what to do, not just that it is.
+func writeDevCryptoNeeds(w io.Writer, p *plan.Plan, absent []string) {
+	if !slices.Contains(absent, catalog.DevCryptoModule) {
+		return
+	}
+	var opts []string
+	why := ""
+	for _, n := range kernel.Needs(p) {
+		if strings.HasPrefix(n.Why, "cryptodev.ko") {
+			opts, why = append(opts, n.Options()), n.Why
+		}
+	}
+	if why == "" {
+		return
+	}
+	fmt.Fprintf(w, "  cryptodev %s; the kernel needs %s\n", why, strings.Join(opts, ", "))
 }
 
 func kernelBoard(g *globalFlags, name string) (*boards.Board, error) {

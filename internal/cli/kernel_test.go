@@ -72,7 +72,7 @@ func TestKernelFetch(t *testing.T) {
 }
 
 func TestKernelCheck(t *testing.T) {
-	// Without aes_ti, the ESP run's veth and the watchdogs, which are optional: named
+	// Without aes_ti, the ESP run's veth, the watchdogs (optional) and cryptodev (out of tree, built by ocfw build): named
 	// absent, not a problem (the tunnels' modules are required).
 	alixMods := []string{"af_alg", "algif_skcipher", "algif_hash", "crypto_user", "des_generic", "geode_aes",
 		// the ports' NIC, QEMU's NIC and the router's firewall and bridge
@@ -80,8 +80,16 @@ func TestKernelCheck(t *testing.T) {
 		"ctr", "sha512_generic", "drbg", "cbc", "hmac", "sha1_generic", "sha256_generic", "xfrm_algo", "xfrm_user", "esp4", "authenc", "authencesn", "echainiv", "seqiv"}
 	good := fakeKernelDir(t, false, alixMods...)
 	out, errs, code := ocfw(t, "kernel", "check", "--board", "alix2d13", "--kernel", good)
-	if code != 0 || !strings.Contains(out, "kernel 6.1.0-t (x86) for alix2d13: ok") || !strings.Contains(out, "absent   aes_ti veth cs5535_mfd cs5535_mfgpt geodewdt i6300esb (out of tree or optional") {
+	if code != 0 || !strings.Contains(out, "kernel 6.1.0-t (x86) for alix2d13: ok") || !strings.Contains(out, "absent   aes_ti veth cryptodev cs5535_mfd cs5535_mfgpt geodewdt i6300esb (out of tree or optional") {
 		t.Errorf("good kernel: exit %d\n%s%s", code, out, errs)
+	}
+	// cryptodev is absent from every kernel's tree: the check says how
+	// /dev/crypto's module is made and what it needs of the kernel.
+	for _, w := range []string{"  cryptodev cryptodev.ko (/dev/crypto, cryptodev-linux 1.14), which ocfw build compiles", "(make, gcc-12)",
+		"that kernel's headers", "the kernel needs CONFIG_MODULES=y, CONFIG_CRYPTO_SKCIPHER=", "CONFIG_CRYPTO_AEAD="} {
+		if !strings.Contains(out, w) {
+			t.Errorf("good kernel: the check lacks %q:\n%s", w, out)
+		}
 	}
 	// A Hifn card adds its driver to the plan: this kernel lacks it.
 	_, errs, code = ocfw(t, "kernel", "check", "--board", "alix2d13", "--card", "vpn1411", "--kernel", good)

@@ -111,7 +111,7 @@ var boardSide = []string{"boot", "router", "store", "ocf", "plan", "site", "inte
 // host packages the board side does without.
 var host = []string{"gopkg.in/yaml.v3", "github.com/diskfs/go-diskfs", "github.com/u-root/mkuimage",
 	"github.com/u-root/gobusybox", "internal/lab", "internal/build", "internal/cli", "firmware", "rootfs",
-	"kernel", "boards", "internal/chart", "internal/debian"}
+	"kernel", "boards", "internal/chart", "internal/debian", "internal/kbuild"}
 
 var rules = []rule{
 	{
@@ -253,7 +253,7 @@ var floors = [][]string{
 	{"drivers/catalog", "plan", "site"},
 	{"ocf"},
 	{"store", "router", "boot"},
-	{"internal/debian", "kernel", "rootfs", "boards", "firmware", "internal/chart", "internal/build", "internal/lab", "internal/push", "internal/sshclient", "internal/upgrade"},
+	{"internal/debian", "internal/kbuild", "kernel", "rootfs", "boards", "firmware", "internal/chart", "internal/build", "internal/lab", "internal/push", "internal/sshclient", "internal/upgrade"},
 	{"internal/cli", "internal/ocfcmd", "cmd"},
 	{"bench", "e2e", "internal/layers"},
 }

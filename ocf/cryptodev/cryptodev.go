@@ -28,6 +28,7 @@ package cryptodev
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"strings"
@@ -641,4 +642,29 @@ func inexactOverlap(x, y []byte) bool {
 	}
 	xs, ys := uintptr(unsafe.Pointer(&x[0])), uintptr(unsafe.Pointer(&y[0]))
 	return xs < ys+uintptr(len(y)) && ys < xs+uintptr(len(x))
+}
+
+// WriteEngines writes which kernel driver answers each cipher through
+// the device at path, one line each, as `ocf engines` shows them: the
+// kernel's choice when the sessions were opened (cryptodev-linux
+// follows the crypto API's priorities, so `ocf engines prefer` and
+// `demote` move it too).
+func WriteEngines(w io.Writer, path string, d *Driver) error {
+	if _, err := fmt.Fprintf(w, "through %s (%s):\n", path, d.Dialect()); err != nil {
+		return err
+	}
+	for _, e := range d.Engines() {
+		kind := "software"
+		if e.Hardware {
+			kind = "hardware"
+		}
+		name := e.Driver
+		if name == "" {
+			name = "(not named by the device)"
+		}
+		if _, err := fmt.Fprintf(w, "  %-14s %s  %s\n", e.Cipher, name, kind); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -657,3 +657,28 @@ func TestCString(t *testing.T) {
 		t.Error("nil pointers must encode as 0")
 	}
 }
+
+// WriteEngines names, per cipher, the kernel driver that answers through
+// the device and whether it is hardware, as `ocf engines` prints it.
+func TestWriteEngines(t *testing.T) {
+	if _, err := HostArch(); err != nil {
+		t.Skip(err)
+	}
+	d := mustNew(t, geodeHifn(t), Options{Dialect: Linux})
+	defer d.Close()
+	var b strings.Builder
+	if err := WriteEngines(&b, "/dev/crypto", d); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"through /dev/crypto (cryptodev-linux):\n",
+		"  aes-128-cbc    cbc-aes-geode  hardware\n",
+		"  des-ede3-cbc   cbc-3des-hifn0  hardware\n",
+		"  hmac-sha1      hmac(sha1-generic)  software\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+}

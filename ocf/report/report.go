@@ -62,7 +62,13 @@ type Report struct {
 	Env      Environment       `json:"environment"`
 	SelfTest []selftest.Result `json:"selftest"`
 	Speed    []speed.Row       `json:"speed"`
-	Policy   ocf.Policy        `json:"policy"`
+	// DevCryptoSpeed is the speed through /dev/crypto (cryptodev.ko),
+	// one row per cipher for the kernel driver that answered, named
+	// "/dev/crypto:DRIVER" like its self-test row. Apart from Speed so
+	// no policy is derived from it: /dev/crypto is a path to an engine,
+	// not one ocf's dispatcher can pick. Nil without /dev/crypto.
+	DevCryptoSpeed []speed.Row `json:"devcrypto_speed,omitempty"`
+	Policy         ocf.Policy  `json:"policy"`
 	// EngineChoice is what the boot did to the kernel crypto API's
 	// choice of engine (version 2; nil from a host run or an older
 	// report).
@@ -221,6 +227,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Speed) > 0 {
 		b.WriteString("\n")
 		if err := speed.WriteTable(&b, r.Speed); err != nil {
+			return err
+		}
+	}
+	if len(r.DevCryptoSpeed) > 0 {
+		b.WriteString("\nspeed through /dev/crypto (the kernel's driver on top per cipher; AF_ALG's columns are above):\n")
+		if err := speed.WriteTable(&b, r.DevCryptoSpeed); err != nil {
 			return err
 		}
 	}

@@ -100,6 +100,33 @@ func sampleReport(t *testing.T) *Report {
 	return r
 }
 
+// TestDevCryptoSpeedApart checks the /dev/crypto speed rows print as
+// their own table and survive the JSON.
+func TestDevCryptoSpeedApart(t *testing.T) {
+	r := sampleReport(t)
+	row := speed.Measure(soft.New(), "aes-128-cbc", speed.Options{Duration: 5 * time.Millisecond, Sizes: []int{16, 8192}})
+	row.Engine, row.Hardware = "/dev/crypto:cbc-aes-geode", true
+	r.DevCryptoSpeed = []speed.Row{row}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "speed through /dev/crypto") || !strings.Contains(text.String(), "/dev/crypto:cbc-aes-geode") {
+		t.Errorf("text lacks the /dev/crypto table:\n%s", text.String())
+	}
+	j, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.DevCryptoSpeed) != 1 || back.DevCryptoSpeed[0].Engine != row.Engine || len(back.DevCryptoSpeed[0].Cells) != 2 {
+		t.Errorf("JSON round trip: %+v", back.DevCryptoSpeed)
+	}
+}
+
 func TestReportTextAndJSON(t *testing.T) {
 	r := sampleReport(t)
 	if !r.Failed() {

@@ -24,8 +24,12 @@ func TestVectorsAgreeWithStdlib(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := map[string]int{}
+	perFile := map[string]int{}
 	for _, v := range vs {
 		count[v.Cipher]++
+		if f, _, ok := strings.Cut(strings.TrimPrefix(v.ID, "CAVP "), " "); ok && strings.HasPrefix(v.ID, "CAVP ") {
+			perFile[f]++
+		}
 		c, err := ocf.LookupCipher(v.Cipher)
 		if err != nil {
 			t.Fatal(err)
@@ -40,6 +44,8 @@ func TestVectorsAgreeWithStdlib(t *testing.T) {
 			}
 			continue
 		}
+		// Both directions, whichever the vector is for: a typo in either
+		// text fails one of them.
 		got, err := ocftest.Reference(c, v.Key, ocf.Request{Op: ocf.Encrypt, IV: v.IV, Src: v.Plaintext})
 		if err != nil {
 			t.Fatal(err)
@@ -47,14 +53,64 @@ func TestVectorsAgreeWithStdlib(t *testing.T) {
 		if !bytes.Equal(got, v.Ciphertext) {
 			t.Errorf("%s:%d %s: stdlib gives %x, file says %x", v.File, v.Line, v.ID, got, v.Ciphertext)
 		}
+		got, err = ocftest.Reference(c, v.Key, ocf.Request{Op: ocf.Decrypt, IV: v.IV, Src: v.Ciphertext})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, v.Plaintext) {
+			t.Errorf("%s:%d %s: stdlib decrypts to %x, file says %x", v.File, v.Line, v.ID, got, v.Plaintext)
+		}
 	}
 	// The published vectors the files must hold, per cipher: SP 800-38A
 	// F.2.1-F.2.6 (3 records, both ways) and RFC 3602 1-4; FIPS 81; TDEA;
-	// RFC 2202 1-7 twice; RFC 4231 1-7.
-	want := map[string]int{"aes-128-cbc": 5, "aes-192-cbc": 1, "aes-256-cbc": 1, "des-cbc": 1, "des-ede3-cbc": 4, "hmac-md5": 7, "hmac-sha1": 7, "hmac-sha256": 7}
+	// RFC 2202 1-7 twice; RFC 4231 1-7; and the CAVP files below.
+	want := map[string]int{"aes-128-cbc": 5 + 304, "aes-192-cbc": 1 + 370, "aes-256-cbc": 1 + 425, "des-cbc": 1, "des-ede3-cbc": 4 + 295, "hmac-md5": 7, "hmac-sha1": 7, "hmac-sha256": 7}
 	for c, n := range want {
 		if count[c] != n {
 			t.Errorf("%s: %d vectors, want %d", c, count[c], n)
+		}
+	}
+	// Every record of each CAVP response file (a KAT file's DECRYPT
+	// section repeats its ENCRYPT one and is folded into dir = both).
+	wantFile := map[string]int{
+		"CBCGFSbox128.rsp": 7, "CBCKeySbox128.rsp": 21, "CBCVarTxt128.rsp": 128, "CBCVarKey128.rsp": 128, "CBCMMT128.rsp": 20,
+		"CBCGFSbox192.rsp": 6, "CBCKeySbox192.rsp": 24, "CBCVarTxt192.rsp": 128, "CBCVarKey192.rsp": 192, "CBCMMT192.rsp": 20,
+		"CBCGFSbox256.rsp": 5, "CBCKeySbox256.rsp": 16, "CBCVarTxt256.rsp": 128, "CBCVarKey256.rsp": 256, "CBCMMT256.rsp": 20,
+		"TCBCvartext.rsp": 64, "TCBCinvperm.rsp": 64, "TCBCvarkey.rsp": 56, "TCBCpermop.rsp": 32, "TCBCsubtab.rsp": 19,
+		"TCBCMMT1.rsp": 20, "TCBCMMT2.rsp": 20, "TCBCMMT3.rsp": 20,
+	}
+	for f, n := range wantFile {
+		if perFile[f] != n {
+			t.Errorf("%s: %d vectors, want %d", f, perFile[f], n)
+		}
+	}
+	if len(perFile) != len(wantFile) {
+		t.Errorf("CAVP files %v, want those of %v", perFile, wantFile)
+	}
+}
+
+// TestBootSubset checks the boot's known answers are a small subset of the
+// full set: every cipher keeps some, and the CAVP files give one each.
+func TestBootSubset(t *testing.T) {
+	for _, tc := range []struct {
+		cipher     string
+		boot, full int
+	}{
+		// SP 800-38A and RFC 3602 1-4 (both ways), then COUNT 0 of the four
+		// KAT files (both ways) and of MMT's two sections.
+		{"aes-128-cbc", 2 + 8 + 4*2 + 2, 2 + 8 + 2*284 + 20},
+		// FIPS 81 is des-cbc's; SP 800-20 and 800-67 (4 both ways), COUNT 0
+		// of five KAT files (both ways) and of MMT1-3's two sections.
+		{"des-ede3-cbc", 8 + 5*2 + 3*2, 8 + 2*235 + 60},
+		{"hmac-sha256", 7, 7},
+	} {
+		boot := Check(soft.New(), tc.cipher, Options{Sizes: []int{}})
+		full := Check(soft.New(), tc.cipher, Options{Sizes: []int{}, Full: true})
+		if boot.Status != Pass || full.Status != Pass {
+			t.Fatalf("%s: boot %s %v, full %s %v", tc.cipher, boot.Status, boot.Failure, full.Status, full.Failure)
+		}
+		if boot.KATs != tc.boot || full.KATs != tc.full {
+			t.Errorf("%s: %d known answers at boot, %d full; want %d, %d", tc.cipher, boot.KATs, full.KATs, tc.boot, tc.full)
 		}
 	}
 }
@@ -71,6 +127,7 @@ func TestParseVectorErrors(t *testing.T) {
 		"cipher = hmac-md5\nid = x\nkey = 00\ndata = 00\nmac = 00\ncolour = 1\n": `unknown field "colour"`,
 		"cipher = aes-128-cbc\nid = x\ndir = sideways\n":                         `dir "sideways"`,
 		"cipher = hmac-md5\nid = x\nkey = 00\ndata = 00\nmac = 00*17\n":          "at most 16 bytes",
+		"cipher = hmac-md5\nid = x\nset = some\nkey = 00\ndata = 00\nmac = 00\n": `set "some"`,
 	}
 	for in, want := range cases {
 		_, err := ParseVectors("v.txt", []byte(in))
@@ -82,7 +139,7 @@ func TestParseVectorErrors(t *testing.T) {
 
 func TestSoftPasses(t *testing.T) {
 	for _, c := range catalog.CipherNames() {
-		r := Check(soft.New(), c, Options{})
+		r := Check(soft.New(), c, Options{Full: true})
 		if r.Status != Pass {
 			t.Errorf("%s: %s %v", c, r.Status, r.Failure)
 		}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 )
@@ -30,12 +31,21 @@ type Vector struct {
 	Plaintext        []byte
 	Ciphertext       []byte
 	Data, MAC        []byte // MACs: MAC may be truncated (RFC 2202/4231 case 5)
-	File             string
-	Line             int
+	// Full marks a vector only the full self-test runs (set = full): the
+	// boot runs the rest, within its time budget.
+	Full bool
+	File string
+	Line int
 }
 
-// Vectors returns every embedded vector, in file order.
-func Vectors() ([]Vector, error) {
+// Vectors returns every embedded vector, in file order. The files are
+// parsed once per process: a self-test checks every engine and cipher
+// against them, and the CAVP files alone are 400 KB.
+func Vectors() ([]Vector, error) { return loadVectors() }
+
+var loadVectors = sync.OnceValues(parseEmbedded)
+
+func parseEmbedded() ([]Vector, error) {
 	files, err := fs.Glob(vectorFS, "vectors/*.txt")
 	if err != nil {
 		return nil, err
@@ -104,11 +114,11 @@ func ParseVectors(file string, data []byte) ([]Vector, error) {
 			return nil, fmt.Errorf("%s:%d: field %q given twice in one vector", file, line, k)
 		}
 		if !vectorFields[k] {
-			return nil, fmt.Errorf("%s:%d: unknown field %q (want cipher, id, dir, key, iv, plaintext, ciphertext, data, mac)", file, line, k)
+			return nil, fmt.Errorf("%s:%d: unknown field %q (want cipher, id, dir, set, key, iv, plaintext, ciphertext, data, mac)", file, line, k)
 		}
 		raw[k] = v
 		switch k {
-		case "cipher", "id", "dir":
+		case "cipher", "id", "dir", "set":
 		default:
 			b, err := decodeValue(v)
 			if err != nil {
@@ -126,7 +136,7 @@ func ParseVectors(file string, data []byte) ([]Vector, error) {
 	return out, nil
 }
 
-var vectorFields = map[string]bool{"cipher": true, "id": true, "dir": true, "key": true, "iv": true, "plaintext": true, "ciphertext": true, "data": true, "mac": true}
+var vectorFields = map[string]bool{"cipher": true, "id": true, "dir": true, "set": true, "key": true, "iv": true, "plaintext": true, "ciphertext": true, "data": true, "mac": true}
 
 func decodeValue(v string) ([]byte, error) {
 	if strings.HasPrefix(v, `"`) {
@@ -160,6 +170,13 @@ func makeVector(raw map[string]string, vals map[string][]byte) (Vector, error) {
 	}
 	if v.ID == "" {
 		return v, fmt.Errorf("vector without id: every vector names its source")
+	}
+	switch raw["set"] {
+	case "", "boot":
+	case "full":
+		v.Full = true
+	default:
+		return v, fmt.Errorf("set %q: want boot (the default) or full", raw["set"])
 	}
 	switch c.Kind {
 	case catalog.KindMAC:

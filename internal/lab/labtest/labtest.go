@@ -8,6 +8,7 @@ package labtest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -28,4 +29,39 @@ func SkipOrFail(t testing.TB, format string, args ...any) {
 		t.Fatalf("%s (%s=1: required)", msg, EnvRequire)
 	}
 	t.Skip(msg)
+}
+
+// SharedDep is the path of a file in the project's shared/deps: the
+// shared/ directory beside the checkout (../shared/deps from the module
+// root; for a git worktree, beside an ancestor directory), which holds
+// third-party sources tests use without downloading them
+// (cryptodev-linux). A missing file skips t, or fails it under
+// EnvRequire.
+func SharedDep(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatalf("no go.mod above the test's directory: cannot find shared/deps/%s", name)
+		}
+		dir = up
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		p := filepath.Join(d, "shared", "deps", name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	SkipOrFail(t, "shared/deps/%s not found beside %s or above it (a copy of shared/ belongs beside the checkout)", name, dir)
+	return ""
 }

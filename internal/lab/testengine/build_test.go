@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/ocfw/ocfw/internal/kbuild"
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 	"github.com/ocfw/ocfw/internal/lab/labtest"
 )
@@ -44,7 +45,7 @@ func TestBuild(t *testing.T) {
 	start := time.Now()
 	first := buildOrSkip(t, Options{Log: t.Logf})
 	t.Logf("first build: %v (built %v, headers fetched %v): %s", time.Since(start).Round(time.Millisecond), first.Built, first.HeadersFetched, first.Path)
-	if err := checkModule(first.Path); err != nil {
+	if err := kbuild.CheckModule(first.Path); err != nil {
 		t.Fatal(err)
 	}
 	ko, err := os.ReadFile(first.Path)
@@ -83,51 +84,11 @@ func TestBuild(t *testing.T) {
 	if !changed.Built || changed.Path == first.Path || changed.HeadersFetched {
 		t.Errorf("changed source: built %v headers fetched %v, %s", changed.Built, changed.HeadersFetched, changed.Path)
 	}
-	if err := checkModule(changed.Path); err != nil {
+	if err := kbuild.CheckModule(changed.Path); err != nil {
 		t.Error(err)
 	}
 	if _, err := os.Stat(first.Path); err != nil {
 		t.Errorf("the first build's module went away: %v", err)
-	}
-}
-
-func TestPatchMakefile(t *testing.T) {
-	for _, tc := range []struct{ in, want, err string }{
-		{"include /usr/src/linux-headers-6.1.0-57-common/Makefile\n", "include /c/usr/src/linux-headers-6.1.0-57-common/Makefile\n", ""},
-		// Patched before, and the cache moved since.
-		{"include /old/usr/src/linux-headers-6.1.0-57-common/Makefile\n", "include /c/usr/src/linux-headers-6.1.0-57-common/Makefile\n", ""},
-		{"include /c/usr/src/linux-headers-6.1.0-57-common/Makefile\n", "include /c/usr/src/linux-headers-6.1.0-57-common/Makefile\n", ""},
-		{"obj-m := x.o\n", "", "no \"include"},
-	} {
-		dir := t.TempDir()
-		mk := filepath.Join(dir, "Makefile")
-		os.WriteFile(mk, []byte(tc.in), 0o644)
-		err := patchMakefile(dir, "/c/usr/src/linux-headers-6.1.0-57-common")
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: err %v", tc.in, err)
-			}
-			continue
-		}
-		b, _ := os.ReadFile(mk)
-		if err != nil || string(b) != tc.want {
-			t.Errorf("%q: %q, %v", tc.in, b, err)
-		}
-	}
-}
-
-func TestCompiler(t *testing.T) {
-	for _, tc := range []struct{ vars, want string }{
-		{"override ARCH = x86\nCC = $(if $(DEBIAN_KERNEL_USE_CCACHE),$(CCACHE)) $(CROSS_COMPILE)gcc-12\n", "gcc-12"},
-		{"CC = gcc-13\n", "gcc-13"},
-		{"CC = clang\n", ""},
-	} {
-		dir := t.TempDir()
-		os.WriteFile(filepath.Join(dir, ".kernelvariables"), []byte(tc.vars), 0o644)
-		got, err := compiler(dir)
-		if got != tc.want || (err == nil) != (tc.want != "") {
-			t.Errorf("%q: %q, %v", tc.vars, got, err)
-		}
 	}
 }
 
@@ -153,12 +114,5 @@ func TestHashSource(t *testing.T) {
 	}
 	if h, _, _ := hashSource(Source()); h == "" {
 		t.Error("the embedded source does not hash")
-	}
-}
-
-func TestCleanEnv(t *testing.T) {
-	got := cleanEnv([]string{"PATH=/bin", "ARCH=arm", "CROSS_COMPILE=arm-linux-", "HOME=/root", "CC=clang", "M=x"})
-	if strings.Join(got, " ") != "PATH=/bin HOME=/root" {
-		t.Errorf("%q", got)
 	}
 }

@@ -25,8 +25,9 @@ import (
 
 // TestKernelInTheLoop boots Debian's 686 kernel once with both stand-ins:
 // QEMU's virtio-crypto device (options from the catalog) with its driver,
-// and the test module built for that kernel; the TestGuest* tests run
-// inside against them.
+// and the test module built for that kernel; with /dev/crypto
+// (cryptodev-linux's cryptodev.ko, built for it too) in front of them.
+// The TestGuest* tests run inside against them.
 func TestKernelInTheLoop(t *testing.T) {
 	if kerneltest.InGuest() {
 		t.Skip("inside the guest: this test only starts it")
@@ -38,10 +39,15 @@ func TestKernelInTheLoop(t *testing.T) {
 		labtest.SkipOrFail(t, "stand-in engines not booted: %v", err)
 	}
 	mod := buildOrSkip(t, Options{Log: t.Logf})
+	devCrypto := devCryptoModule(t)
 	vc, _ := catalog.LookupEngine(catalog.VirtioCrypto)
+	// crypto_user: the guest changes which engine the kernel (and so
+	// /dev/crypto) picks; hmac and the SHAs: the MACs through /dev/crypto;
+	// des_generic: TDES's CAVP files through /dev/crypto.
 	kerneltest.Run(t, kerneltest.Options{
-		Modules:     append([]string{"af_alg", "algif_skcipher", "cbc", "aes_generic"}, VirtioCryptoModules...),
-		ModuleFiles: []string{mod.Path},
+		Modules: append([]string{"af_alg", "algif_skcipher", "cbc", "aes_generic", "crypto_user", "hmac", "sha1_generic", "sha256_generic", "des_generic"},
+			VirtioCryptoModules...),
+		ModuleFiles: []string{mod.Path, devCrypto},
 		QEMUArgs:    vc.QEMU,
 		Run:         "TestGuest",
 	})
