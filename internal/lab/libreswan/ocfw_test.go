@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -84,55 +85,250 @@ func status(t *testing.T, w *worldvm.World, name string) ikeStatus {
 	return st
 }
 
+// traffic checks TCP from ns through the tunnel to ocfw's echo server at
+// to, and that pluto in counted it on its one CHILD SA (conn).
+func traffic(t *testing.T, w *worldvm.World, in Instance, conn, to string) {
+	t.Helper()
+	reply, err := w.Do(context.Background(), fmt.Sprintf("tcp %s %s:7 through-ocfw", in.NS, to))
+	if err != nil || !strings.Contains(reply, "through-ocfw") {
+		t.Fatalf("echo from pluto %s's side through the tunnel to ocfw's %s: %v %q", in.Name, to, err, reply)
+	}
+	lines := children(t, w, in, conn)
+	if len(lines) != 1 {
+		t.Fatalf("pluto %s: %d CHILD SAs of %q after traffic, want 1:\n%s", in.Name, len(lines), conn, strings.Join(lines, "\n"))
+	}
+	m := bytesRe.FindStringSubmatch(lines[0])
+	if m == nil || m[1] == "0" || m[2] == "0" {
+		t.Fatalf("pluto %s's CHILD SA counted no traffic both ways: %s", in.Name, lines[0])
+	}
+}
+
+var bytesRe = regexp.MustCompile(`inBytes=(\d+), outBytes=(\d+)`)
+
+// children are pluto's trafficstatus lines for conn: one per CHILD SA.
+func children(t *testing.T, w *worldvm.World, in Instance, conn string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(w.MustDo(t, in.WhackCommand("--trafficstatus")), "\n") {
+		if strings.Contains(l, `"`+conn+`"`) && strings.Contains(l, "type=ESP") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// waitChild waits (30 s at most) until pluto in has a CHILD SA of conn
+// and ocfw's endpoint name one established IKE SA with one CHILD SA.
+func waitChild(t *testing.T, w *worldvm.World, in Instance, conn, name string) ikeStatus {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		st := status(t, w, name)
+		if len(children(t, w, in, conn)) == 1 && oneChild(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no CHILD SA of %q in pluto %s and ocfw %s within 30 s: %s\nocfw: %+v\n%s", conn, in.Name, name,
+				w.MustDo(t, in.WhackCommand("--trafficstatus")), st.Peers, st.Log)
+		}
+	}
+}
+
+// oneChild: ocfw holds exactly one established IKE SA with exactly one
+// CHILD SA.
+func oneChild(st ikeStatus) bool {
+	return len(st.Peers) == 1 && len(st.Peers[0].SAs) == 1 && st.Peers[0].SAs[0].State == "established" &&
+		len(st.Peers[0].SAs[0].Children) == 1
+}
+
 // TestLibreswanAgainstOCFW runs ocfw's IKEv2 endpoint (router/ike, in the
 // world agent) against unmodified Libreswan 4.10 with its default
-// proposals, in one world VM.
+// proposals, in one world VM: ocfw initiating to a pluto responder with
+// each kind of identity, a wrong PSK, CHILD and IKE SA rekeys started by
+// each side several times in a row under traffic, and a pluto initiating
+// to ocfw. Each step checks both ends (exactly one IKE SA and one CHILD
+// SA pair) and traffic through the tunnel.
 func TestLibreswanAgainstOCFW(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a world VM with Libreswan; skipped with -short")
 	}
 	tree := fetchTest(t)
-	east := Instance{Name: "east", NS: "east"}
+	east, eastm, easti := Instance{Name: "east", NS: "east"}, Instance{Name: "eastm", NS: "eastm"}, Instance{Name: "easti", NS: "easti"}
+	west := Instance{Name: "west", NS: "west"}
+	econf, wconf, secrets := readTestdata(t, "east.ipsec.conf"), readTestdata(t, "west.ipsec.conf"), readTestdata(t, "ipsec.secrets")
 	w := startWorld(t, "lswike", tree, map[Instance][2][]byte{
-		east: {readTestdata(t, "east.ipsec.conf"), readTestdata(t, "ipsec.secrets")}})
+		east: {econf, secrets}, eastm: {econf, secrets}, easti: {econf, secrets}, west: {wconf, secrets}})
 	ctx := context.Background()
-	for _, c := range []string{
-		"ns ow", "ns east", "veth ow o0 east e0",
-		"addr ow o0 192.0.2.1/24", "addr east e0 192.0.2.2/24",
-		"addr ow lo 10.1.0.1/32", "addr east lo 10.2.0.1/32", "echo-server ow 7",
-		"route ow 10.2.0.0/24 192.0.2.2",
-		// What pluto's updown script would add: the remote subnet's
-		// route, from its own inner address.
-		"route east 10.1.0.0/24 192.0.2.1 10.2.0.1",
-	} {
+	// Each pluto responder with an ocfw namespace of its own (o-NAME),
+	// all with the same addresses; west (pluto initiator) with oe.
+	var setup []string
+	for _, p := range []string{"east", "eastm", "easti"} {
+		o := "o" + p
+		setup = append(setup, "ns "+o, "ns "+p, "veth "+o+" o0 "+p+" e0",
+			"addr "+o+" o0 192.0.2.1/24", "addr "+p+" e0 192.0.2.2/24",
+			"addr "+o+" lo 10.1.0.1/32", "addr "+p+" lo 10.2.0.1/32", "echo-server "+o+" 7",
+			"route "+o+" 10.2.0.0/24 192.0.2.2",
+			// What pluto's updown script would add: the remote subnet's
+			// route, from its own inner address.
+			"route "+p+" 10.1.0.0/24 192.0.2.1 10.2.0.1")
+	}
+	setup = append(setup, "ns west", "ns oe", "veth west w0 oe o0",
+		"addr west w0 192.0.2.1/24", "addr oe o0 192.0.2.2/24",
+		"addr west lo 10.1.0.1/32", "addr oe lo 10.2.0.1/32", "echo-server oe 7",
+		"route oe 10.1.0.0/24 192.0.2.1", "route west 10.2.0.0/24 192.0.2.2 10.1.0.1")
+	for _, c := range setup {
 		w.MustDo(t, c)
 	}
-	if err := east.Start(ctx, w); err != nil {
-		t.Fatal(err)
+	for in, conns := range map[Instance][]string{east: {"fqdn"}, eastm: {"email"}, easti: {"ip"}, west: {"east", "east-ic", "east-reauth"}} {
+		if err := in.Start(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range conns {
+			if out, err := w.Do(ctx, in.AddconnCommand(c)); err != nil {
+				t.Fatalf("pluto %s: addconn %s: %v\n%s", in.Name, c, err, out)
+			}
+		}
 	}
-	if out, err := w.Do(ctx, east.AddconnCommand("west")); err != nil {
-		t.Fatalf("addconn west: %v\n%s", err, out)
-	}
-	cfg := map[string]any{"name": "east", "local": "192.0.2.1", "remote": "192.0.2.2",
-		"local_id": "west.example", "remote_id": "east.example", "psk": testPSK,
-		"ike": "aes128-sha256-modp2048", "esp": "aes128-sha256", "local_ts": "10.1.0.0/24", "remote_ts": "10.2.0.0/24",
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range []string{"ocfw-east", "ocfw-eastm", "ocfw-easti", "ocfw-oe"} {
+			if out, err := w.Do(ctx, "ike-status "+n); err == nil {
+				t.Logf("%s: %s", n, out)
+			}
+		}
+	})
+	base := map[string]any{"name": "east", "local": "192.0.2.1", "remote": "192.0.2.2", "psk": testPSK,
+		"ike": "aes128-sha256-modp2048", "esp": "aes128-sha256-modp2048", "local_ts": "10.1.0.0/24", "remote_ts": "10.2.0.0/24",
 		"install": true, "initiate": true}
-	w.MustDo(t, "ike ow ocfw-w "+worldvm.Quote(mustJSON(t, cfg)))
-	var traffic string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		traffic = w.MustDo(t, east.WhackCommand("--trafficstatus"))
-		if strings.Contains(traffic, "#") {
-			break
+	// ESP with the IKE SA's group: the firmware's default (pfs: true)
+	// and Libreswan's (pfs=yes).
+	with := func(kv ...string) string {
+		c := map[string]any{}
+		for k, v := range base {
+			c[k] = v
 		}
-		if time.Now().After(deadline) {
-			st := status(t, w, "ocfw-w")
-			t.Fatalf("no CHILD SA in pluto within 30 s: %q\nocfw: %+v\n%s", traffic, st.Peers, st.Log)
+		for i := 0; i+1 < len(kv); i += 2 {
+			c[kv[i]] = kv[i+1]
 		}
+		return mustJSON(t, c)
 	}
-	t.Logf("pluto: %s", traffic)
-	reply, err := w.Do(ctx, fmt.Sprintf("tcp %s %s:7 through-ocfw", east.NS, "10.1.0.1"))
-	if err != nil || !strings.Contains(reply, "through-ocfw") {
-		t.Fatalf("echo from pluto's side through the tunnel: %v %q", err, reply)
+
+	for _, c := range []struct {
+		in                      Instance
+		conn, localID, remoteID string
+	}{
+		{east, "fqdn", "west.example", "east.example"},
+		{eastm, "email", "gw@west.example", "gw@east.example"},
+		{easti, "ip", "192.0.2.1", "192.0.2.2"},
+	} {
+		t.Run("ocfw-initiates-id-"+c.conn, func(t *testing.T) {
+			name := "ocfw-" + c.in.Name
+			w.MustDo(t, "ike o"+c.in.NS+" "+name+" "+worldvm.Quote(with("local_id", c.localID, "remote_id", c.remoteID)))
+			st := waitChild(t, w, c.in, c.conn, name)
+			sa := st.Peers[0].SAs[0]
+			if !sa.Initiator {
+				t.Errorf("ocfw's IKE SA: initiator false, want true")
+			}
+			traffic(t, w, c.in, c.conn, "10.1.0.1")
+			t.Logf("ocfw: %s; pluto: %s", sa, children(t, w, c.in, c.conn)[0])
+		})
 	}
-	t.Logf("states: %s", w.MustDo(t, east.WhackCommand("--showstates")))
+
+	t.Run("wrong-psk", func(t *testing.T) {
+		w.MustDo(t, "ike-stop ocfw-easti")
+		w.MustDo(t, easti.WhackCommand("--name", "ip", "--terminate"))
+		for deadline := time.Now().Add(15 * time.Second); len(children(t, w, easti, "ip")) > 0; time.Sleep(300 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pluto easti keeps its CHILD SA after --terminate")
+			}
+		}
+		w.MustDo(t, "ike oeasti ocfw-bad "+worldvm.Quote(with("local_id", "192.0.2.1", "remote_id", "192.0.2.2", "psk", "a wrong psk, not a secret either: 0000")))
+		defer w.MustDo(t, "ike-stop ocfw-bad")
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			st := status(t, w, "ocfw-bad")
+			if len(st.Peers) == 1 && strings.Contains(st.Peers[0].LastError, "AUTHENTICATION_FAILED") {
+				t.Logf("ocfw: %s", st.Peers[0].LastError)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ocfw with a wrong PSK: no AUTHENTICATION_FAILED within 30 s: %+v\n%s", st.Peers, st.Log)
+			}
+		}
+		if l := children(t, w, easti, "ip"); len(l) != 0 {
+			t.Errorf("pluto installed a CHILD SA for a wrong PSK: %v", l)
+		}
+		if log := w.MustDo(t, "output pluto-easti"); !strings.Contains(log, "AUTHENTICATION_FAILED") {
+			t.Errorf("pluto's log says nothing of the failed authentication:\n%s", lastLines(log, 20))
+		}
+	})
+
+	// Rekeys several times in a row, each side starting them, traffic
+	// after each; the old SPIs must be gone and exactly one pair left.
+	rekey := func(t *testing.T, start func(), what string) {
+		for i := range 3 {
+			before := status(t, w, "ocfw-east")
+			oldSA := before.Peers[0].SAs[0]
+			oldChild := oldSA.Children[0]
+			start()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+				st := status(t, w, "ocfw-east")
+				if oneChild(st) {
+					sa := st.Peers[0].SAs[0]
+					moved := sa.Children[0].InSPI != oldChild.InSPI
+					if what == "ike" {
+						moved = sa.SPIi != oldSA.SPIi || sa.SPIr != oldSA.SPIr
+					}
+					if moved && len(children(t, w, east, "fqdn")) == 1 {
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s rekey %d: not one new %s SA within 30 s: %+v\npluto: %s\n%s", what, i+1, what, st.Peers,
+						w.MustDo(t, east.WhackCommand("--showstates")), st.Log)
+				}
+			}
+			traffic(t, w, east, "fqdn", "10.1.0.1")
+		}
+		t.Logf("after 3 %s rekeys: %s", what, w.MustDo(t, east.WhackCommand("--trafficstatus")))
+	}
+	t.Run("ocfw-rekeys-child", func(t *testing.T) { rekey(t, func() { w.MustDo(t, "ike-rekey ocfw-east child") }, "child") })
+	t.Run("pluto-rekeys-child", func(t *testing.T) {
+		rekey(t, func() { w.MustDo(t, east.WhackCommand("--asynchronous", "--name", "fqdn", "--rekey-ipsec")) }, "child")
+	})
+	t.Run("ocfw-rekeys-ike", func(t *testing.T) { rekey(t, func() { w.MustDo(t, "ike-rekey ocfw-east ike") }, "ike") })
+	t.Run("pluto-rekeys-ike", func(t *testing.T) {
+		rekey(t, func() { w.MustDo(t, east.WhackCommand("--asynchronous", "--name", "fqdn", "--rekey-ike")) }, "ike")
+	})
+
+	t.Run("pluto-initiates", func(t *testing.T) {
+		w.MustDo(t, "ike oe ocfw-oe "+worldvm.Quote(with("local", "192.0.2.2", "remote", "192.0.2.1",
+			"local_id", "east.example", "remote_id", "west.example", "local_ts", "10.2.0.0/24", "remote_ts", "10.1.0.0/24")))
+		// ocfw answers only: no initiate.
+		w.MustDo(t, "ike-stop ocfw-oe")
+		cfg := map[string]any{}
+		for k, v := range base {
+			cfg[k] = v
+		}
+		cfg["initiate"] = false
+		cfg["local"], cfg["remote"], cfg["local_id"], cfg["remote_id"] = "192.0.2.2", "192.0.2.1", "east.example", "west.example"
+		cfg["local_ts"], cfg["remote_ts"] = "10.2.0.0/24", "10.1.0.0/24"
+		w.MustDo(t, "ike oe ocfw-oe "+worldvm.Quote(mustJSON(t, cfg)))
+		if out, err := w.Do(ctx, west.WhackCommand("--name", "east", "--initiate")); err != nil {
+			t.Fatalf("whack --initiate: %v\n%s", err, out)
+		}
+		st := waitChild(t, w, west, "east", "ocfw-oe")
+		if st.Peers[0].SAs[0].Initiator {
+			t.Errorf("ocfw's IKE SA says initiator, want responder")
+		}
+		traffic(t, w, west, "east", "10.2.0.1")
+	})
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
 }
