@@ -91,6 +91,10 @@ type Instance struct {
 	Name string
 	// NS is the world's network namespace the pluto runs in.
 	NS string
+	// Run numbers the pluto's starts: each has a run directory of its
+	// own (pid file, control socket), since a killed pluto leaves its
+	// pid file behind and the guest has no rm.
+	Run int
 }
 
 // Dir is the instance's directory in the guest.
@@ -106,8 +110,11 @@ func (i Instance) Secrets() string { return i.Dir() + "/ipsec.secrets" }
 // files made (the agent has no mkdir).
 func (i Instance) NSSDir() string { return i.Dir() }
 
+// RunDir is the run directory of this start.
+func (i Instance) RunDir() string { return fmt.Sprintf("%s/run%d", i.Dir(), i.Run) }
+
 // Ctl is its control socket.
-func (i Instance) Ctl() string { return i.Dir() + "/pluto.ctl" }
+func (i Instance) Ctl() string { return i.RunDir() + "/pluto.ctl" }
 
 // Files are the instance's files for worldvm.Config.Files: the given
 // ipsec.conf and ipsec.secrets.
@@ -117,16 +124,30 @@ func (i Instance) Files(conf, secrets []byte) map[string][]byte {
 
 func env() string { return "LD_LIBRARY_PATH=" + LibraryPath }
 
-// Start makes the instance's NSS database, starts its pluto in its
-// namespace and waits until whack gets an answer.
+// Start makes the instance's NSS database and starts its pluto (Run 0).
 func (i Instance) Start(ctx context.Context, w *worldvm.World) error {
 	if out, err := w.Do(ctx, fmt.Sprintf("exec %s %s %s -N -d sql:%s --empty-password", i.NS, env(), Certutil, i.NSSDir())); err != nil {
 		return fmt.Errorf("libreswan: %s: certutil: %v: %s", i.Name, err, out)
 	}
-	// --nofork --stderrlog: the agent keeps the log; the rundir gives
-	// each pluto its own pid file and control socket.
+	return i.runPluto(ctx, w)
+}
+
+// Restart starts the instance's pluto again after it was stopped (or
+// killed), in a new run directory; use the Instance it returns.
+func (i Instance) Restart(ctx context.Context, w *worldvm.World) (Instance, error) {
+	i.Run++
+	return i, i.runPluto(ctx, w)
+}
+
+// runPluto starts pluto in its namespace with this Run's directory and waits
+// until whack gets an answer.
+func (i Instance) runPluto(ctx context.Context, w *worldvm.World) error {
+	if _, err := w.Do(ctx, "write "+i.RunDir()+"/.made "+worldvm.Quote("run directory")); err != nil {
+		return err
+	}
+	// --nofork --stderrlog: the agent keeps the log.
 	if _, err := w.Do(ctx, fmt.Sprintf("start %s pluto-%s %s %s --nofork --stderrlog --config %s --secretsfile %s --nssdir %s --rundir %s",
-		i.NS, i.Name, env(), Pluto, i.Conf(), i.Secrets(), i.NSSDir(), i.Dir())); err != nil {
+		i.NS, i.Name, env(), Pluto, i.Conf(), i.Secrets(), i.NSSDir(), i.RunDir())); err != nil {
 		return err
 	}
 	var last error

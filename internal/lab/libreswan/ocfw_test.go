@@ -153,7 +153,7 @@ func TestLibreswanAgainstOCFW(t *testing.T) {
 	}
 	tree := fetchTest(t)
 	east, eastm, easti := Instance{Name: "east", NS: "east"}, Instance{Name: "eastm", NS: "eastm"}, Instance{Name: "easti", NS: "easti"}
-	west := Instance{Name: "west", NS: "west"}
+	west := Instance{Name: "west", NS: "west"} // replaced by each restart
 	econf, wconf, secrets := readTestdata(t, "east.ipsec.conf"), readTestdata(t, "west.ipsec.conf"), readTestdata(t, "ipsec.secrets")
 	w := startWorld(t, "lswike", tree, map[Instance][2][]byte{
 		east: {econf, secrets}, eastm: {econf, secrets}, easti: {econf, secrets}, west: {wconf, secrets}})
@@ -302,10 +302,6 @@ func TestLibreswanAgainstOCFW(t *testing.T) {
 	})
 
 	t.Run("pluto-initiates", func(t *testing.T) {
-		w.MustDo(t, "ike oe ocfw-oe "+worldvm.Quote(with("local", "192.0.2.2", "remote", "192.0.2.1",
-			"local_id", "east.example", "remote_id", "west.example", "local_ts", "10.2.0.0/24", "remote_ts", "10.1.0.0/24")))
-		// ocfw answers only: no initiate.
-		w.MustDo(t, "ike-stop ocfw-oe")
 		cfg := map[string]any{}
 		for k, v := range base {
 			cfg[k] = v
@@ -323,6 +319,46 @@ func TestLibreswanAgainstOCFW(t *testing.T) {
 		}
 		traffic(t, w, west, "east", "10.2.0.1")
 	})
+
+	// pluto killed as by a power cut (its kernel's SAs and policies
+	// flushed with it) and started again, initiating with conn: ocfw
+	// must end with exactly the new IKE SA and its one CHILD SA, and
+	// carry traffic at once.
+	restart := func(t *testing.T, conn string) {
+		old := status(t, w, "ocfw-oe")
+		if !oneChild(old) {
+			t.Fatalf("before the restart: %+v", old.Peers)
+		}
+		w.MustDo(t, "stop pluto-west kill")
+		w.MustDo(t, "exec west "+worldvm.Quote(IP)+" xfrm state flush")
+		w.MustDo(t, "exec west "+worldvm.Quote(IP)+" xfrm policy flush")
+		var err error
+		if west, err = west.Restart(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := w.Do(ctx, west.AddconnCommand(conn)); err != nil {
+			t.Fatalf("addconn %s: %v\n%s", conn, err, out)
+		}
+		start := time.Now()
+		if out, err := w.Do(ctx, west.WhackCommand("--name", conn, "--initiate")); err != nil {
+			t.Fatalf("whack --initiate: %v\n%s", err, out)
+		}
+		traffic(t, w, west, conn, "10.2.0.1")
+		oldSA := old.Peers[0].SAs[0]
+		for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			st := status(t, w, "ocfw-oe")
+			if oneChild(st) && st.Peers[0].SAs[0].SPIi != oldSA.SPIi {
+				t.Logf("ocfw holds only the new IKE SA %v after pluto initiated: %s", time.Since(start).Round(time.Millisecond), st.Peers[0].SAs[0])
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("45 s after the restarted pluto initiated, ocfw does not hold exactly its new IKE SA and one CHILD SA: %+v\n%s", st.Peers, st.Log)
+			}
+		}
+		traffic(t, w, west, conn, "10.2.0.1")
+	}
+	t.Run("pluto-restarts-with-initial-contact", func(t *testing.T) { restart(t, "east-ic") })
+	t.Run("pluto-restarts-without-initial-contact", func(t *testing.T) { restart(t, "east") })
 }
 
 func lastLines(s string, n int) string {
