@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-
 	"time"
 
 	"github.com/ocfw/ocfw/drivers/catalog"

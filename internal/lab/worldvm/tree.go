@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ocfw/ocfw/internal/debian"
 )
 
@@ -64,42 +66,92 @@ func FetchTree(ctx context.Context, cacheDir string, spec TreeSpec, logf func(fo
 	// versions unpacks a new tree.
 	base := filepath.Join(cacheDir, spec.Name, "i386")
 	r.Dir = filepath.Join(base, "root-"+hex.EncodeToString(h.Sum(nil))[:16])
-	complete := func() bool {
+	complete := func(dir string) bool {
 		for _, p := range spec.Required {
-			if _, err := os.Lstat(filepath.Join(r.Dir, strings.TrimPrefix(p, "/"))); err != nil {
+			if _, err := os.Lstat(filepath.Join(dir, strings.TrimPrefix(p, "/"))); err != nil {
 				return false
 			}
 		}
 		return true
 	}
-	if complete() {
-		return r, nil
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(base, ".unpack-")
+	err = placeTree(r.Dir, complete, func(tmp string) error {
+		for _, d := range debs {
+			if _, err := debian.Extract(d, tmp, spec.Keep); err != nil {
+				return fmt.Errorf("%s: unpacking: %w", spec.Name, err)
+			}
+		}
+		return CheckTree(tmp, spec)
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	for _, d := range debs {
-		if _, err := debian.Extract(d, tmp, spec.Keep); err != nil {
-			return nil, fmt.Errorf("%s: unpacking: %w", spec.Name, err)
-		}
-	}
-	if err := CheckTree(tmp, spec); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, r.Dir); err != nil {
-		// Another process unpacked the same files first: its tree is as
-		// good as ours.
-		if complete() {
-			return r, nil
-		}
-		return nil, err
-	}
 	return r, nil
+}
+
+// placeTree makes the directory dir once, among any number of
+// processes doing the same at the same time (go test runs the packages
+// that use the tree side by side, and on a fresh machine all of them
+// find the cache empty): fill writes the tree into a temporary
+// directory beside dir, which is renamed to dir whole, so a dir that
+// exists is complete. A lock file beside dir (dir.lock, flock) lets one
+// process unpack while the others wait and then find the tree; the
+// rename's "already there" is success too, for whatever the lock
+// cannot see (a cache on a file system without flock).
+func placeTree(dir string, complete func(dir string) bool, fill func(tmp string) error) error {
+	if complete(dir) {
+		return nil
+	}
+	base := filepath.Dir(dir)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	unlock, err := lockFile(dir + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if complete(dir) {
+		return nil // another process unpacked it while we waited
+	}
+	tmp, err := os.MkdirTemp(base, ".unpack-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := fill(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if complete(dir) {
+			return nil
+		}
+		return fmt.Errorf("worldvm: placing the unpacked tree: %w", err)
+	}
+	return nil
+}
+
+// lockFile takes an exclusive flock on name, waiting for other
+// processes, and returns how to release it. The file stays for the
+// next run.
+func lockFile(name string) (func(), error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("worldvm: locking %s: %w", name, err)
+	}
+	return func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // CheckTree checks that every shared library the tree's programs and
