@@ -176,10 +176,6 @@ firewall:
 }
 
 func runManage(ctx context.Context, r *runner) error {
-	sshBin, err := exec.LookPath("ssh")
-	if err != nil {
-		return fmt.Errorf("ocfw upgrade needs OpenSSH's ssh on this host: %v", err)
-	}
 	dir := filepath.Join(r.tmp, "manage")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -378,11 +374,10 @@ func runManage(ctx context.Context, r *runner) error {
 	res.Ways = append(res.Ways, *push)
 	upgrade, err := probe("upgrade", func() error {
 		args := []string{"upgrade", "--port", strconv.Itoa(port), "--identity", keyFile,
-			"--ssh-option", "UserKnownHostsFile=" + filepath.Join(dir, "known_hosts_openssh"), "--ssh-option", "StrictHostKeyChecking=accept-new",
-			"--ssh-option", "IdentitiesOnly=yes", "--ssh-option", "LogLevel=ERROR", "--wait", "30m", sysImg, "127.0.0.1"}
+			"--known-hosts", knownHosts, "--accept-new", "--wait", "30m", sysImg, "127.0.0.1"}
 		out, errs, code := ocfw(args...)
 		if code != 0 || !strings.Contains(out, "upgrade to "+res.NewRevision+" committed") {
-			return fmt.Errorf("ocfw upgrade (ssh %s): exit %d: %s%s", sshBin, code, out, errs)
+			return fmt.Errorf("ocfw upgrade: exit %d: %s%s", code, out, errs)
 		}
 		return nil
 	})

@@ -372,6 +372,10 @@ func (b *sequence) finishReport() {
 		out.Report = &report.Report{Version: report.Version, Env: report.HostEnvironment()}
 	}
 	r := out.Report
+	if b.pl != nil && r.Env.Board == "" {
+		// The report names its board: ocfw report --list showed "?".
+		r.Env.Board = b.pl.Board
+	}
 	b.promoteEngines(r)
 	// The router's tunnels install their SAs now, binding them to the
 	// kernel's engines as they are: this stays after the engine choice is

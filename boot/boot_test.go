@@ -255,6 +255,9 @@ func TestRunWithData(t *testing.T) {
 	if r.Boot != 1 || !r.Failed() {
 		t.Error("the corrupting test engine did not fail the report")
 	}
+	if r.Env.Board != p.Board || !strings.HasPrefix(r.Summary(), p.Board+", ") {
+		t.Errorf("the report names board %q (summary %q), want %q", r.Env.Board, r.Summary(), p.Board)
+	}
 	notes := strings.Join(r.Notes, "\n")
 	if !strings.Contains(notes, "geode_aes missing") || !strings.Contains(notes, "algif_skcipher failed") {
 		t.Errorf("report notes lack the module problems:\n%s", notes)

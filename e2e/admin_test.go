@@ -111,10 +111,18 @@ func adminOverSSH(t *testing.T, vm *qemu.VM, port int, privPEM []byte) {
 			{"ocf net | grep 'SSH host key'", "SSH host key SHA256:"},
 			{"head -n 1 /proc/meminfo; cat /proc/meminfo | tail -n 2 | head -n 1", "MemTotal:"},
 			{"ps", "PID"},
+			{"head -1 /proc/meminfo", "MemTotal:"}, // the shell's head -N
+			{"uname -s", "Linux"},
+			// The router's own address: the raw socket reads the request
+			// too, which stopped u-root's ping ("got seq 1; want 2").
+			{"ping -c 2 -i 0.2 -W 5 192.168.1.1", "2 packets transmitted, 2 received"},
 		} {
 			if out := run(t, c.cmd); !strings.Contains(out, c.want) {
 				t.Errorf("%s: %q lacks %q", c.cmd, out, c.want)
 			}
+		}
+		if f := strings.Fields(run(t, "hostname; uname -n")); len(f) != 2 || f[0] != f[1] {
+			t.Errorf("hostname and uname -n: %q, want the same name twice", f)
 		}
 	})
 	t.Run("line editing", func(t *testing.T) {

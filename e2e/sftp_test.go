@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/internal/lab/realclient"
+	"github.com/ocfw/ocfw/router/config"
 )
 
 // boardOpenSSH runs the host's OpenSSH clients (ssh, scp, sftp: programs
@@ -125,7 +127,8 @@ func sftpOnTheBoard(t *testing.T, o boardOpenSSH, running string, next []byte, n
 			t.Fatalf("scp site.json into /staging/: exit %d: %s", code, errOut)
 		}
 		out, errOut, code := o.run(t, "ssh", "", "root@127.0.0.1", "ocf config apply --confirm-within 120s")
-		if code != 0 || !strings.Contains(out, "applies now") {
+		gen, ok := config.AppliedGen(out)
+		if code != 0 || !ok {
 			t.Fatalf("ocf config apply: exit %d\n%s%s", code, out, errOut)
 		}
 		// The box applies a second after it answers (so the answer
@@ -140,7 +143,7 @@ func sftpOnTheBoard(t *testing.T, o boardOpenSSH, running string, next []byte, n
 		if !strings.Contains(s, nextHas) || !strings.Contains(status, "is provisional") {
 			t.Errorf("site.json while the push is provisional (%s) is not the pushed config (%s):\n%s", strings.TrimSpace(status), nextHas, s)
 		}
-		out, errOut, code = o.run(t, "ssh", "", "root@127.0.0.1", "ocf config confirm")
+		out, errOut, code = o.run(t, "ssh", "", "root@127.0.0.1", fmt.Sprintf("ocf config confirm %d", gen))
 		if code != 0 || !strings.Contains(out, "confirmed") {
 			t.Fatalf("ocf config confirm: exit %d\n%s%s", code, out, errOut)
 		}

@@ -52,12 +52,11 @@ func (b *upgradeBox) boot(t *testing.T, img, name string) {
 			{MAC: routerLAN2, Unplugged: true}}})
 }
 
-// sshArgs are the flags both ocfw upgrade and the test's own ssh use:
-// the host key is learnt once, and must then stay the same.
+// upgradeFlags log ocfw upgrade in with the key and known_hosts the
+// test's own OpenSSH uses: the host key is learnt once (ed25519, by
+// either), and must then stay the same.
 func (b *upgradeBox) upgradeFlags() []string {
-	return []string{"--port", strconv.Itoa(b.port), "--identity", b.key,
-		"--ssh-option", "UserKnownHostsFile=" + b.knownHosts, "--ssh-option", "StrictHostKeyChecking=accept-new",
-		"--ssh-option", "IdentitiesOnly=yes", "--ssh-option", "LogLevel=ERROR"}
+	return []string{"--port", strconv.Itoa(b.port), "--identity", b.key, "--known-hosts", b.knownHosts, "--accept-new"}
 }
 
 func (b *upgradeBox) ssh(t *testing.T, command string) string {

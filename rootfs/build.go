@@ -104,8 +104,11 @@ type Part struct {
 //	mount, umount, sync  the data partition by hand, and flush before power-off
 //	dmesg     why a module or disk failed
 //	poweroff  scripted runs end with it; shutdown: `shutdown reboot`
-//	ip, ps, date, ping  look at the router from its console or SSH
-//	grep, head, tail, df, free  what an admin reaches for first
+//	ip, ps, date  look at the router from its console or SSH
+//	ping      ocfw's (cmd/ping): u-root's takes any ICMP packet for the
+//	          reply and fails on its own request ("got seq 1; want 2")
+//	grep, head, tail, df, free, uname, hostname  what an admin reaches
+//	          for first (the shell turns head -N into head -n N)
 //
 // No DHCP client command: the router's own (package router/dhcp) runs in
 // the daemon.
@@ -128,12 +131,14 @@ var Commands = []string{
 	"github.com/u-root/u-root/cmds/core/ip",
 	"github.com/u-root/u-root/cmds/core/ps",
 	"github.com/u-root/u-root/cmds/core/date",
-	"github.com/u-root/u-root/cmds/core/ping",
+	"github.com/ocfw/ocfw/cmd/ping",
 	"github.com/u-root/u-root/cmds/core/grep",
 	"github.com/u-root/u-root/cmds/core/head",
 	"github.com/u-root/u-root/cmds/core/tail",
 	"github.com/u-root/u-root/cmds/core/df",
 	"github.com/u-root/u-root/cmds/core/free",
+	"github.com/u-root/u-root/cmds/core/uname",
+	"github.com/u-root/u-root/cmds/core/hostname",
 	"github.com/ocfw/ocfw/cmd/ocf",
 }
 

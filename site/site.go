@@ -37,6 +37,10 @@ type Site struct {
 	Firewall Firewall `yaml:"firewall" json:"firewall"`
 	SSH      SSH      `yaml:"ssh" json:"ssh"`
 	NTP      NTP      `yaml:"ntp" json:"ntp"`
+	// IPv6 is on by default (ipv6.go). Left out of the JSON when empty,
+	// so a site.json without IPv6 settings still reads on firmware from
+	// before the section (unknown fields are refused).
+	IPv6 IPv6 `yaml:"ipv6" json:"ipv6,omitzero"`
 	// Tunnels are site-to-site IPsec tunnels with manual keys (tunnel.go).
 	Tunnels []Tunnel `yaml:"tunnels" json:"tunnels,omitempty"`
 }
@@ -204,6 +208,7 @@ func (s *Site) Validate(ports []plan.Port) []Error {
 	c.dhcp(s.LAN.DHCP)
 	c.firewall(s)
 	c.ssh(s.SSH)
+	c.ipv6(s)
 	for i, n := range s.NTP.Servers {
 		if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " /") {
 			c.bad(fmt.Sprintf("ntp.servers[%d]", i), "%q: want a host name or address", n)

@@ -10,10 +10,12 @@ import (
 	"github.com/ocfw/ocfw/plan/slots"
 )
 
-// Store is where the record is kept: the board's store (package store).
+// Store is where the record is kept: the board's store (package store),
+// whose log (ocf log) also gets the upgrade's outcomes.
 type Store interface {
 	SetValue(name string, v any) error
 	Value(name string, v any) (bool, error)
+	Log(text string) error
 }
 
 // Board is the upgrade on a running board: its boot partition, its
@@ -133,13 +135,13 @@ func (b *Board) Receive(h Header, r io.Reader, old Tally) (*Record, error) {
 	}
 	b.logf("upgrade: writing %s into slot %s", h.Revision, target)
 	if err := b.Card.writeFiles(target, h, r); err != nil {
-		return nil, err
+		return nil, b.refuse(rec, err)
 	}
 	// Each step says so on the console before it starts: the QEMU
 	// power-cut test (e2e TestUpgradePowerCuts) kills at these lines.
 	b.logf("upgrade: %s written to slot %s; reading it back to check its sha256", h.Revision, target)
 	if err := b.Card.Verify(target, h); err != nil {
-		return nil, err
+		return nil, b.refuse(rec, err)
 	}
 	rec.State, rec.Slots[target] = Pending, h.Revision
 	if err := b.put(rec); err != nil {
@@ -151,6 +153,27 @@ func (b *Board) Receive(h Header, r io.Reader, old Tally) (*Record, error) {
 	}
 	b.logf("upgrade to %s pending: slot %s boots once at the next reset", h.Revision, target)
 	return rec, nil
+}
+
+// refuse records a stream that was cut short or did not verify, so that
+// `ocf upgrade status` says refused and why rather than "being written"
+// (a cut before this record is written still reads as a write cut off:
+// Decide). It returns why.
+func (b *Board) refuse(rec *Record, why error) error {
+	rec.State, rec.Reason = Refused, why.Error()
+	if err := b.put(rec); err != nil {
+		return errors.Join(why, err)
+	}
+	b.note(rec.Message())
+	return why
+}
+
+// note says msg on the console and in the card's log (ocf log).
+func (b *Board) note(msg string) {
+	b.logf("%s", msg)
+	if err := b.Store.Log(msg); err != nil {
+		b.logf("upgrade: the card's log: %v", err)
+	}
 }
 
 // Checks are how the new system proves itself.
@@ -191,7 +214,7 @@ func (b *Board) Prove(ctx context.Context, c Checks) error {
 	if err := b.put(r); err != nil {
 		return err
 	}
-	b.logf("%s", r.Message())
+	b.note(r.Message())
 	return nil
 }
 

@@ -16,7 +16,14 @@ const (
 	Pending    = "pending"     // written, verified, boot-once armed: not yet proven
 	Committed  = "committed"   // the new system proved itself and is the default
 	RolledBack = "rolled back" // the old system booted again; Reason says why
+	// Refused: the stream was cut short or its sha256 did not match; the
+	// old system runs on, nothing armed; Reason says why.
+	Refused = "refused"
 )
+
+// StillBooting is how the box answers an upgrade asked before its boot
+// sequence is done; ocfw upgrade waits while it reads it.
+const StillBooting = "the box is still booting"
 
 // Record is the upgrade's power-safe record.
 type Record struct {
@@ -46,6 +53,8 @@ func (r *Record) Message() string {
 	switch r.State {
 	case RolledBack:
 		return fmt.Sprintf("upgrade to %s rolled back: %s", r.To, r.Reason)
+	case Refused:
+		return fmt.Sprintf("upgrade to %s refused: %s; nothing armed, this system runs on", r.To, r.Reason)
 	case Writing:
 		return fmt.Sprintf("upgrade to %s being written to slot %s", r.To, r.Slot)
 	}

@@ -52,7 +52,15 @@ func TestDecide(t *testing.T) {
 }
 
 // memStore is the store's value API over JSON, as package store keeps it.
-type memStore struct{ v map[string][]byte }
+type memStore struct {
+	v   map[string][]byte
+	log []string // the card's log, as ocf log prints it
+}
+
+func (s *memStore) Log(text string) error {
+	s.log = append(s.log, text)
+	return nil
+}
 
 func (s *memStore) SetValue(name string, v any) error {
 	b, err := json.Marshal(v)
@@ -226,6 +234,10 @@ func TestReceiveProveCommit(t *testing.T) {
 	if r.Message() != "upgrade to "+h.Revision+" committed" || nb.Revision() != h.Revision {
 		t.Errorf("after the commit: %q, revision %q", r.Message(), nb.Revision())
 	}
+	// ocf log says so (the card's log).
+	if n := len(st.log); n == 0 || st.log[n-1] != r.Message() {
+		t.Errorf("the card's log after the commit: %q, want %q last", st.log, r.Message())
+	}
 	if !bytes.Equal(metadata(t, dev.b), meta) {
 		t.Error("the upgrade changed the FAT metadata")
 	}
@@ -353,6 +365,53 @@ func TestAnotherBoardRefusedBeforeWriting(t *testing.T) {
 	}
 }
 
+// A stream cut short or whose sha256 does not match is refused, and the
+// record says refused and why (ocf upgrade status; ocf log), not "being
+// written"; nothing is armed and the next boot changes nothing.
+func TestRefusedStream(t *testing.T) {
+	h := header("alix2d13", newK, newI)
+	full := stream(t, h, newK, newI).Bytes()
+	bad := append([]byte(nil), full...)
+	bad[len(bad)-10] ^= 0xff
+	for _, tc := range []struct {
+		name   string
+		stream []byte
+		want   string
+	}{
+		{"truncated", full[:len(full)-len(newI)/2], "refused: "},
+		{"sha256 mismatch", bad, "refused: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := &memDev{b: bootPartition(t, oldK, oldI)}
+			st := &memStore{v: map[string][]byte{}}
+			b := board(t, dev, st, "a")
+			s := bytes.NewBuffer(tc.stream)
+			g, err := ReadHeader(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = b.Receive(g, s, Tally{Passed: 5})
+			if err == nil {
+				t.Fatal("the stream was taken")
+			}
+			r, _ := b.Record()
+			msg := r.Message()
+			if r.State != Refused || !strings.Contains(msg, "upgrade to "+h.Revision+" refused: "+err.Error()) || strings.Contains(msg, "being written") {
+				t.Errorf("the record after %v: %+v, message %q", err, r, msg)
+			}
+			if len(st.log) == 0 || st.log[len(st.log)-1] != msg {
+				t.Errorf("the card's log %q lacks %q", st.log, msg)
+			}
+			if once, _ := b.Card.BootOnce(); once != "" {
+				t.Errorf("BOOTONCE %q after a refusal", once)
+			}
+			if act, _ := board(t, dev, st, "a").Early(); act != Nothing || b.Revision() != sysRev(oldK, oldI) {
+				t.Errorf("the next boot: %v, revision %q", act, b.Revision())
+			}
+		})
+	}
+}
+
 // A power cut at every write of an upgrade and its commit: every time
 // the loader boots a slot holding a whole system (old or new), the FAT
 // metadata is unchanged, and the next boots settle the record.
@@ -414,7 +473,9 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 		if !systems[nb.Revision()] {
 			t.Errorf("cut at write %d: revision %q after the reboot (%s)", cut, nb.Revision(), msg)
 		}
-		if r, _ := nb.Record(); r != nil && r.State != Committed && r.State != RolledBack {
+		// Settled: a write the card failed while the store still took
+		// the record (memDev cuts, memStore does not) reads refused.
+		if r, _ := nb.Record(); r != nil && r.State != Committed && r.State != RolledBack && r.State != Refused {
 			t.Errorf("cut at write %d: booted slot %s and the record stays %q (%s)", cut, slot, r.State, msg)
 		}
 	}

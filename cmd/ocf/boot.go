@@ -215,13 +215,19 @@ func newDaemonCmd() *cobra.Command {
 			// killing the process.
 			signal.Ignore(syscall.SIGPIPE)
 			out := cmd.OutOrStdout()
+			st := &bootState{}
+			if l, err := listenUpgrade(upgradeSocket); err != nil {
+				fmt.Fprintf(out, "ocfw: upgrade: %v\n", err)
+			} else {
+				go serveUpgrade(l, st, out)
+			}
 			o := runSequence(out, "/", true)
+			st.finish(o)
 			if f := os.NewFile(3, "status"); f != nil {
 				fmt.Fprintln(f, doneLine)
 				f.Close()
 			}
 			if o != nil && o.Upgrade != nil {
-				go serveUpgrade(o, out)
 				if o.Upgrade.Trial() && o.Router == nil {
 					proveUpgrade(o, out) // fails: no SSH without the router; resets
 				} else if o.Upgrade.Trial() {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/router/config"
 	"github.com/ocfw/ocfw/router/sshd"
@@ -59,19 +62,7 @@ config, whole.`,
 			},
 		},
 		apply,
-		&cobra.Command{
-			Use:   "confirm",
-			Short: "Keep the provisional config (over a new SSH connection)",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				r, err := config.Call(config.Socket, config.Request{Op: "confirm", Conn: os.Getenv(sshd.ConnEnv)})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), r.Message)
-				return nil
-			},
-		},
+		newConfirmCmd(stdinTerminal),
 		&cobra.Command{
 			Use:   "status",
 			Short: "Say what was pushed last and what the box boots",
@@ -87,4 +78,46 @@ config, whole.`,
 		},
 	)
 	return cmd
+}
+
+// newConfirmCmd builds `config confirm N`: it keeps pushed config N and
+// no other, so a push whose config a power cut rolled back cannot keep
+// a config pushed since (the box says which one waits). Without N it
+// keeps whichever waits, but only for a person at a terminal, who reads
+// which one it was: a script must say what it pushed.
+func newConfirmCmd(terminal func() bool) *cobra.Command {
+	return &cobra.Command{
+		Use:   "confirm [N]",
+		Short: "Keep provisional pushed config N (over a new SSH connection)",
+		Long: `confirm keeps pushed config N, the one 'ocf config apply' and 'ocf config status'
+name, over a new SSH connection: only a new login proves the new config lets you
+in. Any other generation is refused, and nothing is confirmed. Without N, at a
+terminal, it keeps the config that waits and names it.`,
+		Example: "  ocf config confirm 5",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			gen := 0
+			if len(args) == 1 {
+				n, err := strconv.Atoi(args[0])
+				if err != nil || n < 1 {
+					return fmt.Errorf("confirm %q: give the pushed config's number (1 or more), as ocf config status shows it", args[0])
+				}
+				gen = n
+			} else if !terminal() {
+				return errors.New("confirm: name the pushed config to keep (ocf config confirm N; ocf config status shows N): without a terminal nobody sees which one a bare confirm would keep")
+			}
+			r, err := config.Call(config.Socket, config.Request{Op: "confirm", Conn: os.Getenv(sshd.ConnEnv), Gen: gen})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), r.Message)
+			return nil
+		},
+	}
+}
+
+// stdinTerminal says whether stdin is a terminal (a person typing).
+func stdinTerminal() bool {
+	_, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS)
+	return err == nil
 }

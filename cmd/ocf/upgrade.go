@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,14 +37,14 @@ func newUpgradeCmd() *cobra.Command {
 		Short: "Read a new system on stdin (from ocfw upgrade), write it into the inactive slot, verify it, boot it once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return upgradeRequest(cmd.InOrStdin(), cmd.OutOrStdout())
+			return upgradeRequest(upgradeSocket, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}, &cobra.Command{
 		Use:   "status",
 		Short: "Show the running system's revision and the last upgrade's state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return upgradeRequest(strings.NewReader("status\n"), cmd.OutOrStdout())
+			return upgradeRequest(upgradeSocket, strings.NewReader("status\n"), cmd.OutOrStdout())
 		},
 	})
 	return cmd
@@ -50,10 +52,10 @@ func newUpgradeCmd() *cobra.Command {
 
 // upgradeRequest sends in to the daemon and copies its answer to out;
 // the answer's last line is "ok ..." or "error ...".
-func upgradeRequest(in io.Reader, out io.Writer) error {
-	conn, err := net.Dial("unix", upgradeSocket)
+func upgradeRequest(socket string, in io.Reader, out io.Writer) error {
+	conn, err := net.Dial("unix", socket)
 	if err != nil {
-		return fmt.Errorf("the firmware's daemon takes no upgrade here (%v): no slots on this card, or no data partition", err)
+		return fmt.Errorf("the firmware's daemon does not answer (%v): it is not running, so this box takes no upgrade now", err)
 	}
 	defer conn.Close()
 	go func() {
@@ -75,19 +77,58 @@ func upgradeRequest(in io.Reader, out io.Writer) error {
 	return nil
 }
 
-// serveUpgrade answers upgrade requests for the daemon's life.
-func serveUpgrade(o *boot.Outcome, console io.Writer) {
-	os.Remove(upgradeSocket)
-	l, err := net.Listen("unix", upgradeSocket)
-	if err != nil {
-		fmt.Fprintf(console, "ocfw: upgrade: %v\n", err)
-		return
+// listenUpgrade opens the upgrade socket as the daemon starts, before
+// the boot sequence: SSH answers during the sequence, and an upgrade
+// asked then must hear that the box is still booting, not that it
+// takes no upgrade.
+func listenUpgrade(socket string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
+		return nil, err
 	}
+	os.Remove(socket)
+	return net.Listen("unix", socket)
+}
+
+// bootState is the boot sequence as the upgrade socket sees it: done
+// once it finished, with its outcome.
+type bootState struct {
+	mu   sync.Mutex
+	done bool
+	o    *boot.Outcome
+}
+
+func (b *bootState) finish(o *boot.Outcome) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done, b.o = true, o
+}
+
+func (b *bootState) get() (*boot.Outcome, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.o, b.done
+}
+
+// serveUpgrade answers upgrade requests on l for the daemon's life:
+// "still booting" until the boot sequence is done, then the upgrade's
+// requests, or that this box takes none (no slots, no data partition).
+func serveUpgrade(l net.Listener, st *bootState, console io.Writer) {
 	busy := make(chan struct{}, 1)
 	for {
 		conn, err := l.Accept()
 		if err != nil {
 			return
+		}
+		o, done := st.get()
+		switch {
+		case !done:
+			fmt.Fprintf(conn, "error %s: its boot sequence is not done yet (the self-test runs); try again in a moment\n", upgrade.StillBooting)
+			conn.Close()
+			continue
+		case o == nil || o.Upgrade == nil:
+			fmt.Fprintln(conn, "error the firmware's daemon takes no upgrade here: no slots on this card, or no data partition")
+			conn.Close()
+			continue
 		}
 		go func() {
 			defer conn.Close()

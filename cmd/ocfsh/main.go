@@ -38,8 +38,14 @@ import (
 
 // prelude defines the admin's words that are not commands of their own:
 // `reboot` is the clean restart of `ocf reboot` (the router flushes the
-// card's log and stops first), not the kernel's bare restart.
+// card's log and stops first), not the kernel's bare restart; `head -N`
+// is `head -n N`, which is all u-root's head takes (Go flags: "-5" is an
+// unknown flag there).
 const prelude = `reboot() { ocf reboot "$@"; }
+head() {
+	case "$1" in -[0-9]*) _n=${1#-}; shift; set -- -n "$_n" "$@"; unset _n;; esac
+	command head "$@"
+}
 `
 
 func main() {

@@ -109,6 +109,13 @@ func TestExecAndScripts(t *testing.T) {
 	if err := os.WriteFile(script, []byte("echo $1-$2\nexit 4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// head is a stand-in that says what it was given, as u-root's would
+	// read it: -N must reach it as -n N.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "head"), []byte("#!/bin/sh\necho \"head $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for _, tc := range []struct {
 		args  []string
 		stdin string
@@ -117,6 +124,8 @@ func TestExecAndScripts(t *testing.T) {
 	}{
 		{[]string{"-c", "echo a; exit 3"}, "", "a\n", 3},
 		{[]string{"-c", "type reboot"}, "", "reboot is a function", 0},
+		{[]string{"-c", "head -3 /proc/meminfo"}, "", "head -n 3 /proc/meminfo\n", 0},
+		{[]string{"-c", "head -n 2 f; head f; echo ${_n-unset}"}, "", "head -n 2 f\nhead f\nunset\n", 0},
 		{[]string{script, "x", "y"}, "", "x-y\n", 4},
 		{nil, "echo piped\nexit 2\n", "piped\n", 2}, // stdin not a terminal: read whole
 		{[]string{"-c", "nosuchcommand-ocfsh"}, "", "", 127},

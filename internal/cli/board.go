@@ -21,6 +21,9 @@ func newBoardCmd(g *globalFlags) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show one board (or card) profile in full, with its engine and Go target resolved",
+		Example: `  ocfw board show alix2d13
+  ocfw board show vpn1411 --json
+  ocfw board show myboard --profiles ./profiles   # a profile of your own`,
 		Args: needArgs(1, 1, "one board or card name (see 'ocfw boards')",
 			"ocfw board show alix2d13"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -21,7 +21,10 @@ func newBoardsCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "boards",
 		Short: "List every board and card ocfw knows, one line each",
-		Args:  cobra.NoArgs,
+		Example: `  ocfw boards
+  ocfw boards --json
+  ocfw boards --profiles ./profiles   # with your own profiles added`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cat, err := g.catalog()
 			if err != nil {

@@ -315,3 +315,43 @@ func lookupFlag(cmd *cobra.Command, tok string) (*pflag.Flag, error) {
 	}
 	return fl, nil
 }
+
+// Every command a user runs shows examples in its --help, and each
+// example is a command the CLI takes (as TestDocsCommands checks the
+// docs'); cobra's own completion and help commands aside.
+func TestHelpExamples(t *testing.T) {
+	root := docsRootCmd()
+	var walk func(*cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+		if !c.Runnable() || c.Hidden || c == root {
+			return
+		}
+		if p := c.CommandPath(); p == "ocfw help" || strings.HasPrefix(p, "ocfw completion") {
+			return
+		}
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%s --help shows no example", c.CommandPath())
+			return
+		}
+		for _, line := range strings.Split(c.Example, "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			for _, seg := range shellSep.Split(line, -1) {
+				if seg = strings.TrimSpace(seg); !strings.HasPrefix(seg, "ocfw ") {
+					continue
+				}
+				n++
+				if err := checkDocCommand(root, seg); err != nil {
+					t.Errorf("%s --help: example %q: %v", c.CommandPath(), seg, err)
+				}
+			}
+		}
+	}
+	walk(root)
+	if n < 20 {
+		t.Errorf("only %d examples checked: is the walk broken?", n)
+	}
+}

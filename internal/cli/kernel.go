@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 
 	"github.com/ocfw/ocfw/kernel"
@@ -65,12 +67,7 @@ without network access; --refresh updates the lists and downloads again.`,
 				}
 				return fmt.Errorf("%s", msg)
 			}
-			f := &debian.Fetcher{CacheDir: cache, Refresh: refresh, Log: func(format string, args ...any) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: "+format+"\n", args...)
-			}}
-			stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+kpkg.Package)
-			deb, err := f.FetchKernel(cmd.Context(), kpkg.Package, kpkg.Arch)
-			stop()
+			deb, err := fetchKernel(cmd, cache, refresh, kpkg.Package, kpkg.Arch)
 			if err != nil {
 				return err
 			}
@@ -173,4 +170,46 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// fetchKernel fetches a kernel package as kernel fetch and try do: a line
+// on stderr per step (apt-get update, apt-get download), and on a
+// terminal a line every progress.Every with the megabytes fetched so far.
+func fetchKernel(cmd *cobra.Command, cache string, refresh bool, pkg, arch string) (string, error) {
+	w := cmd.ErrOrStderr()
+	f := &debian.Fetcher{CacheDir: cache, Refresh: refresh, Log: func(format string, args ...any) {
+		fmt.Fprintf(w, "ocfw: "+format+"\n", args...)
+	}}
+	dir := cache
+	if dir == "" {
+		dir, _ = debian.DefaultCacheDir()
+	}
+	before := treeSize(dir)
+	stop := progress.StartStatus(progress.Terminal(w), "fetching "+pkg, func() string {
+		if n := treeSize(dir) - before; n > 0 {
+			return fmt.Sprintf("%.1f MB so far", float64(n)/1e6)
+		}
+		return ""
+	})
+	defer stop()
+	return f.FetchKernel(cmd.Context(), pkg, arch)
+}
+
+// treeSize is the bytes of the regular files under dir (0 when there is
+// none): what a fetch has written so far, package lists and partial
+// downloads included.
+func treeSize(dir string) int64 {
+	var n int64
+	if dir == "" {
+		return 0
+	}
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

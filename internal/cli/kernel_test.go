@@ -96,3 +96,18 @@ func TestKernelCheck(t *testing.T) {
 		}
 	}
 }
+
+// treeSize counts what a fetch wrote under the cache: files in
+// subdirectories included, a missing directory as nothing.
+func TestTreeSize(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "lists", "partial"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "a.deb"), make([]byte, 1000), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "lists", "partial", "x"), make([]byte, 234), 0o644))
+	if n := treeSize(dir); n != 1234 {
+		t.Errorf("treeSize = %d, want 1234", n)
+	}
+	if n := treeSize(filepath.Join(dir, "none")); n != 0 {
+		t.Errorf("treeSize of a missing directory = %d", n)
+	}
+}

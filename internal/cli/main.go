@@ -115,6 +115,13 @@ func (g *globalFlags) resolve(req boards.Request) (*plan.Plan, error) {
 	return cat.Resolve(req)
 }
 
+// withExample gives a command shared with the board's ocf (package
+// ocfcmd) the examples of ocfw's: the same flags, another name.
+func withExample(cmd *cobra.Command, example string) *cobra.Command {
+	cmd.Example = example
+	return cmd
+}
+
 // NewRootCmd builds the ocfw command tree.
 func NewRootCmd() *cobra.Command {
 	g := &globalFlags{}
@@ -140,9 +147,13 @@ Start with 'ocfw boards' to see the hardware ocfw knows, and 'ocfw plan --board 
 		newPushCmd(g),
 		newSiteCmd(g),
 		newTunnelCmd(g),
-		withPlanFlags(g, ocfcmd.NewSelftestCmd),
-		withPlanFlags(g, ocfcmd.NewSpeedCmd),
-		ocfcmd.NewPolicyCmd("policy.json"),
+		withExample(withPlanFlags(g, ocfcmd.NewSelftestCmd), `  ocfw selftest                                  # this host's kernel and Go software
+  ocfw selftest --board alix2d13 --card vpn1411  # the engines of that firmware's plan
+  ocfw selftest --cipher aes-128-cbc --json -o report.json`),
+		withExample(withPlanFlags(g, ocfcmd.NewSpeedCmd), `  ocfw speed --cipher aes-128-cbc --seconds 1
+  ocfw speed --board alix2d13 --budget 2m -o report.json`),
+		withExample(ocfcmd.NewPolicyCmd("policy.json"), `  ocfw policy report.json         # the policy inside a report
+  ocfw policy --json policy.json`),
 		newReportCmd(),
 		newKernelCmd(g),
 		newRunCmd(),

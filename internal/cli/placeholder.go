@@ -21,7 +21,13 @@ func checkPlaceholderKey(file string, s *site.Site, allow bool) error {
 	if !s.OnlyPlaceholderKey() || allow {
 		return nil
 	}
-	return fmt.Errorf("--site %s: the only key under ssh.authorized_keys is the examples' placeholder (ssh-ed25519 ...%s), whose private half nobody has: "+
+	return fmt.Errorf("--site %s: %s", file, placeholderKeyProblem())
+}
+
+// placeholderKeyProblem is the refusal's words, the same in build, try
+// and validate: validate must not call ok what the build refuses.
+func placeholderKeyProblem() string {
+	return fmt.Sprintf("the only key under ssh.authorized_keys is the examples' placeholder (ssh-ed25519 ...%s), whose private half nobody has: "+
 		"put your own public key there (the line in ~/.ssh/id_ed25519.pub), or give --%s to build it anyway (the console still works, SSH lets nobody in)",
-		file, site.PlaceholderKey[len(site.PlaceholderKey)-12:], placeholderFlag)
+		site.PlaceholderKey[len(site.PlaceholderKey)-12:], placeholderFlag)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,13 +15,9 @@ import (
 )
 
 type pushFlags struct {
-	user       string
-	identities []string
-	knownHosts string
-	hostKey    string
-	acceptNew  bool
-	timeout    time.Duration
-	noConfirm  bool
+	ssh       sshFlags
+	timeout   time.Duration
+	noConfirm bool
 }
 
 func newPushCmd(g *globalFlags) *cobra.Command {
@@ -47,6 +42,11 @@ box's host key is checked as OpenSSH does, against ~/.ssh/known_hosts
 --host-key SHA256:... pins that fingerprint (compare it with 'ocf net' on the
 box's console) or --accept-new adds it on first use (as OpenSSH's
 StrictHostKeyChecking=accept-new); a changed key is always refused.`,
+		Example: `  ocfw push mysite.yaml root@192.168.1.1
+  ocfw push --accept-new mysite.yaml 192.168.1.1              # first contact: learn its host key
+  ocfw push --host-key SHA256:... mysite.yaml 192.168.1.1     # or pin what ocf net shows
+  ocfw push --no-confirm --timeout 5m mysite.yaml 192.168.1.1
+  ocfw push site-a.yaml a-b.keys root@203.0.113.2            # with a tunnel's key file`,
 		Args: needArgs(2, -1, "a site config, key files, and the router's address", "ocfw push mysite.yaml root@192.168.1.1"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			siteFile, keyFiles, host := args[0], args[1:len(args)-1], args[len(args)-1]
@@ -56,7 +56,7 @@ StrictHostKeyChecking=accept-new); a changed key is always refused.`,
 				return fmt.Errorf("%s: not a site config (kind: site)", siteFile)
 			}
 			// The checks and the words of ocfw validate.
-			if err := validateSites(cmd, g, []string{siteFile}, nil); err != nil {
+			if err := validateSites(cmd, g, []string{siteFile}, nil, false); err != nil {
 				var l boards.ErrorList
 				if errors.As(err, &l) {
 					for _, e := range l {
@@ -70,25 +70,17 @@ StrictHostKeyChecking=accept-new); a changed key is always refused.`,
 			if err != nil {
 				return err
 			}
-			if f.hostKey != "" && !strings.HasPrefix(f.hostKey, "SHA256:") {
-				return fmt.Errorf("--host-key %q: give the fingerprint as ssh-keygen -lf and ocf net print it (SHA256:...)", f.hostKey)
+			so, err := f.ssh.options(host)
+			if err != nil {
+				return err
 			}
-			err = push.Push(cmd.Context(), push.Options{Host: host, User: f.user, Identities: f.identities, KnownHosts: f.knownHosts,
-				HostKey: f.hostKey, AcceptNew: f.acceptNew, Within: f.timeout, NoConfirm: f.noConfirm, Out: cmd.OutOrStdout()}, b)
-			var unknown *push.UnknownHostError
-			if errors.As(err, &unknown) {
-				return fmt.Errorf("%w: check that fingerprint on the box's console (ocf net), then run again with --host-key %s, or --accept-new to add it to %s", err, unknown.Fingerprint, unknown.File)
-			}
-			return err
+			err = push.Push(cmd.Context(), push.Options{Options: so, Within: f.timeout, NoConfirm: f.noConfirm, Out: cmd.OutOrStdout()}, b)
+			return hostKeyHint(err)
 		},
 	}
-	cmd.Flags().StringVar(&f.user, "user", "", "login name on the box (default root)")
-	cmd.Flags().StringArrayVarP(&f.identities, "identity", "i", nil, "private key file to log in with (repeatable; default: ssh-agent, ~/.ssh/id_*)")
-	cmd.Flags().StringVar(&f.knownHosts, "known-hosts", "", "OpenSSH known_hosts file the box's host key is checked against (default ~/.ssh/known_hosts)")
-	cmd.Flags().StringVar(&f.hostKey, "host-key", "", "accept only this host key fingerprint (SHA256:..., as ocf net shows it), instead of known_hosts")
-	cmd.Flags().BoolVar(&f.acceptNew, "accept-new", false, "add an unknown box's host key to known_hosts on first use (a changed key is still refused)")
+	f.ssh.register(cmd, "")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", config.DefaultWithin, fmt.Sprintf("the box rolls back unless confirmed within this long (%v to %v)", config.MinWithin, config.MaxWithin))
-	cmd.Flags().BoolVar(&f.noConfirm, "no-confirm", false, "leave the config provisional: confirm it yourself with 'ssh BOX ocf config confirm' before --timeout")
+	cmd.Flags().BoolVar(&f.noConfirm, "no-confirm", false, "leave the config provisional: confirm it yourself with the ssh command it prints (ocf config confirm N) before --timeout")
 	return cmd
 }
 

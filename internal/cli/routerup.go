@@ -36,7 +36,7 @@ func stdinTerminal(cmd *cobra.Command) bool {
 func routerHint(sshPort int, interactive bool) string {
 	stop := "Ctrl-C stops it"
 	if interactive {
-		stop = "type 'poweroff' on this console to stop it (or Ctrl-A x to pull the plug)"
+		stop = "type 'ocf poweroff' on this console to stop it (it writes the log to the card first) (or Ctrl-A x to pull the plug)"
 	}
 	login := "SSH is not forwarded (--ssh-port 0)"
 	if sshPort != 0 {

@@ -24,7 +24,7 @@ func TestTryPowersOff(t *testing.T) {
 
 func TestRouterHint(t *testing.T) {
 	h := routerHint(2222, true)
-	for _, w := range []string{"ssh -p 2222 root@127.0.0.1", "'poweroff'", "Ctrl-A x", "\r\n"} {
+	for _, w := range []string{"ssh -p 2222 root@127.0.0.1", "'ocf poweroff'", "Ctrl-A x", "\r\n"} {
 		if !strings.Contains(h, w) {
 			t.Errorf("hint %q lacks %q", h, w)
 		}

@@ -41,9 +41,28 @@ func TestValidateSSHKeys(t *testing.T) {
 		}
 	}
 
+	// validate refuses the placeholder as the build does, with the
+	// build's words and the key's line, and says no "ok" for it.
+	exLine := 0
+	for i, l := range strings.Split(string(ex), "\n") {
+		if strings.Contains(l, placeholder) {
+			exLine = i + 1
+		}
+	}
+	var stdout string
+	stdout, errs, code = ocfw(t, "validate", "../../examples/sites/alix2d13.yaml")
+	if want := "../../examples/sites/alix2d13.yaml:" + strconv.Itoa(exLine) + ":"; code != 1 || !strings.Contains(errs, want) ||
+		!strings.Contains(errs, placeholderKeyProblem()) || strings.Contains(stdout, "ok") {
+		t.Errorf("validate with the placeholder key: exit %d, stdout %q, stderr %s; want a refusal at %s with the build's words", code, stdout, errs, want)
+	}
+	stdout, errs, code = ocfw(t, "validate", "--allow-placeholder-key", "../../examples/sites/alix2d13.yaml")
+	if code != 0 || !strings.Contains(stdout, ": ok (site") {
+		t.Errorf("validate --allow-placeholder-key: exit %d, %s%s", code, stdout, errs)
+	}
+
 	out := filepath.Join(dir, "x.img")
 	_, errs, code = ocfw(t, "build", "--board", "alix2d13", "--site", "../../examples/sites/alix2d13.yaml", "-o", out)
-	if code == 0 || !strings.Contains(errs, "examples' placeholder") || !strings.Contains(errs, "--allow-placeholder-key") {
+	if code == 0 || !strings.Contains(errs, placeholderKeyProblem()) {
 		t.Errorf("build with the placeholder key: exit %d, %s; want a refusal naming --allow-placeholder-key", code, errs)
 	}
 	_, errs, code = ocfw(t, "try", "--board", "alix2d13", "--site", "../../examples/sites/alix2d13.yaml", "-o", out)

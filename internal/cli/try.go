@@ -9,8 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ocfw/ocfw/internal/debian"
-	"github.com/ocfw/ocfw/internal/progress"
 	"github.com/ocfw/ocfw/plan"
 )
 
@@ -48,7 +46,7 @@ the board.
 With --site the image is a router, and try leaves it running after the report,
 as 'ocfw run' does: its WAN on QEMU's restricted user network, 127.0.0.1:2222 on
 this host forwarded to its SSH (--ssh-port), the console here. It says how to
-log in (ssh -p 2222 root@127.0.0.1) and how to stop it ('poweroff' on the
+log in (ssh -p 2222 root@127.0.0.1) and how to stop it ('ocf poweroff' on the
 console, or Ctrl-A x). --poweroff-after-report, or stdin that is not a
 terminal, powers it off after the report instead. The board's data partition
 (SSH host key, leases, reports) is kept in IMAGE.state between runs, as with
@@ -89,10 +87,7 @@ terminal, powers it off after the report instead. The board's data partition
 			}
 			if pl.Kernel.Source == plan.KernelDebian {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ocfw: fetching %s (%s) unless cached\n", pl.Kernel.Package, pl.Kernel.Arch)
-				stop := progress.Start(progress.Terminal(cmd.ErrOrStderr()), "fetching "+pl.Kernel.Package)
-				_, err := debian.FetchKernel(cmd.Context(), pl.Kernel.Package, pl.Kernel.Arch, "")
-				stop()
-				if err != nil {
+				if _, err := fetchKernel(cmd, "", false, pl.Kernel.Package, pl.Kernel.Arch); err != nil {
 					return err
 				}
 			}

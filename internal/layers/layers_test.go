@@ -106,7 +106,7 @@ var testOnly = []string{"internal/lab/labtest", "internal/lab/vmtest", "internal
 	"internal/lab/strongswan", "internal/lab/proctest", "internal/lab/realclient", "ocf/ocftest"}
 
 // Board side: what goes into the firmware.
-var boardSide = []string{"boot", "router", "store", "ocf", "plan", "site", "internal/ocfcmd", "cmd/ocf", "cmd/ocfsh"}
+var boardSide = []string{"boot", "router", "store", "ocf", "plan", "site", "internal/ocfcmd", "cmd/ocf", "cmd/ocfsh", "cmd/ping"}
 
 // host packages the board side does without.
 var host = []string{"gopkg.in/yaml.v3", "github.com/diskfs/go-diskfs", "github.com/u-root/mkuimage",
@@ -253,7 +253,7 @@ var floors = [][]string{
 	{"drivers/catalog", "plan", "site"},
 	{"ocf"},
 	{"store", "router", "boot"},
-	{"internal/debian", "kernel", "rootfs", "boards", "firmware", "internal/chart", "internal/build", "internal/lab", "internal/push", "internal/upgrade"},
+	{"internal/debian", "kernel", "rootfs", "boards", "firmware", "internal/chart", "internal/build", "internal/lab", "internal/push", "internal/sshclient", "internal/upgrade"},
 	{"internal/cli", "internal/ocfcmd", "cmd"},
 	{"bench", "e2e", "internal/layers"},
 }

@@ -24,16 +24,23 @@ const Every = 10 * time.Second
 // returned stop is called; stop waits until nothing more is printed. A
 // nil w prints nothing.
 func Start(w io.Writer, what string) (stop func()) {
+	return StartStatus(w, what, nil)
+}
+
+// StartStatus is Start with status's words after the time on each line
+// ("ocfw: fetching X ... 20s, 12.5 MB so far"): how far a step that can
+// say so has got. A nil status says nothing more.
+func StartStatus(w io.Writer, what string, status func() string) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
 	t := time.NewTicker(Every)
-	end := run(w, what, time.Now(), t.C)
+	end := run(w, what, status, time.Now(), t.C)
 	return func() { end(); t.Stop() }
 }
 
 // run prints one line for each tick, with the tick's time since start.
-func run(w io.Writer, what string, start time.Time, ticks <-chan time.Time) (stop func()) {
+func run(w io.Writer, what string, status func() string, start time.Time, ticks <-chan time.Time) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -41,7 +48,13 @@ func run(w io.Writer, what string, start time.Time, ticks <-chan time.Time) (sto
 		for {
 			select {
 			case now := <-ticks:
-				fmt.Fprintf(w, "ocfw: %s ... %v\n", what, now.Sub(start).Round(time.Second))
+				more := ""
+				if status != nil {
+					if st := status(); st != "" {
+						more = ", " + st
+					}
+				}
+				fmt.Fprintf(w, "ocfw: %s ... %v%s\n", what, now.Sub(start).Round(time.Second), more)
 			case <-done:
 				return
 			}

@@ -16,7 +16,7 @@ func TestLines(t *testing.T) {
 	var buf bytes.Buffer
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ticks := make(chan time.Time)
-	stop := run(&buf, "building the Go userland (GOARCH=386)", start, ticks)
+	stop := run(&buf, "building the Go userland (GOARCH=386)", nil, start, ticks)
 	ticks <- start.Add(10 * time.Second)
 	ticks <- start.Add(20*time.Second + 400*time.Millisecond)
 	ticks <- start.Add(90 * time.Second)
@@ -32,6 +32,29 @@ func TestLines(t *testing.T) {
 	case ticks <- start.Add(100 * time.Second):
 		t.Error("a tick was taken after stop")
 	default:
+	}
+}
+
+// A step that can say how far it got says it on each line.
+func TestStatus(t *testing.T) {
+	var buf bytes.Buffer
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ticks := make(chan time.Time)
+	n := 0
+	stop := run(&buf, "fetching linux-image-686", func() string {
+		n++
+		if n == 1 {
+			return ""
+		}
+		return strconv.Itoa(n) + " MB so far"
+	}, start, ticks)
+	ticks <- start.Add(10 * time.Second)
+	ticks <- start.Add(20 * time.Second)
+	stop()
+	want := "ocfw: fetching linux-image-686 ... 10s\n" +
+		"ocfw: fetching linux-image-686 ... 20s, 2 MB so far\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
 	}
 }
 

@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,48 +20,10 @@ import (
 	"github.com/ocfw/ocfw/firmware"
 )
 
-// Remote runs a command on the box.
+// Remote runs a command on the box: an sshclient.Client, the login and
+// host key check ocfw push uses too.
 type Remote interface {
 	Run(ctx context.Context, command string, stdin io.Reader, stdout io.Writer) error
-}
-
-// OpenSSH is a Remote through the host's ssh client (its keys, agent,
-// config and known_hosts).
-type OpenSSH struct {
-	Host     string
-	User     string // "" means root
-	Port     int    // 0 means ssh's default
-	Identity string // a private key file, "" for ssh's own choice
-	Options  []string
-}
-
-// Run runs command with ssh, in batch mode (no password prompts).
-func (o OpenSSH) Run(ctx context.Context, command string, stdin io.Reader, stdout io.Writer) error {
-	user := o.User
-	if user == "" {
-		user = "root"
-	}
-	args := []string{"-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=10"}
-	for _, opt := range o.Options {
-		args = append(args, "-o", opt)
-	}
-	if o.Port != 0 {
-		args = append(args, "-p", strconv.Itoa(o.Port))
-	}
-	if o.Identity != "" {
-		args = append(args, "-i", o.Identity)
-	}
-	args = append(args, user+"@"+o.Host, command)
-	c := exec.CommandContext(ctx, "ssh", args...)
-	var stderr bytes.Buffer
-	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, &stderr
-	if err := c.Run(); err != nil {
-		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return fmt.Errorf("ssh %s@%s %s: %w: %s", user, o.Host, command, err, msg)
-		}
-		return fmt.Errorf("ssh %s@%s %s: %w", user, o.Host, command, err)
-	}
-	return nil
 }
 
 // Options are an upgrade's.
@@ -77,6 +37,9 @@ type Options struct {
 	Wait time.Duration
 	// Poll is the time between status requests; 0 means 5 s.
 	Poll time.Duration
+	// BootWait bounds the wait for a box whose boot sequence is not
+	// done yet (SSH answers before it is); 0 means 3 minutes.
+	BootWait time.Duration
 }
 
 // Status is what `ocf upgrade status` says.
@@ -151,7 +114,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer sys.Close()
 	m := sys.Manifest
-	st, err := ReadStatus(ctx, o.Remote)
+	st, err := readStatusBooted(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("asking the box which board it is: %w", err)
 	}
@@ -207,6 +170,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		select {
 		case <-ctx.Done():
 			return res, fmt.Errorf("no result from the box after %v (last: %v)", o.Wait, last)
+		case <-time.After(o.Poll):
+		}
+	}
+}
+
+// readStatusBooted asks the box for its status, waiting (at most
+// BootWait) while it says it is still booting: SSH comes up some 20 s
+// before the boot sequence is done and the box takes upgrades.
+func readStatusBooted(ctx context.Context, o Options) (*Status, error) {
+	if o.BootWait == 0 {
+		o.BootWait = 3 * time.Minute
+	}
+	deadline := time.Now().Add(o.BootWait)
+	said := false
+	for {
+		st, err := ReadStatus(ctx, o.Remote)
+		if err == nil || !strings.Contains(err.Error(), bu.StillBooting) {
+			return st, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w; still so after %v: try again later", err, o.BootWait)
+		}
+		if !said {
+			fmt.Fprintf(o.Out, "%s; waiting for its boot sequence to end (at most %v)\n", bu.StillBooting, o.BootWait)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		case <-time.After(o.Poll):
 		}
 	}

@@ -191,8 +191,8 @@ func (m *Manager) Apply(req ApplyRequest) (ApplyReply, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.rec.State == StateProvisional {
-		return ApplyReply{}, fmt.Errorf("pushed config %d is waiting for its confirm until %s: confirm it (ocf config confirm) or let it roll back first",
-			m.rec.Candidate.N, m.rec.Deadline.UTC().Format(time.RFC3339))
+		return ApplyReply{}, fmt.Errorf("pushed config %d is waiting for its confirm until %s: confirm it (ocf config confirm %d) or let it roll back first",
+			m.rec.Candidate.N, m.rec.Deadline.UTC().Format(time.RFC3339), m.rec.Candidate.N)
 	}
 	cur := m.opts.Router.Site()
 	if PortsChanged(cur, s) {
@@ -243,8 +243,23 @@ func (m *Manager) Apply(req ApplyRequest) (ApplyReply, error) {
 		m.opts.Clock.AfterFunc(m.opts.ApplyDelay, run)
 	}
 	return ApplyReply{Gen: gen.N, Parts: parts, Deadline: next.Deadline,
-		Message: fmt.Sprintf("pushed config %d applies now (%s); it is rolled back at %s unless confirmed over a new SSH connection",
-			gen.N, strings.Join(parts, ", "), next.Deadline.Format(time.RFC3339))}, nil
+		Message: fmt.Sprintf(appliedWords+" (%s); it is rolled back at %s unless confirmed over a new SSH connection (ocf config confirm %d)",
+			gen.N, strings.Join(parts, ", "), next.Deadline.Format(time.RFC3339), gen.N)}, nil
+}
+
+// appliedWords begin apply's answer; AppliedGen reads them back.
+const appliedWords = "pushed config %d applies now"
+
+// AppliedGen reads the generation out of apply's answer as `ocf config
+// apply` prints it: ocfw push confirms that generation and no other.
+func AppliedGen(out string) (int, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		var n int
+		if _, err := fmt.Sscanf(line, appliedWords, &n); err == nil && n > 0 {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // files is where the router reads key files for a generation's files.
@@ -300,8 +315,12 @@ func (m *Manager) confirmedSite() (*site.Site, map[string]string, error) {
 
 // Confirm keeps the provisional config: it boots from now on. conn is the
 // SSH connection asking ("" from the console); it must not be the one
-// that applied the config.
-func (m *Manager) Confirm(conn string) (string, error) {
+// that applied the config. gen is the generation the caller pushed, and
+// only that one is confirmed: a push whose config was rolled back (a
+// power cut) must not confirm another config pushed since. 0 confirms
+// whichever waits; only a person at a terminal may ask that (ocf config
+// confirm), who sees which one it was.
+func (m *Manager) Confirm(conn string, gen int) (string, error) {
 	m.mu.Lock()
 	applied := m.applied
 	m.mu.Unlock()
@@ -310,11 +329,26 @@ func (m *Manager) Confirm(conn string) (string, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if gen < 0 {
+		return "", fmt.Errorf("pushed config %d: generations count from 1", gen)
+	}
+	if gen > 0 && m.rec.State == StateConfirmed && m.rec.Confirmed != nil && m.rec.Confirmed.N == gen {
+		// A confirm sent again (its answer was lost): it holds.
+		return m.rec.Note + "; the box boots it from now on", nil
+	}
 	if m.rec.State != StateProvisional {
-		if m.rec.Note != "" {
-			return "", fmt.Errorf("nothing to confirm: %s", m.rec.Note)
+		what := "nothing to confirm"
+		if gen > 0 {
+			what = fmt.Sprintf("pushed config %d is not waiting for a confirm: nothing confirmed", gen)
 		}
-		return "", errors.New("nothing to confirm: no pushed config is waiting")
+		if m.rec.Note != "" {
+			return "", fmt.Errorf("%s: %s", what, m.rec.Note)
+		}
+		return "", fmt.Errorf("%s: no pushed config is waiting", what)
+	}
+	if gen > 0 && gen != m.rec.Candidate.N {
+		return "", fmt.Errorf("pushed config %d is not the one waiting for a confirm, pushed config %d is: nothing confirmed (config %d was rolled back or replaced; ocf config status says more)",
+			gen, m.rec.Candidate.N, gen)
 	}
 	if conn != "" && conn == m.rec.ApplyConn {
 		return "", errors.New("confirm over a new SSH connection, not the one that applied the config: only a new login proves the new config lets you in")

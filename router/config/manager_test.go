@@ -69,10 +69,10 @@ func TestApplyThenConfirm(t *testing.T) {
 	if rep.Gen != 1 || !rep.Deadline.Equal(r.clock.Now().Add(time.Minute-time.Second)) {
 		t.Errorf("reply %+v", rep)
 	}
-	if _, err := r.m.Confirm("c1"); err == nil || !strings.Contains(err.Error(), "new SSH connection") {
+	if _, err := r.m.Confirm("c1", 0); err == nil || !strings.Contains(err.Error(), "new SSH connection") {
 		t.Fatalf("confirm over the applying connection: %v, want refused", err)
 	}
-	msg, err := r.m.Confirm("c2")
+	msg, err := r.m.Confirm("c2", 0)
 	if err != nil || !strings.Contains(msg, "confirmed") {
 		t.Fatalf("confirm: %q, %v", msg, err)
 	}
@@ -90,7 +90,7 @@ func TestApplyThenConfirm(t *testing.T) {
 	if err != nil || g == nil || g.N != 1 || !strings.Contains(note, "confirmed") {
 		t.Fatalf("AtBoot = %v, %q, %v", g, note, err)
 	}
-	if _, err := r.m.Confirm("c3"); err == nil {
+	if _, err := r.m.Confirm("c3", 0); err == nil {
 		t.Error("a second confirm passed")
 	}
 }
@@ -114,7 +114,7 @@ func TestNoConfirmRollsBackAtTheDeadline(t *testing.T) {
 	if !reflect.DeepEqual(r.router.Site(), baseSite(nil)) {
 		t.Error("the router does not run the old config after the rollback")
 	}
-	if _, err := r.m.Confirm("c2"); err == nil || !strings.Contains(err.Error(), "not confirmed within") {
+	if _, err := r.m.Confirm("c2", 0); err == nil || !strings.Contains(err.Error(), "not confirmed within") {
 		t.Errorf("confirm after the rollback: %v", err)
 	}
 	// A new push may follow.
@@ -216,7 +216,7 @@ func TestFailedApplyRollsBackAtOnce(t *testing.T) {
 func TestProvisionalAtBootIsRolledBack(t *testing.T) {
 	r := newRig(t)
 	r.apply(t, time.Minute)
-	if _, err := r.m.Confirm("c2"); err != nil {
+	if _, err := r.m.Confirm("c2", 0); err != nil {
 		t.Fatal(err)
 	}
 	// Generation 2, then the power goes before its confirm.
@@ -237,5 +237,48 @@ func TestProvisionalAtBootIsRolledBack(t *testing.T) {
 	}
 	if st := m.Status(); st.Confirmed == nil || st.Confirmed.N != 1 {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// A push confirms only the generation it pushed: push A (1) is rolled
+// back, B (2) is applied, and A's confirm is refused, naming both, while
+// B is still provisional; B's own confirm passes, also when sent again.
+func TestConfirmGeneration(t *testing.T) {
+	r := newRig(t)
+	a := r.apply(t, 30*time.Second)
+	if n, ok := config.AppliedGen("staged [site.json]\n" + a.Message + "\n"); !ok || n != a.Gen {
+		t.Fatalf("AppliedGen(%q) = %d, %v, want %d", a.Message, n, ok, a.Gen)
+	}
+	r.clock.Advance(30 * time.Second) // A rolls back
+	b, err := r.m.Apply(config.ApplyRequest{Site: siteJSON(t, baseSite(func(s *site.Site) { s.Hostname = "gw3" })), Conn: "c3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(time.Second)
+	for _, tc := range []struct {
+		gen  int
+		want string
+	}{
+		{a.Gen, "pushed config 1 is not the one waiting for a confirm, pushed config 2 is: nothing confirmed"},
+		{7, "pushed config 7 is not the one waiting"},
+		{-1, "count from 1"},
+	} {
+		if _, err := r.m.Confirm("c4", tc.gen); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("confirm %d while %d waits: %v, want %q", tc.gen, b.Gen, err, tc.want)
+		}
+	}
+	if rec := r.stored(t); rec.State != config.StateProvisional || rec.Candidate.N != b.Gen {
+		t.Fatalf("a refused confirm changed the record: %+v", rec)
+	}
+	for i := 0; i < 2; i++ {
+		if msg, err := r.m.Confirm("c4", b.Gen); err != nil || !strings.Contains(msg, "pushed config 2 confirmed") {
+			t.Fatalf("confirm %d (try %d): %q, %v", b.Gen, i, msg, err)
+		}
+	}
+	if _, err := r.m.Confirm("c5", a.Gen); err == nil || !strings.Contains(err.Error(), "pushed config 1 is not waiting for a confirm") {
+		t.Errorf("confirm of rolled-back %d once %d is kept: %v", a.Gen, b.Gen, err)
+	}
+	if _, ok := config.AppliedGen("nothing changed: the box runs this config already"); ok {
+		t.Error("AppliedGen found a generation in an answer without one")
 	}
 }

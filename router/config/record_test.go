@@ -81,7 +81,7 @@ func session(t *testing.T, dev *cutDev) (confirmed, trying string) {
 			}
 			continue
 		}
-		if _, err := m.Confirm("b"); err != nil {
+		if _, err := m.Confirm("b", 0); err != nil {
 			return confirmed, h
 		}
 		confirmed = h

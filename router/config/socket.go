@@ -18,6 +18,8 @@ type Request struct {
 	Op    string        `json:"op"` // apply, confirm, status
 	Apply *ApplyRequest `json:"apply,omitempty"`
 	Conn  string        `json:"conn,omitempty"`
+	// Gen is the generation a confirm is for (0: whichever waits).
+	Gen int `json:"gen,omitempty"`
 }
 
 // Reply answers a Request.
@@ -53,7 +55,7 @@ func (m *Manager) Handle(req Request) Reply {
 		}
 		return Reply{Apply: &r, Message: r.Message}
 	case "confirm":
-		msg, err := m.Confirm(req.Conn)
+		msg, err := m.Confirm(req.Conn, req.Gen)
 		if err != nil {
 			return Reply{Error: err.Error()}
 		}
@@ -83,8 +85,8 @@ func (r Record) Summary() string {
 	case "":
 		return "no config was ever pushed: the box runs the card's site.json or the built-in one"
 	case StateProvisional:
-		return fmt.Sprintf("pushed config %d is provisional: rolled back at %s unless confirmed (ocf config confirm, over a new SSH connection)",
-			r.Candidate.N, r.Deadline.Format(time.RFC3339))
+		return fmt.Sprintf("pushed config %d is provisional: rolled back at %s unless confirmed (ocf config confirm %d, over a new SSH connection)",
+			r.Candidate.N, r.Deadline.Format(time.RFC3339), r.Candidate.N)
 	}
 	return fmt.Sprintf("%s; the box boots %s", r.Note, genName(r.Confirmed))
 }

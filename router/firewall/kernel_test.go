@@ -22,11 +22,13 @@ func TestKernelInTheLoop(t *testing.T) {
 		t.Skip("inside the guest: this test only starts it")
 	}
 	res := kerneltest.Run(t, kerneltest.Options{
-		Modules: append(append([]string(nil), Modules...), "veth"),
+		Modules: append(append(append([]string(nil), Modules...), fibModules...), "veth"),
 		Run:     "TestGuest",
 	})
-	if res != nil && !strings.Contains(res.Output, "--- PASS: TestGuestRouter") {
-		t.Errorf("the guest did not run TestGuestRouter")
+	for _, name := range []string{"TestGuestRouter", "TestGuestIPv6Firewall"} {
+		if res != nil && !strings.Contains(res.Output, "--- PASS: "+name) {
+			t.Errorf("the guest did not run %s", name)
+		}
 	}
 }
 

@@ -206,7 +206,7 @@ var ctStateBits = map[string]uint32{
 	"new":         expr.CtStateBitNEW,
 }
 
-var l4protos = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP, "icmp": unix.IPPROTO_ICMP, "esp": unix.IPPROTO_ESP}
+var l4protos = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP, "icmp": unix.IPPROTO_ICMP, "icmpv6": unix.IPPROTO_ICMPV6, "esp": unix.IPPROTO_ESP}
 
 // metaKeySecPath is NFT_META_SECPATH from linux/netfilter/nf_tables.h
 // (Linux 4.15 and later, with CONFIG_XFRM): whether the packet has a
@@ -224,6 +224,15 @@ const metaKeySecPath expr.MetaKey = 25
 const rtKeyXFRM expr.RtKey = 4
 
 var icmpTypes = map[string]byte{"echo-request": 8}
+
+// icmpv6Types are the ICMPv6 types the v6 rules name, by nft's names
+// (RFC 4443, 4861, 2710/3810).
+var icmpv6Types = map[string]byte{
+	"destination-unreachable": 1, "packet-too-big": 2, "time-exceeded": 3, "parameter-problem": 4,
+	"echo-request": 128, "echo-reply": 129,
+	"mld-listener-query": 130, "mld-listener-report": 131, "mld-listener-done": 132, "mld2-listener-report": 143,
+	"nd-router-solicit": 133, "nd-router-advert": 134, "nd-neighbor-solicit": 135, "nd-neighbor-advert": 136,
+}
 
 // exprs translates the rule into nftables expressions, in the order its
 // String shows them. It is pure, so the host tests check every rule Build
@@ -267,20 +276,39 @@ func (r Rule) build(counted bool) ([]expr.Any, error) {
 		if !a.p.IsValid() {
 			continue
 		}
-		if !r.IPv4 || !a.p.Addr().Is4() {
-			return nil, fmt.Errorf("ip %s %v needs an IPv4 prefix and the IPv4 match", a.what, a.p)
+		v6 := r.IPv6 && a.p.Addr().Is6()
+		if !v6 && (!r.IPv4 || !a.p.Addr().Is4()) {
+			return nil, fmt.Errorf("%s %v needs an IPv4 prefix and the IPv4 match, or an IPv6 prefix and the IPv6 match", a.what, a.p)
 		}
 		p := a.p.Masked()
-		mask := make([]byte, 4)
+		n, offset := 4, a.offset
+		if v6 {
+			// IPv6 header: source at 8, destination at 24.
+			n, offset = 16, 8+(a.offset-12)*4
+		}
+		mask := make([]byte, n)
 		for i := 0; i < p.Bits(); i++ {
 			mask[i/8] |= 0x80 >> (i % 8)
 		}
-		addr := p.Addr().As4()
+		addr := p.Addr().AsSlice()
 		ex = append(ex,
-			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: a.offset, Len: 4},
-			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: uint32(n)},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: uint32(n), Mask: mask, Xor: make([]byte, n)},
 		)
-		cmp(expr.CmpOpEq, addr[:])
+		cmp(expr.CmpOpEq, addr)
+	}
+	if r.HopLimit255 {
+		if !r.IPv6 {
+			return nil, errors.New("ip6 hoplimit needs the IPv6 match")
+		}
+		ex = append(ex, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: 7, Len: 1})
+		cmp(expr.CmpOpEq, []byte{255})
+	}
+	if r.FibNoRoute {
+		// The output interface of the route back to the source, looked
+		// up with the input interface as the route's: 0 when none.
+		ex = append(ex, &expr.Fib{Register: reg1, FlagSADDR: true, FlagIIF: true, ResultOIF: true})
+		cmp(expr.CmpOpEq, []byte{0, 0, 0, 0})
 	}
 	if r.IPsec && r.NoIPsec {
 		return nil, errors.New("both meta ipsec exists and missing")
@@ -309,6 +337,9 @@ func (r Rule) build(counted bool) ([]expr.Any, error) {
 		if r.Proto == "icmp" && !r.IPv4 {
 			return nil, errors.New("icmp needs the IPv4 match")
 		}
+		if r.Proto == "icmpv6" && !r.IPv6 {
+			return nil, errors.New("icmpv6 needs the IPv6 match")
+		}
 		meta(expr.MetaKeyL4PROTO)
 		cmp(expr.CmpOpEq, []byte{p})
 	}
@@ -325,9 +356,13 @@ func (r Rule) build(counted bool) ([]expr.Any, error) {
 		}
 	}
 	if r.ICMPType != "" {
-		t, ok := icmpTypes[r.ICMPType]
-		if !ok || r.Proto != "icmp" {
-			return nil, fmt.Errorf("icmp type %q: want echo-request with protocol icmp", r.ICMPType)
+		types := icmpTypes
+		if r.Proto == "icmpv6" {
+			types = icmpv6Types
+		}
+		t, ok := types[r.ICMPType]
+		if !ok || (r.Proto != "icmp" && r.Proto != "icmpv6") {
+			return nil, fmt.Errorf("icmp type %q: want echo-request with protocol icmp, or an ICMPv6 type the rules know with icmpv6", r.ICMPType)
 		}
 		ex = append(ex, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1})
 		cmp(expr.CmpOpEq, []byte{t})

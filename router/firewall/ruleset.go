@@ -102,8 +102,15 @@ type Rule struct {
 	IIf, OIf string       // interface names; "" matches any
 	IPv4     bool         // meta nfproto ipv4: needed before IPv4 header matches and NAT to an IPv4 address
 	IPv6     bool         // meta nfproto ipv6
-	SAddr    netip.Prefix // IPv4 source network (needs IPv4)
-	DAddr    netip.Prefix // IPv4 destination network (needs IPv4)
+	SAddr    netip.Prefix // source network: IPv4 (needs IPv4) or IPv6 (needs IPv6)
+	DAddr    netip.Prefix // destination network, as SAddr
+	// HopLimit255 matches IPv6 packets with hop limit 255: neighbour
+	// discovery that was sent on this link, never routed (RFC 4861).
+	HopLimit255 bool
+	// FibNoRoute matches packets whose source the router would not route
+	// back out of the interface they came in on (nft's "fib saddr . iif
+	// oif missing"): IPv6's reverse-path filter, which has no sysctl.
+	FibNoRoute bool
 	// IPsec matches packets the kernel decrypted (meta ipsec exists):
 	// inbound ESP in tunnel mode comes back in on the WAN with the inner
 	// addresses, and this is what tells it from the same addresses sent
@@ -116,10 +123,10 @@ type Rule struct {
 	// ipsec missing: no out policy with its SAs for them): what would
 	// leave a tunnel's LAN in the clear while the tunnel is down.
 	NoIPsecRoute bool
-	Proto        string   // "tcp", "udp", "icmp" (needs IPv4) or "esp"
+	Proto        string   // "tcp", "udp", "icmp" (needs IPv4), "icmpv6" (needs IPv6) or "esp"
 	SPort        uint16   // transport source port (tcp or udp)
 	DPort        uint16   // transport destination port (tcp or udp)
-	ICMPType     string   // "echo-request" (icmp)
+	ICMPType     string   // "echo-request" (icmp); for icmpv6 one of icmpv6Types' names
 	CTState      []string // any of "established", "related", "new", "invalid"
 	CTStatus     string   // "dnat": the connection was destination-NATed
 	Limit        *Limit
@@ -589,11 +596,21 @@ func (r Rule) String() string {
 	if r.IPv6 {
 		w = append(w, "meta nfproto ipv6")
 	}
+	ip := "ip"
+	if r.IPv6 {
+		ip = "ip6"
+	}
 	if r.SAddr.IsValid() {
-		w = append(w, "ip saddr", prefixString(r.SAddr))
+		w = append(w, ip+" saddr", prefixString(r.SAddr))
 	}
 	if r.DAddr.IsValid() {
-		w = append(w, "ip daddr", prefixString(r.DAddr))
+		w = append(w, ip+" daddr", prefixString(r.DAddr))
+	}
+	if r.HopLimit255 {
+		w = append(w, "ip6 hoplimit 255")
+	}
+	if r.FibNoRoute {
+		w = append(w, "fib saddr . iif oif missing")
 	}
 	if r.IPsec {
 		w = append(w, "meta ipsec exists")
@@ -607,6 +624,8 @@ func (r Rule) String() string {
 	switch {
 	case r.Proto == "icmp" && r.ICMPType != "":
 		w = append(w, "icmp type", r.ICMPType)
+	case r.Proto == "icmpv6" && r.ICMPType != "":
+		w = append(w, "icmpv6 type", r.ICMPType)
 	case r.Proto != "" && r.SPort == 0 && r.DPort == 0:
 		w = append(w, "meta l4proto", r.Proto)
 	}

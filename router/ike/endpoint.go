@@ -135,9 +135,12 @@ type Config struct {
 	RetransmitBase time.Duration
 	Retries        int
 	// CookieThreshold: half-open SAs from which IKE_SA_INIT needs a COOKIE
-	// (default 8); MaxHalfOpen: above it new ones are dropped (64);
-	// MaxSAsPerPeer: IKE SAs one peer may hold (4); MaxChildSAs: CHILD
-	// SAs per IKE SA (8).
+	// (default 8; from a peer's address that holds one already, it always
+	// does); MaxHalfOpen: above it new ones are dropped (64), or one
+	// with a valid COOKIE replaces its peer's oldest half-open SA;
+	// MaxSAsPerPeer: IKE SAs one peer may hold besides half-open ones,
+	// and half-open ones from its address (4); MaxChildSAs: CHILD SAs per
+	// IKE SA (8).
 	CookieThreshold, MaxHalfOpen, MaxSAsPerPeer, MaxChildSAs int
 	// Keepalive is the NAT keepalive interval when we are behind a NAT
 	// (default 20s); RetryInterval the wait before an initiator tries
@@ -157,8 +160,9 @@ type Endpoint struct {
 	secret  [32]byte
 	secretV byte
 	closed  bool
-	// lastDropLog rate-limits the line about dropped IKE_SA_INITs.
-	lastDropLog time.Time
+	// lastDropLog rate-limits the line about dropped IKE_SA_INITs;
+	// lastUnauth the unauthenticated INVALID_MAJOR_VERSION answers.
+	lastDropLog, lastUnauth time.Time
 	// rfcCollisions turns off the TEMPORARY_FAILURE answer of an original
 	// initiator to a colliding rekey: both rekeys then complete and the
 	// redundant SA is deleted by nonces, as strongSwan does (RFC 7296
@@ -361,6 +365,9 @@ func (e *Endpoint) HandlePacket(natt bool, pkt []byte, from netip.AddrPort) {
 	}
 	h, err := DecodeHeader(pkt)
 	if err != nil {
+		if h.Version>>4 > 2 && len(pkt) >= HeaderLen {
+			e.invalidMajorVersion(natt, h, from)
+		}
 		return
 	}
 	if h.Exchange == IKE_SA_INIT && !h.Response() && h.SPIr == 0 {
@@ -386,6 +393,32 @@ func (e *Endpoint) HandlePacket(natt bool, pkt []byte, from netip.AddrPort) {
 		e.handleResponse(sa, natt, pkt, m, from)
 	} else {
 		e.handleRequest(sa, natt, pkt, m, from)
+	}
+}
+
+// invalidMajorVersion answers a request of a later IKE version (RFC
+// 7296 2.5: drop it, and say which version we speak, 2.0, in the
+// answer's header). The answer is unauthenticated, so it goes only to a
+// configured peer's address and at most once a second (1.5, 2.21.1): a
+// spoofed flood must not make us a reflector.
+func (e *Endpoint) invalidMajorVersion(natt bool, h Header, from netip.AddrPort) {
+	if h.Response() || e.peerByAddr(from.Addr()) == nil {
+		return
+	}
+	now := e.now()
+	if now.Sub(e.lastUnauth) < time.Second {
+		return
+	}
+	e.lastUnauth = now
+	flags := FlagResponse
+	if !h.Initiator() {
+		flags |= FlagInitiator // the sender is the responder: we are its initiator
+	}
+	m := &Message{Header: Header{SPIi: h.SPIi, SPIr: h.SPIr, Exchange: h.Exchange, Flags: flags, MessageID: h.MessageID},
+		Payloads: []Payload{&Notify{Notify: INVALID_MAJOR_VERSION}}}
+	if pkt, err := m.Encode(); err == nil {
+		e.logf("ike: a request of IKE version %d.%d from %v: answered INVALID_MAJOR_VERSION", h.Version>>4, h.Version&0xf, from)
+		e.sendTo(natt, pkt, from)
 	}
 }
 

@@ -26,6 +26,25 @@ func syntaxErr(p PayloadType, format string, args ...any) error {
 	return &ParseError{Notify: INVALID_SYNTAX, Payload: p, Reason: fmt.Sprintf(format, args...)}
 }
 
+// AuthenticError is a message whose ICV verified but whose encrypted
+// payloads do not parse: it comes from the holder of the SA's keys, so
+// a request gets the ParseError's Notify as its answer (RFC 7296 2.21.2,
+// 3.10.1), where a forged or damaged one (ErrIntegrity, or an SK payload
+// too malformed to check) gets none. errors.As finds the *ParseError.
+type AuthenticError struct{ Err *ParseError }
+
+func (e *AuthenticError) Error() string { return "ike: authenticated message: " + e.Err.Error() }
+func (e *AuthenticError) Unwrap() error { return e.Err }
+
+// authentic marks a parse error found after the ICV verified.
+func authentic(err error) error {
+	var pe *ParseError
+	if errors.As(err, &pe) {
+		return &AuthenticError{Err: pe}
+	}
+	return err
+}
+
 // ErrIntegrity is the SK payload's ICV not matching: the packet is dropped
 // without an answer (RFC 7296 2.21.2).
 var ErrIntegrity = errors.New("ike: integrity check failed on the encrypted payload")

@@ -194,6 +194,7 @@ func (e *Endpoint) sendInit(sa *ikeSA) {
 	}
 	ps = append(ps, &SA{offer(p.cfg.IKE, ProtoIKE, nil, false)}, &KE{Group: sa.group, Data: sa.dh.Public()}, &Nonce{Data: sa.ni})
 	ps = append(ps, e.natd(sa.spii, 0, e.localAddr(p, false), sa.remote)...)
+	ps = append(ps, &Notify{Notify: CHILDLESS_IKEV2_SUPPORTED}) // RFC 6023: we take childless IKE_AUTH
 	m := &Message{Header: Header{SPIi: sa.spii, Exchange: IKE_SA_INIT, Flags: FlagInitiator}, Payloads: ps}
 	pkt, err := m.Encode()
 	if err != nil {

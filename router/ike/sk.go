@@ -83,7 +83,8 @@ func (c *SKCipher) Seal(h Header, outer, inner []Payload, rand io.Reader) ([]byt
 
 // Open checks the ICV of pkt, the datagram m was decoded from, then decrypts
 // its SK payload and decodes the payloads inside. A wrong ICV is
-// ErrIntegrity, checked in constant time before anything is decrypted.
+// ErrIntegrity, checked in constant time before anything is decrypted;
+// what fails to parse after it verified is an *AuthenticError.
 func (c *SKCipher) Open(pkt []byte, m *Message) ([]Payload, error) {
 	if len(m.Payloads) == 0 {
 		return nil, errors.New("ike: message has no encrypted payload")
@@ -109,7 +110,11 @@ func (c *SKCipher) Open(pkt []byte, m *Message) ([]Payload, error) {
 	cipher.NewCBCDecrypter(c.block, d[:bs]).CryptBlocks(pt, ct)
 	pad := int(pt[len(pt)-1])
 	if pad+1 > len(pt) {
-		return nil, syntaxErr(PayloadSK, "pad length %d in %d bytes", pad, len(pt))
+		return nil, authentic(syntaxErr(PayloadSK, "pad length %d in %d bytes", pad, len(pt)))
 	}
-	return DecodePayloads(sk.First, pt[:len(pt)-1-pad])
+	ps, err := DecodePayloads(sk.First, pt[:len(pt)-1-pad])
+	if err != nil {
+		return nil, authentic(err)
+	}
+	return ps, nil
 }

@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -38,6 +39,9 @@ type ikeSA struct {
 	natt      bool // talking on the NAT-T port
 	natLocal  bool // we are behind a NAT
 	natRemote bool // the peer is behind a NAT
+	// childless: the peer announced CHILDLESS_IKEV2_SUPPORTED in its
+	// IKE_SA_INIT, so its IKE_AUTH may carry no CHILD SA (RFC 6023).
+	childless bool
 
 	suite     *Suite
 	keys      *IKEKeys
@@ -203,7 +207,7 @@ func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, f
 	if sa.haveLast && m.MessageID == sa.lastID {
 		// A retransmission: answer with the cached response once the
 		// ICV shows it is the peer's; never process it again.
-		if _, err := sa.in.Open(pkt, m); err == nil {
+		if _, err := sa.in.Open(pkt, m); authenticated(err) {
 			e.sendTo(natt, sa.lastResp, from)
 		}
 		return
@@ -212,32 +216,49 @@ func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, f
 		return // outside the window
 	}
 	ps, err := sa.in.Open(pkt, m)
-	if err != nil {
+	if !authenticated(err) {
 		e.logf("ike %s: dropped a request: %v", sa.peer.cfg.Name, err)
 		return
 	}
 	sa.lastIn = e.now()
 	e.follow(sa, natt, from)
-	var resp []Payload
-	var after func()
 	switch m.Exchange {
 	case IKE_AUTH:
 		if sa.state != stateHalfOpen {
 			return
 		}
-		resp, after = e.authRequest(sa, natt, ps, from)
-	case CREATE_CHILD_SA:
+	case CREATE_CHILD_SA, INFORMATIONAL:
 		if sa.state != stateEstablished && !sa.state.retiring() {
 			return
 		}
-		resp, after = e.createChildRequest(sa, ps)
-	case INFORMATIONAL:
-		if sa.state != stateEstablished && !sa.state.retiring() {
-			return
-		}
-		resp, after = e.informationalRequest(sa, ps)
 	default:
 		return
+	}
+	var resp []Payload
+	var after func()
+	var bad *AuthenticError
+	switch {
+	case errors.As(err, &bad):
+		// The peer's (the ICV verified) but it does not parse: the
+		// answer says why (RFC 7296 2.21.2, 3.10.1) rather than
+		// leaving the peer to retransmit into silence and call us
+		// dead; the window moves on as for any answered request.
+		e.logf("ike %s: %s request does not parse: %v", sa.peer.cfg.Name, m.Exchange, bad.Err)
+		n := &Notify{Notify: bad.Err.Notify}
+		if n.Notify == UNSUPPORTED_CRITICAL_PAYLOAD {
+			n.Data = []byte{byte(bad.Err.Payload)} // 3.10.1: the payload's type
+		}
+		resp = []Payload{n}
+		if m.Exchange == IKE_AUTH {
+			// No IKE SA comes of an IKE_AUTH we cannot read (2.21.2).
+			after = func() { e.closeSA(sa, "the peer's IKE_AUTH does not parse: "+bad.Err.Reason) }
+		}
+	case m.Exchange == IKE_AUTH:
+		resp, after = e.authRequest(sa, natt, ps, from)
+	case m.Exchange == CREATE_CHILD_SA:
+		resp, after = e.createChildRequest(sa, ps)
+	default:
+		resp, after = e.informationalRequest(sa, ps)
 	}
 	out, err := sa.out.Seal(Header{SPIi: sa.spii, SPIr: sa.spir, Exchange: m.Exchange, Flags: sa.flags(true), MessageID: m.MessageID}, nil, resp, e.cfg.Rand)
 	if err != nil {
@@ -253,6 +274,13 @@ func (e *Endpoint) handleRequest(sa *ikeSA, natt bool, pkt []byte, m *Message, f
 	if after != nil {
 		after()
 	}
+}
+
+// authenticated reports an SK payload whose ICV verified: opened, or
+// opened to payloads that do not parse.
+func authenticated(err error) bool {
+	var bad *AuthenticError
+	return err == nil || errors.As(err, &bad)
 }
 
 // follow moves an SA to where an authenticated request came from (RFC
@@ -324,10 +352,12 @@ func (e *Endpoint) allSAs() []*ikeSA {
 	return out
 }
 
-// hasActive reports an IKE SA of the peer that is up or on its way.
+// hasActive reports an IKE SA of the peer that is up or on its way. A
+// half-open one is not: anyone can make one in the peer's name (a
+// spoofed IKE_SA_INIT), and it must not keep us from initiating.
 func (e *Endpoint) hasActive(p *peerState) bool {
 	for _, sa := range e.sas {
-		if sa.peer == p && sa.state <= stateEstablished {
+		if sa.peer == p && sa.state <= stateEstablished && sa.state != stateHalfOpen {
 			return true
 		}
 	}

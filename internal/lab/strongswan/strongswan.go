@@ -28,8 +28,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/internal/debian"
@@ -98,29 +99,87 @@ func Fetch(ctx context.Context, cacheDir string, logf func(format string, args .
 	// versions unpacks a new tree.
 	base := filepath.Join(cacheDir, "strongswan", "i386")
 	r.Dir = filepath.Join(base, "root-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if _, err := os.Stat(filepath.Join(r.Dir, strings.TrimPrefix(Charon, "/"))); err == nil {
-		return r, nil
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(base, ".unpack-")
+	err = placeTree(r.Dir, func(dir string) bool {
+		_, err := os.Stat(filepath.Join(dir, strings.TrimPrefix(Charon, "/")))
+		return err == nil
+	}, func(tmp string) error {
+		for _, d := range debs {
+			if _, err := debian.Extract(d, tmp, keep); err != nil {
+				return fmt.Errorf("strongswan: unpacking: %w", err)
+			}
+		}
+		return CheckLibraries(tmp)
+	})
 	if err != nil {
 		return nil, err
 	}
+	return r, nil
+}
+
+// placeTree makes the directory dir once, among any number of
+// processes doing the same at the same time (go test runs the packages
+// that use the tree side by side, and on a fresh machine all of them
+// find the cache empty): fill writes the tree into a temporary
+// directory beside dir, which is renamed to dir whole, so a dir that
+// exists is complete. A lock file beside dir (dir.lock, flock) lets one
+// process unpack while the others wait and then find the tree; the
+// rename's "already there" is success too, for whatever the lock
+// cannot see (a cache on a file system without flock).
+func placeTree(dir string, complete func(dir string) bool, fill func(tmp string) error) error {
+	if complete(dir) {
+		return nil
+	}
+	base := filepath.Dir(dir)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	unlock, err := lockFile(dir + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if complete(dir) {
+		return nil // another process unpacked it while we waited
+	}
+	tmp, err := os.MkdirTemp(base, ".unpack-")
+	if err != nil {
+		return err
+	}
 	defer os.RemoveAll(tmp)
-	for _, d := range debs {
-		if _, err := debian.Extract(d, tmp, keep); err != nil {
-			return nil, fmt.Errorf("strongswan: unpacking: %w", err)
+	if err := fill(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if complete(dir) {
+			return nil
+		}
+		return fmt.Errorf("strongswan: placing the unpacked tree: %w", err)
+	}
+	return nil
+}
+
+// lockFile takes an exclusive flock on name, waiting for other
+// processes, and returns how to release it. The file stays for the
+// next run.
+func lockFile(name string) (func(), error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
 		}
 	}
-	if err := CheckLibraries(tmp); err != nil {
-		return nil, err
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("strongswan: locking %s: %w", name, err)
 	}
-	if err := os.Rename(tmp, r.Dir); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // keep leaves out what the guest never reads (documentation, manual

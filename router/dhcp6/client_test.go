@@ -1,0 +1,70 @@
+package dhcp6
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv6"
+	"github.com/insomniacslk/dhcp/iana"
+)
+
+// TestDHCPv6Parse: what a reply's IA_PD and IA_NA make of the lease:
+// prefixes taken back (valid 0) are skipped, a reply that only takes
+// back says so, NoBinding is told apart, T1/T2 default from the
+// preferred lifetime.
+func TestDHCPv6Parse(t *testing.T) {
+	c, err := New(Config{Interface: "wan", PDLength: 60, Address: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := &dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
+	prefix := func(p string, pref, valid time.Duration) *dhcpv6.OptIAPrefix {
+		n := netip.MustParsePrefix(p)
+		return &dhcpv6.OptIAPrefix{Prefix: &net.IPNet{IP: n.Addr().AsSlice(), Mask: net.CIDRMask(n.Bits(), 128)}, PreferredLifetime: pref, ValidLifetime: valid}
+	}
+	reply := func(t1, t2 time.Duration, opts ...dhcpv6.Option) *dhcpv6.Message {
+		m, _ := dhcpv6.NewMessage()
+		m.MessageType = dhcpv6.MessageTypeReply
+		m.AddOption(dhcpv6.OptServerID(sid))
+		pd := &dhcpv6.OptIAPD{IaId: c.iaid, T1: t1, T2: t2}
+		for _, o := range opts {
+			pd.Options.Add(o)
+		}
+		m.AddOption(pd)
+		return m
+	}
+	for _, tc := range []struct {
+		name   string
+		m      *dhcpv6.Message
+		prefix string
+		t1, t2 time.Duration
+		err    string
+	}{
+		{"one", reply(100*time.Second, 160*time.Second, prefix("2001:db8:1:10::/60", 200*time.Second, 400*time.Second)), "2001:db8:1:10::/60", 100 * time.Second, 160 * time.Second, ""},
+		{"T1 left to the client", reply(0, 0, prefix("2001:db8:1:10::/60", 200*time.Second, 400*time.Second)), "2001:db8:1:10::/60", 100 * time.Second, 160 * time.Second, ""},
+		{"old taken back, new given", reply(0, 0, prefix("2001:db8:1:10::/60", 0, 0), prefix("2001:db8:2:20::/60", 200*time.Second, 400*time.Second)), "2001:db8:2:20::/60", 100 * time.Second, 160 * time.Second, ""},
+		{"only taken back", reply(0, 0, prefix("2001:db8:1:10::/60", 0, 0)), "", 0, 0, "taken back"},
+		{"a /72 no LAN can use", reply(0, 0, prefix("2001:db8:1:10::/72", 200*time.Second, 400*time.Second)), "", 0, 0, "no prefix"},
+		{"no binding", reply(0, 0, &dhcpv6.OptStatusCode{StatusCode: iana.StatusNoBinding}), "", 0, 0, "NoBinding"},
+		{"top-level failure", func() *dhcpv6.Message {
+			m := reply(0, 0)
+			m.AddOption(&dhcpv6.OptStatusCode{StatusCode: iana.StatusUnspecFail, StatusMessage: "busy"})
+			return m
+		}(), "", 0, 0, "busy"},
+	} {
+		l, err := c.parse(tc.m)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %+v, %v; want an error with %q", tc.name, l, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case l.Prefix.String() != tc.prefix || l.T1 != tc.t1 || l.T2 != tc.t2:
+			t.Errorf("%s: prefix %s T1 %v T2 %v; want %s %v %v", tc.name, l.Prefix, l.T1, l.T2, tc.prefix, tc.t1, tc.t2)
+		}
+	}
+}

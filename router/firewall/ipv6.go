@@ -1,0 +1,168 @@
+package firewall
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// IPv6 is what the v6 rules need to know: the LAN's prefixes (each /64
+// it numbers: of the delegated prefix, the ULA), and which of them are
+// global (allowed out of the WAN; a ULA never is).
+type IPv6 struct {
+	LANPrefixes []netip.Prefix
+}
+
+// ula is RFC 4193's fc00::/7; linkLocal6 fe80::/10.
+var (
+	ula6       = netip.MustParsePrefix("fc00::/7")
+	linkLocal6 = netip.MustParsePrefix("fe80::/10")
+)
+
+// impossibleOnWAN6 are IPv6 sources no packet arriving on the WAN can
+// honestly carry (RFC 6890's special-purpose space that is never a
+// source from the internet): the unspecified and loopback addresses,
+// IPv4-mapped addresses, multicast, and unique local addresses, which
+// belong to some site, not to the internet. Link-local is not among
+// them: the ISP's router speaks from its link-local address (router
+// advertisements, DHCPv6 replies).
+var impossibleOnWAN6 = []struct {
+	net  netip.Prefix
+	what string
+}{
+	{netip.MustParsePrefix("::/128"), "the unspecified address"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("::ffff:0:0/96"), "IPv4-mapped"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	{ula6, "unique local (RFC 4193): a site's own, never the internet's"},
+}
+
+// RFC 4890 section 4.4: the ICMPv6 errors every IPv6 node must get
+// (packet-too-big above all: without it path MTU discovery breaks),
+// whether or not conntrack relates them to a connection.
+var icmpv6Errors = []string{"destination-unreachable", "packet-too-big", "time-exceeded", "parameter-problem"}
+
+// AddIPv6 puts the v6 policy into rs, a ruleset Build made with the same
+// wan and lan: each chain's rules go before its last (the counted
+// catch-all drop), so the v4 rules stay as they are. The policy mirrors
+// the v4 one:
+//
+// antispoof: on the WAN, sources from the LAN's prefixes or impossible
+// (impossibleOnWAN6) are dropped and counted, and so is any source the
+// router would not route back out of the WAN (fib): the reverse-path
+// filter IPv6 has no sysctl for.
+//
+// input: neighbour discovery (router and neighbour advertisements,
+// neighbour solicitations) from the link only (hop limit 255), ICMPv6
+// errors, pings under the same limit as v4's, and DHCPv6 replies from
+// the ISP's link-local address to the client's port. Established
+// replies pass the existing rule; all else is dropped as before.
+//
+// forward: ICMPv6 errors both ways; from the LAN out of the WAN only its
+// global prefixes (a ULA or link-local source, or a ULA destination,
+// never leaves: dropped and counted); the WAN's replies pass the
+// existing established rule. No NAT66: a v6 port forward will be an
+// accept to a host and port, not a translation.
+func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
+	if err := checkIfName("WAN", wan); err != nil {
+		return err
+	}
+	for _, p := range v.LANPrefixes {
+		if !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() < 1 {
+			return fmt.Errorf("firewall: LAN prefix %v: want an IPv6 prefix", p)
+		}
+		if linkLocal6.Overlaps(p) || p.Addr().IsMulticast() {
+			return fmt.Errorf("firewall: LAN prefix %v: link-local or multicast", p)
+		}
+	}
+	if len(v.LANPrefixes) > 0 && lan == "" {
+		return errors.New("firewall: LAN prefixes without a LAN interface")
+	}
+	chains := map[string]*Chain{}
+	for i := range rs.Chains {
+		chains[rs.Chains[i].Name] = &rs.Chains[i]
+	}
+
+	var spoof []Rule
+	drop := func(src netip.Prefix, why string) {
+		spoof = append(spoof, Rule{IIf: wan, IPv6: true, SAddr: src, Counter: CounterSpoofDrop, Verdict: "drop", Comment: why})
+	}
+	for _, p := range v.LANPrefixes {
+		drop(p.Masked(), "the LAN's prefix never comes from the WAN")
+	}
+	for _, b := range impossibleOnWAN6 {
+		drop(b.net, "impossible source: "+b.what)
+	}
+	spoof = append(spoof, Rule{IIf: wan, IPv6: true, FibNoRoute: true, Counter: CounterSpoofDrop, Verdict: "drop",
+		Comment: "reverse-path filter: no route back to the source out of the WAN"})
+
+	var input []Rule
+	for _, t := range []string{"nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert"} {
+		input = append(input, Rule{IIf: wan, IPv6: true, HopLimit255: true, Proto: "icmpv6", ICMPType: t, Verdict: "accept",
+			Comment: "neighbour discovery on the WAN's link (RFC 4890 4.4.1): hop limit 255, never routed"})
+	}
+	for _, t := range icmpv6Errors {
+		input = append(input, Rule{IIf: wan, IPv6: true, Proto: "icmpv6", ICMPType: t, Verdict: "accept",
+			Comment: "ICMPv6 errors (RFC 4890 4.4.1): path MTU discovery and failures must get through"})
+	}
+	ping := Rule{IIf: wan, IPv6: true, Proto: "icmpv6", ICMPType: "echo-request"}
+	flood := ping
+	flood.Limit = &Limit{Rate: PingRate, Burst: PingBurst, Over: true}
+	flood.Counter, flood.Verdict, flood.Comment = CounterInputDrop, "drop", "v6 pings over the rate limit"
+	ping.Verdict, ping.Comment = "accept", "answer v6 pings (under the limit above)"
+	input = append(input, flood, ping,
+		Rule{IIf: wan, IPv6: true, SAddr: linkLocal6, Proto: "udp", SPort: 547, DPort: 546, Verdict: "accept",
+			Comment: "DHCPv6 replies to the WAN's client, from the ISP's link-local address"})
+
+	var forward []Rule
+	if lan != "" {
+		for _, t := range icmpv6Errors {
+			forward = append(forward,
+				Rule{IIf: wan, OIf: lan, IPv6: true, Proto: "icmpv6", ICMPType: t, Verdict: "accept", Comment: "ICMPv6 errors into the LAN (RFC 4890 4.3.1)"},
+				Rule{IIf: lan, OIf: wan, IPv6: true, Proto: "icmpv6", ICMPType: t, Verdict: "accept", Comment: "ICMPv6 errors out of the LAN (RFC 4890 4.3.1)"})
+		}
+		for _, f := range []struct {
+			src, dst netip.Prefix
+			why      string
+		}{
+			{ula6, netip.Prefix{}, "a ULA source never leaves the site"},
+			{linkLocal6, netip.Prefix{}, "a link-local source never leaves its link"},
+			{netip.Prefix{}, ula6, "no ULA destination out of the WAN"},
+		} {
+			forward = append(forward, Rule{IIf: lan, OIf: wan, IPv6: true, SAddr: f.src, DAddr: f.dst,
+				Counter: CounterForwardDrop, Verdict: "drop", Comment: f.why})
+		}
+		for _, p := range v.LANPrefixes {
+			if ula6.Overlaps(p) {
+				continue
+			}
+			forward = append(forward, Rule{IIf: lan, OIf: wan, IPv6: true, SAddr: p.Masked(), Verdict: "accept",
+				Comment: "the LAN goes out over v6, from its global prefix only"})
+		}
+	}
+
+	for _, add := range []struct {
+		chain string
+		rules []Rule
+	}{{"antispoof", spoof}, {"input", input}, {"forward", forward}} {
+		ch := chains[add.chain]
+		if ch == nil {
+			return fmt.Errorf("firewall: the ruleset has no %s chain", add.chain)
+		}
+		if len(add.rules) == 0 {
+			continue
+		}
+		if add.chain == "antispoof" {
+			// Its policy is accept: the drops go at the end.
+			ch.Rules = append(ch.Rules, add.rules...)
+			continue
+		}
+		last := len(ch.Rules) - 1
+		if last < 0 || ch.Rules[last].Verdict != "drop" || ch.Rules[last].Counter == "" {
+			return fmt.Errorf("firewall: chain %s does not end in its counted drop", add.chain)
+		}
+		rules := append(append(append([]Rule(nil), ch.Rules[:last]...), add.rules...), ch.Rules[last])
+		ch.Rules = rules
+	}
+	return rs.check()
+}

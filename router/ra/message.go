@@ -1,0 +1,207 @@
+// Package ra is the LAN's IPv6 router advertisement sender (RFC 4861
+// section 6.2): periodic and solicited advertisements carrying the LAN's
+// prefixes for SLAAC, its resolvers and search domains (RFC 8106), its
+// MTU and the router lifetime, and a prefix that was replaced announced
+// with preferred lifetime 0 so hosts stop using it at once (RFC 7084
+// L-13, RFC 9096). Router advertisements from anyone else on the LAN are
+// ignored and counted: the router is the LAN's router.
+//
+// It is board-side code: it imports no host package.
+package ra
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// ICMPv6 types (RFC 4861 section 4) and option types (RFC 4861, 8106).
+const (
+	typeRS = 133
+	typeRA = 134
+
+	optSourceLL = 1
+	optPrefix   = 3
+	optMTU      = 5
+	optRDNSS    = 25
+	optDNSSL    = 31
+)
+
+// Advert is what one router advertisement says.
+type Advert struct {
+	// Managed and Other are the M and O flags: addresses, or other
+	// configuration only, from DHCPv6.
+	Managed, Other bool
+	// RouterLifetime is how long hosts use the router as a default
+	// route; 0 when the router has no IPv6 upstream (it still gives
+	// out its ULA prefix).
+	RouterLifetime time.Duration
+	// MTU is the link MTU announced; 0 for none.
+	MTU int
+	// SourceMAC is the interface's link-layer address (source
+	// link-layer address option); nil for none.
+	SourceMAC net.HardwareAddr
+	Prefixes  []Prefix
+	// RDNSS and DNSSL are the resolvers and search domains, valid for
+	// DNSLifetime.
+	RDNSS       []netip.Addr
+	DNSSL       []string
+	DNSLifetime time.Duration
+}
+
+// Prefix is one prefix information option: on-link, and autonomous
+// (hosts make their SLAAC address in it) unless NoSLAAC.
+type Prefix struct {
+	Prefix             netip.Prefix
+	Valid, Preferred   time.Duration
+	NoSLAAC, NotOnLink bool
+}
+
+// seconds is d in whole seconds for a 32-bit lifetime field, capped at
+// the field's infinity (0xffffffff), never negative.
+func seconds(d time.Duration) uint32 {
+	s := d / time.Second
+	switch {
+	case s <= 0:
+		return 0
+	case s >= 0xffffffff:
+		return 0xffffffff
+	}
+	return uint32(s)
+}
+
+// Marshal is the advertisement as an ICMPv6 message with the checksum
+// left 0: the kernel fills it in for ICMPv6 raw sockets.
+func (a Advert) Marshal() ([]byte, error) {
+	b := make([]byte, 16, 256)
+	b[0] = typeRA
+	b[4] = 64 // current hop limit hosts should use
+	if a.Managed {
+		b[5] |= 0x80
+	}
+	if a.Other {
+		b[5] |= 0x40
+	}
+	rl := a.RouterLifetime / time.Second
+	if rl > 9000 { // RFC 4861 section 6.2.1: at most 9000 s
+		rl = 9000
+	}
+	binary.BigEndian.PutUint16(b[6:], uint16(rl))
+	// Reachable time and retransmit timer: 0, unspecified.
+	if len(a.SourceMAC) > 0 {
+		n := (2 + len(a.SourceMAC) + 7) / 8
+		o := make([]byte, n*8)
+		o[0], o[1] = optSourceLL, byte(n)
+		copy(o[2:], a.SourceMAC)
+		b = append(b, o...)
+	}
+	if a.MTU > 0 {
+		o := make([]byte, 8)
+		o[0], o[1] = optMTU, 1
+		binary.BigEndian.PutUint32(o[4:], uint32(a.MTU))
+		b = append(b, o...)
+	}
+	for _, p := range a.Prefixes {
+		if !p.Prefix.Addr().Is6() || p.Prefix.Addr().Is4In6() {
+			return nil, fmt.Errorf("ra: %s is no IPv6 prefix", p.Prefix)
+		}
+		o := make([]byte, 32)
+		o[0], o[1], o[2] = optPrefix, 4, byte(p.Prefix.Bits())
+		if !p.NotOnLink {
+			o[3] |= 0x80
+		}
+		if !p.NoSLAAC {
+			o[3] |= 0x40
+		}
+		pref := p.Preferred
+		if pref > p.Valid {
+			pref = p.Valid // RFC 4862 section 5.5.3 c: hosts drop it otherwise
+		}
+		binary.BigEndian.PutUint32(o[4:], seconds(p.Valid))
+		binary.BigEndian.PutUint32(o[8:], seconds(pref))
+		a16 := p.Prefix.Masked().Addr().As16()
+		copy(o[16:], a16[:])
+		b = append(b, o...)
+	}
+	if len(a.RDNSS) > 0 {
+		o := make([]byte, 8, 8+16*len(a.RDNSS))
+		o[0], o[1] = optRDNSS, byte(1+2*len(a.RDNSS))
+		binary.BigEndian.PutUint32(o[4:], seconds(a.DNSLifetime))
+		for _, r := range a.RDNSS {
+			if !r.Is6() || r.Is4In6() {
+				return nil, fmt.Errorf("ra: RDNSS %s is no IPv6 address", r)
+			}
+			a16 := r.As16()
+			o = append(o, a16[:]...)
+		}
+		b = append(b, o...)
+	}
+	if len(a.DNSSL) > 0 {
+		o := make([]byte, 8)
+		o[0] = optDNSSL
+		binary.BigEndian.PutUint32(o[4:], seconds(a.DNSLifetime))
+		for _, d := range a.DNSSL {
+			wire, err := domainWire(d)
+			if err != nil {
+				return nil, err
+			}
+			o = append(o, wire...)
+		}
+		for len(o)%8 != 0 {
+			o = append(o, 0)
+		}
+		if len(o)/8 > 255 {
+			return nil, errors.New("ra: the search domains do not fit one DNSSL option")
+		}
+		o[1] = byte(len(o) / 8)
+		b = append(b, o...)
+	}
+	return b, nil
+}
+
+// domainWire is d in DNS wire form (RFC 1035 section 3.1), as DNSSL
+// carries it (no compression).
+func domainWire(d string) ([]byte, error) {
+	d = strings.TrimSuffix(d, ".")
+	var w []byte
+	for _, l := range strings.Split(d, ".") {
+		if l == "" || len(l) > 63 {
+			return nil, fmt.Errorf("ra: search domain %q: empty label or one over 63 bytes", d)
+		}
+		w = append(w, byte(len(l)))
+		w = append(w, l...)
+	}
+	return append(w, 0), nil
+}
+
+// checkRS says whether an ICMPv6 message is a valid router
+// solicitation (RFC 4861 section 6.1.1) from src received with hopLimit:
+// hop limit 255 (it came from this link), code 0, 8 bytes or more, every
+// option of non-zero length, and no source link-layer address option
+// when the source is unspecified.
+func checkRS(m []byte, src netip.Addr, hopLimit int) error {
+	switch {
+	case len(m) < 8:
+		return errors.New("shorter than 8 bytes")
+	case m[0] != typeRS:
+		return fmt.Errorf("type %d, not a router solicitation", m[0])
+	case m[1] != 0:
+		return fmt.Errorf("code %d, not 0", m[1])
+	case hopLimit != 255:
+		return fmt.Errorf("hop limit %d, not 255: not from this link", hopLimit)
+	}
+	for o := m[8:]; len(o) > 0; {
+		if len(o) < 2 || o[1] == 0 || int(o[1])*8 > len(o) {
+			return errors.New("an option of bad length")
+		}
+		if o[0] == optSourceLL && src.IsUnspecified() {
+			return errors.New("a link-layer address option from the unspecified address")
+		}
+		o = o[int(o[1])*8:]
+	}
+	return nil
+}

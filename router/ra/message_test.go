@@ -1,0 +1,164 @@
+package ra
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// options splits an advertisement's options by type.
+func options(t *testing.T, m []byte) map[byte][][]byte {
+	t.Helper()
+	out := map[byte][][]byte{}
+	for o := m[16:]; len(o) > 0; {
+		if len(o) < 8 || o[1] == 0 || int(o[1])*8 > len(o) {
+			t.Fatalf("bad option at %x", o)
+		}
+		out[o[0]] = append(out[o[0]], o[:int(o[1])*8])
+		o = o[int(o[1])*8:]
+	}
+	return out
+}
+
+// TestRouterAdvertMarshal: each field lands where RFC 4861 and 8106 put
+// it.
+func TestRouterAdvertMarshal(t *testing.T) {
+	a := Advert{
+		Managed: true, RouterLifetime: 3 * time.Hour, MTU: 1400,
+		SourceMAC: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56},
+		Prefixes: []Prefix{
+			{Prefix: netip.MustParsePrefix("2001:db8:1:10::1/64"), Valid: ValidLimit, Preferred: PreferredLimit},
+			{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: time.Hour, Preferred: 2 * time.Hour, NoSLAAC: true},
+		},
+		RDNSS:       []netip.Addr{netip.MustParseAddr("2001:db8:1:10::1"), netip.MustParseAddr("fd12:3456:789a::1")},
+		DNSSL:       []string{"home.example", "lan."},
+		DNSLifetime: 1800 * time.Second,
+	}
+	m, err := a.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m[0] != 134 || m[1] != 0 || m[5] != 0x80 || m[4] != 64 {
+		t.Errorf("header % x", m[:8])
+	}
+	if rl := binary.BigEndian.Uint16(m[6:]); rl != 9000 {
+		t.Errorf("router lifetime %d, want 9000 (the cap)", rl)
+	}
+	o := options(t, m)
+	if sl := o[optSourceLL]; len(sl) != 1 || !bytes.Equal(sl[0][2:8], a.SourceMAC) {
+		t.Errorf("source link-layer option %x", sl)
+	}
+	if mtu := o[optMTU]; len(mtu) != 1 || binary.BigEndian.Uint32(mtu[0][4:]) != 1400 {
+		t.Errorf("MTU option %x", mtu)
+	}
+	pi := o[optPrefix]
+	if len(pi) != 2 {
+		t.Fatalf("%d prefix options", len(pi))
+	}
+	for i, want := range []struct {
+		flags       byte
+		valid, pref uint32
+		prefix      string
+	}{{0xc0, 5400, 2700, "2001:db8:1:10::"}, {0x80, 3600, 3600, "fd12:3456:789a::"}} {
+		p := pi[i]
+		got, _ := netip.AddrFromSlice(p[16:32])
+		if p[2] != 64 || p[3] != want.flags || binary.BigEndian.Uint32(p[4:]) != want.valid || binary.BigEndian.Uint32(p[8:]) != want.pref || got.String() != want.prefix {
+			t.Errorf("prefix %d: len %d flags %#x valid %d preferred %d %s; want %+v", i, p[2], p[3], binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:]), got, want)
+		}
+	}
+	r := o[optRDNSS]
+	if len(r) != 1 || r[0][1] != 5 || binary.BigEndian.Uint32(r[0][4:]) != 1800 {
+		t.Fatalf("RDNSS option %x", r)
+	}
+	if got, _ := netip.AddrFromSlice(r[0][24:40]); got.String() != "fd12:3456:789a::1" {
+		t.Errorf("second resolver %s", got)
+	}
+	d := o[optDNSSL]
+	want := "\x04home\x07example\x00\x03lan\x00"
+	if len(d) != 1 || len(d[0])%8 != 0 || !strings.HasPrefix(string(d[0][8:]), want) || strings.Trim(string(d[0][8+len(want):]), "\x00") != "" {
+		t.Errorf("DNSSL option %q", d)
+	}
+	for _, bad := range []Advert{
+		{DNSSL: []string{"a..b"}},
+		{RDNSS: []netip.Addr{netip.MustParseAddr("192.0.2.1")}},
+		{Prefixes: []Prefix{{Prefix: netip.MustParsePrefix("192.0.2.0/24")}}},
+		{DNSSL: []string{strings.Repeat("x", 64) + ".lan"}},
+	} {
+		if _, err := bad.Marshal(); err == nil {
+			t.Errorf("Marshal(%+v) took it", bad)
+		}
+	}
+}
+
+// TestRouterAdvertCheckRS: RFC 4861 section 6.1.1's checks of a
+// solicitation.
+func TestRouterAdvertCheckRS(t *testing.T) {
+	ll := netip.MustParseAddr("fe80::1")
+	sllao := []byte{1, 1, 0x52, 0x54, 0, 1, 2, 3}
+	rs := func(code byte, opts ...byte) []byte { return append([]byte{133, code, 0, 0, 0, 0, 0, 0}, opts...) }
+	for _, tc := range []struct {
+		name string
+		m    []byte
+		src  netip.Addr
+		hop  int
+		want string // "" for valid
+	}{
+		{"plain", rs(0), ll, 255, ""},
+		{"with its address", rs(0, sllao...), ll, 255, ""},
+		{"from :: without address", rs(0), netip.IPv6Unspecified(), 255, ""},
+		{"routed", rs(0), ll, 64, "hop limit 64"},
+		{"code", rs(1), ll, 255, "code 1"},
+		{"short", rs(0)[:6], ll, 255, "shorter"},
+		{"zero-length option", rs(0, 1, 0, 0, 0, 0, 0, 0, 0), ll, 255, "bad length"},
+		{"option past the end", rs(0, 1, 2, 0, 0, 0, 0, 0, 0), ll, 255, "bad length"},
+		{"from :: with address", rs(0, sllao...), netip.IPv6Unspecified(), 255, "unspecified"},
+		{"an advert", append([]byte{134}, rs(0)[1:]...), ll, 255, "type 134"},
+	} {
+		err := checkRS(tc.m, tc.src, tc.hop)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestRouterAdvertDeprecate: a prefix taken out by Update is announced
+// with preferred lifetime 0 and its valid lifetime counting down, then
+// dropped; one that comes back is announced normally again.
+func TestRouterAdvertDeprecate(t *testing.T) {
+	old := Prefix{Prefix: netip.MustParsePrefix("2001:db8:1:10::/64"), Valid: ValidLimit, Preferred: PreferredLimit}
+	nw := Prefix{Prefix: netip.MustParsePrefix("2001:db8:2:20::/64"), Valid: ValidLimit, Preferred: PreferredLimit}
+	s, err := New(Config{Interface: "lan"}, Advert{Prefixes: []Prefix{old}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(Advert{Prefixes: []Prefix{nw}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	a := s.current(now.Add(10*time.Second), nil)
+	if len(a.Prefixes) != 2 || a.Prefixes[0] != nw || a.Prefixes[1].Prefix != old.Prefix || a.Prefixes[1].Preferred != 0 ||
+		a.Prefixes[1].Valid > ValidLimit-10*time.Second || a.Prefixes[1].Valid < ValidLimit-12*time.Second {
+		t.Errorf("after the change: %+v", a.Prefixes)
+	}
+	if st := s.Stats(); st.Deprecating != 1 {
+		t.Errorf("Deprecating %d", st.Deprecating)
+	}
+	if a := s.current(now.Add(ValidLimit+time.Second), nil); len(a.Prefixes) != 1 || a.Prefixes[0] != nw {
+		t.Errorf("after the old one ran out: %+v", a.Prefixes)
+	}
+	// Back and forth: the prefix back in use is not deprecated too.
+	s.Update(Advert{Prefixes: []Prefix{old}})
+	s.Update(Advert{Prefixes: []Prefix{nw}})
+	s.Update(Advert{Prefixes: []Prefix{old}})
+	a = s.current(time.Now(), nil)
+	if len(a.Prefixes) != 2 || a.Prefixes[0] != old || a.Prefixes[1].Prefix != nw.Prefix || a.Prefixes[1].Preferred != 0 {
+		t.Errorf("back and forth: %+v", a.Prefixes)
+	}
+	if _, err := New(Config{Interface: "lan", MaxInterval: time.Second}, Advert{}); err == nil {
+		t.Error("a 1 s interval taken")
+	}
+}
