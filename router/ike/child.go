@@ -307,6 +307,9 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 		if old.replaced || (old.rekeying && sa.initiator && !e.rfcCollisions) {
 			return temp, nil
 		}
+		if e.refuseChildRekeys {
+			return []Payload{&Notify{Notify: NO_PROPOSAL_CHOSEN}}, nil
+		}
 	}
 	if len(sa.children) >= e.cfg.MaxChildSAs {
 		// Bounded per IKE SA: a peer cannot make the kernel hold SAs

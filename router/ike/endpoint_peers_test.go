@@ -1,0 +1,334 @@
+package ike
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue 28 points 1, 2 and 4: the peers people have (charon's default
+// ESP proposals, Libreswan's restarts and reauthentication) keep a tunnel.
+
+func shortChild(c *Config) { c.Peers[0].ChildLifetime, c.Peers[0].Margin = 10*time.Minute, time.Minute }
+
+// TestEndpointChildRekeyPeerWithoutPFS: A asks for PFS (a DH group in its
+// ESP proposals), B is charon with esp_proposals = default (none). Before
+// issue 28 A refused B's rekey without KE, and B refused A's with KE while
+// A retried every 5 s until the hard lifetime ended the tunnel.
+func TestEndpointChildRekeyPeerWithoutPFS(t *testing.T) {
+	pfs := func(a, b *Config) { a.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, ECP256) }
+	t.Run("peer-rekeys-without-KE", func(t *testing.T) {
+		p := testChildRekey(t, func(a, b *Config) { pfs(a, b); shortChild(b) })
+		replacesOut(t, p.a.sink, p.b.sink)
+	})
+	t.Run("our-PFS-rekey-refused", func(t *testing.T) {
+		p := testChildRekey(t, func(a, b *Config) { pfs(a, b); shortChild(a) })
+		replacesOut(t, p.b.sink, p.a.sink)
+		refused := 0
+		for _, l := range p.logs {
+			if strings.Contains(l, "the peer refused PFS") {
+				refused++
+			}
+		}
+		if refused != 1 {
+			t.Errorf("A fell back from PFS %d times, want once", refused)
+		}
+	})
+	t.Run("peer-that-offered-PFS-drops-it", func(t *testing.T) {
+		// B rekeyed with a group once, then rekeys without KE: refused,
+		// the peer does not get to drop PFS it offered.
+		p := newPair(t, func(a, b *Config) {
+			a.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, ECP256)
+			b.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, ECP256)
+		})
+		p.mustComeUp()
+		for _, noPFS := range []bool{false, true} {
+			oa, _ := p.checkChildren()
+			p.b.ep.mu.Lock()
+			for _, sa := range p.b.ep.sas {
+				sa.noPFS = noPFS
+			}
+			p.b.ep.mu.Unlock()
+			if err := p.b.ep.RekeyChild("a"); err != nil {
+				t.Fatal(err)
+			}
+			p.run(time.Second, func() bool { return false })
+			if na, _ := p.checkChildren(); (na.InSPI != oa.InSPI) == noPFS {
+				t.Errorf("rekey without PFS %v: CHILD SA replaced %v", noPFS, na.InSPI != oa.InSPI)
+			}
+		}
+	})
+}
+
+// TestEndpointChildRekeyRefusedFallsBack: B refuses every rekey of the
+// CHILD SA. A tries again with a growing pause, says why in its status,
+// and makes a fresh CHILD SA before the old one's hard lifetime ends,
+// then deletes the old one: one pair of CHILD SAs all along.
+func TestEndpointChildRekeyRefusedFallsBack(t *testing.T) {
+	p := newPair(t, func(a, b *Config) { shortChild(a) })
+	p.b.ep.refuseChildRekeys = true
+	p.mustComeUp()
+	oa, _ := p.checkChildren()
+	created := p.clock.t
+	var why string
+	ok := p.run(11*time.Minute, func() bool {
+		if e := p.a.ep.Status()[0].LastError; strings.Contains(e, "rekey failed") {
+			why = e
+		}
+		la := p.a.sink.live()
+		return len(la) == 1 && la[0].InSPI != oa.InSPI && len(p.b.sink.live()) == 1
+	})
+	if !ok {
+		t.Fatalf("no new CHILD SA: A live %d installed %d, status %+v", len(p.a.sink.live()), len(p.a.sink.installed), p.a.ep.Status())
+	}
+	if end := created.Add(10 * time.Minute); p.clock.t.After(end) {
+		t.Errorf("the new CHILD SA came %v after the old one's hard lifetime", p.clock.t.Sub(end))
+	}
+	if !strings.Contains(why, "NO_PROPOSAL_CHOSEN") {
+		t.Errorf("A's status never said why the rekey failed: %q", why)
+	}
+	p.checkChildren()
+	tries := p.net.count(CREATE_CHILD_SA, false, aIP)
+	// Rekeys 5, 10, 20 s apart in the minute before the lifetime ends,
+	// then the fresh CHILD SA: not one every 5 s.
+	if tries < 3 || tries > 6 {
+		t.Errorf("A sent %d CREATE_CHILD_SA requests: want a few, backing off", tries)
+	}
+	if len(established(p.a)) != 1 || len(established(p.b)) != 1 {
+		t.Error("the IKE SA did not survive")
+	}
+}
+
+// TestEndpointChildDeletedByPeer: B deletes the CHILD SA (swanctl
+// --terminate --child); A, whose tunnel initiates, makes a new one with
+// CREATE_CHILD_SA within seconds, on the same IKE SA. Before issue 28 A
+// sat at zero CHILD SAs with no error.
+func TestEndpointChildDeletedByPeer(t *testing.T) {
+	p := newPair(t, nil)
+	p.mustComeUp()
+	oa, _ := p.checkChildren()
+	spi := established(p.a)[0].SPIi
+	p.b.ep.mu.Lock()
+	for _, sa := range p.b.ep.sas {
+		for _, c := range sa.children {
+			p.b.ep.deleteChild(sa, c)
+		}
+	}
+	p.b.ep.mu.Unlock()
+	p.net.flush()
+	if len(p.a.sink.live()) != 0 {
+		t.Fatal("A kept the CHILD SA the peer deleted")
+	}
+	if e := p.a.ep.Status()[0].LastError; !strings.Contains(e, "the peer deleted the CHILD SA") {
+		t.Errorf("A's status while without a CHILD SA: %q", e)
+	}
+	if !p.run(5*time.Second, p.up) {
+		t.Fatalf("no new CHILD SA within 5 s: A %+v", p.a.ep.Status())
+	}
+	na, _ := p.checkChildren()
+	if na.InSPI == oa.InSPI || established(p.a)[0].SPIi != spi {
+		t.Error("the CHILD SA is the old one, or on another IKE SA")
+	}
+	if e := p.a.ep.Status()[0].LastError; e != "" {
+		t.Errorf("A's status with the new CHILD SA: %q", e)
+	}
+}
+
+// lowestNonce is the lower of an IKE SA's nonces, which decides
+// duplicates made at once (dedupe).
+func lowestNonce(sa *ikeSA) []byte {
+	if bytes.Compare(sa.ni, sa.nr) < 0 {
+		return sa.ni
+	}
+	return sa.nr
+}
+
+// TestEndpointPeerRestartWithoutInitialContact: A restarts and comes back
+// without INITIAL_CONTACT (Libreswan's default). B keeps the new IKE SA
+// even when it loses the nonce tie-break, and the old one, whose peer has
+// forgotten it, is gone within 30 s: one IKE SA, one pair of CHILD SAs, no
+// error. Before issue 28 B kept the stale SA and deleted the live one.
+// The runs go on until the new SA has lost the tie-break in one.
+func TestEndpointPeerRestartWithoutInitialContact(t *testing.T) {
+	lost := false
+	for i := 0; i < 32 && !lost; i++ {
+		p := newPair(t, nil)
+		p.mustComeUp()
+		var old *ikeSA
+		for _, sa := range p.b.ep.sas {
+			old = sa
+		}
+		p.a = p.makeSide(p.a.cfg, aAddr)
+		p.a.ep.peers[0].contacted = true // no INITIAL_CONTACT
+		ok := p.run(30*time.Second, func() bool { return p.up() && len(p.b.ep.Status()[0].SAs) == 1 })
+		if !ok {
+			t.Fatalf("run %d: B after A's restart: %+v", i, p.b.ep.Status())
+		}
+		var cur *ikeSA
+		for _, sa := range p.b.ep.sas {
+			cur = sa
+		}
+		if cur == old {
+			t.Fatalf("run %d: B kept the stale IKE SA", i)
+		}
+		p.checkChildren()
+		if e := p.b.ep.Status()[0].LastError; e != "" {
+			t.Errorf("run %d: B's status: %q", i, e)
+		}
+		lost = bytes.Compare(lowestNonce(cur), lowestNonce(old)) < 0
+	}
+	if !lost {
+		t.Error("in 32 runs the new IKE SA never lost the tie-break")
+	}
+}
+
+// reauth has B, the peer, reauthenticate (RFC 7296 2.8.3) as charon with
+// make_before_break does: a new IKE SA with its CHILD SA, then the delete
+// of the old one; with childless, as Libreswan: a childless IKE_AUTH,
+// then CREATE_CHILD_SA, then the delete. A is the responder. A must end
+// with the new IKE SA alone and never show the tunnel down.
+func reauth(t *testing.T, childless bool) (lost bool) {
+	p := newPair(t, func(a, b *Config) { a.Peers[0].Initiate, b.Peers[0].Initiate = false, true })
+	p.b.ep.keepDuplicates = true
+	if !p.run(10*time.Second, p.up) {
+		t.Fatalf("no IKE SA: %+v", p.a.ep.Status())
+	}
+	var old, oldA *ikeSA
+	for _, sa := range p.b.ep.sas {
+		old = sa
+	}
+	for _, sa := range p.a.ep.sas {
+		oldA = sa
+	}
+	if childless {
+		// The IKE_AUTH's CHILD SA payloads go; B, answered childless,
+		// asks for its CHILD SA by CREATE_CHILD_SA.
+		p.net.filter = stripChildFromAuth(t, p)
+	}
+	p.b.ep.mu.Lock()
+	p.b.ep.initiate(p.b.ep.peers[0])
+	p.b.ep.mu.Unlock()
+	var newB *ikeSA
+	deleted := false
+	down := ""
+	for end := p.clock.t.Add(40 * time.Second); p.clock.t.Before(end); p.step(100 * time.Millisecond) {
+		p.b.ep.mu.Lock()
+		for _, sa := range p.b.ep.sas {
+			if sa != old && sa.state == stateEstablished {
+				newB = sa
+			}
+		}
+		if newB != nil && len(newB.children) > 0 && !deleted {
+			deleted = true
+			p.b.ep.deleteSA(old)
+		}
+		p.b.ep.mu.Unlock()
+		if st := p.a.ep.Status()[0]; deleted || newB != nil {
+			if s := stateOf(st); s != "up" && down == "" {
+				down = s
+			}
+		}
+		if deleted && len(p.a.ep.Status()[0].SAs) == 1 && p.up() {
+			break
+		}
+	}
+	if childless {
+		seen := false
+		for _, l := range p.logs {
+			seen = seen || strings.Contains(l, "childless IKE_AUTH: the CHILD SA comes by CREATE_CHILD_SA")
+		}
+		if !seen {
+			t.Fatal("the reauthentication's IKE_AUTH was not childless")
+		}
+	}
+	if down != "" {
+		t.Errorf("A showed the tunnel %q during the reauthentication", down)
+	}
+	st := p.a.ep.Status()[0]
+	if len(st.SAs) != 1 || !p.up() || st.LastError != "" {
+		t.Fatalf("A after the reauthentication: %+v", st)
+	}
+	p.checkChildren()
+	var cur *ikeSA
+	for _, sa := range p.a.ep.sas {
+		cur = sa
+	}
+	if cur == oldA {
+		t.Fatal("A kept the old IKE SA")
+	}
+	return bytes.Compare(lowestNonce(cur), lowestNonce(oldA)) < 0
+}
+
+// stateOf is router's ikeState: what `ocf net` shows for the tunnel.
+func stateOf(ps PeerStatus) string {
+	for _, sa := range ps.SAs {
+		if sa.State == "established" && len(sa.Children) > 0 {
+			return "up"
+		}
+	}
+	if ps.LastError != "" {
+		return "down: " + ps.LastError
+	}
+	return "connecting"
+}
+
+// stripChildFromAuth makes B's IKE_AUTH requests childless (RFC 6023) by
+// rebuilding them without SA, TSi and TSr.
+func stripChildFromAuth(t *testing.T, p *pair) func(packet) int {
+	made := map[string]bool{}
+	return func(pk packet) int {
+		h, ok := ikeOf(pk)
+		if !ok || made[string(pk.data)] || h.Exchange != IKE_AUTH || h.Response() || pk.from.Addr() != bIP {
+			return 1
+		}
+		bsa, asa := p.b.ep.sas[h.SPIi], p.a.ep.sas[h.SPIr]
+		if bsa == nil || asa == nil || asa.in == nil {
+			return 1
+		}
+		m, err := Decode(pk.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := asa.in.Open(pk.data, m)
+		if err != nil {
+			return 1
+		}
+		var keep []Payload
+		for _, pl := range ps {
+			if !hasChildPayloads([]Payload{pl}) {
+				keep = append(keep, pl)
+			}
+		}
+		pkt, err := bsa.out.Seal(m.Header, nil, keep, p.b.ep.cfg.Rand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		made[string(pkt)] = true
+		p.net.queue = append(p.net.queue, packet{from: pk.from, to: pk.to, data: pkt})
+		return 0
+	}
+}
+
+// TestEndpointReauthByPeer: the peer reauthenticates, make-before-break
+// and childless, against A as responder; the runs go on until the new
+// IKE SA has lost the nonce tie-break, where before issue 28 A kept the
+// old SA, then lost it to the peer's delete: "down: deleted by the peer"
+// while the new SA and its CHILD SA were up (the responder-state race).
+func TestEndpointReauthByPeer(t *testing.T) {
+	for _, childless := range []bool{false, true} {
+		name := "make-before-break"
+		if childless {
+			name = "childless"
+		}
+		t.Run(name, func(t *testing.T) {
+			lost := false
+			for i := 0; i < 32 && !lost && !t.Failed(); i++ {
+				lost = reauth(t, childless)
+			}
+			if !lost {
+				t.Error("in 32 runs the new IKE SA never lost the tie-break")
+			}
+		})
+	}
+}
