@@ -206,6 +206,7 @@ func reauth(t *testing.T, childless bool) (lost bool) {
 		// asks for its CHILD SA by CREATE_CHILD_SA.
 		p.net.filter = stripChildFromAuth(t, p)
 	}
+	p.step(time.Second) // later than the first SA, as a reauthentication is
 	p.b.ep.mu.Lock()
 	p.b.ep.initiate(p.b.ep.peers[0])
 	p.b.ep.mu.Unlock()
