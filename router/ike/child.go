@@ -59,6 +59,31 @@ func offersGroupAny(ps []Proposal) bool {
 	return false
 }
 
+// listsDH reports a DH transform, NONE too, in ps.
+func listsDH(ps []Proposal) bool {
+	for _, p := range ps {
+		if hasType(p, TransformDH) {
+			return true
+		}
+	}
+	return false
+}
+
+// withPFS adds the groups we implement to proposals that list none,
+// first the peer's KE group when it is one of them.
+func withPFS(ps []Proposal, peers DHGroup) []Proposal {
+	groups := []DHGroup{Curve25519, ECP256, MODP2048}
+	if peers.PublicLen() > 0 {
+		groups = append([]DHGroup{peers}, groups...)
+	}
+	for i := range ps {
+		for _, g := range groups {
+			ps[i].Transforms = append(ps[i].Transforms, T(TransformDH, uint16(g), 0))
+		}
+	}
+	return ps
+}
+
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // fillChild completes a CHILD SA from its suite and KEYMAT. weInitiated
@@ -224,6 +249,16 @@ func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bo
 		// get to drop it.
 		if chosen, err = Choose(offer(p.cfg.Child, ProtoESP, nil, true), withoutDH(theirs)); err == nil {
 			e.logf("ike %s: CHILD SA without PFS: the peer offers no Diffie-Hellman group", p.cfg.Name)
+		}
+	}
+	if ke, hasKE := first[*KE](ps); err != nil && !inAuth && hasKE && !listsDH(p.cfg.Child) {
+		// Our tunnel asks for no PFS and the peer's rekey brings it
+		// (Libreswan's default pfs=yes): taken in a group we implement,
+		// the peer's own first, rather than refused, which would leave
+		// the CHILD SA to its hard lifetime. Only a list that says
+		// NONE outright refuses it.
+		if chosen, err = Choose(withPFS(offer(p.cfg.Child, ProtoESP, nil, false), ke.Group), theirs); err == nil {
+			e.logf("ike %s: CHILD SA with the peer's PFS: ours asks for none", p.cfg.Name)
 		}
 	}
 	if err != nil {

@@ -23,7 +23,13 @@ func TestEndpointChildRekeyPeerWithoutPFS(t *testing.T) {
 		replacesOut(t, p.a.sink, p.b.sink)
 	})
 	t.Run("our-PFS-rekey-refused", func(t *testing.T) {
-		p := testChildRekey(t, func(a, b *Config) { pfs(a, b); shortChild(a) })
+		// B lists DH NONE outright: a rekey with KE is refused, as
+		// charon's esp_proposals = default does.
+		p := testChildRekey(t, func(a, b *Config) {
+			pfs(a, b)
+			b.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, DHGroup(0))
+			shortChild(a)
+		})
 		replacesOut(t, p.b.sink, p.a.sink)
 		refused := 0
 		for _, l := range p.logs {
@@ -33,6 +39,17 @@ func TestEndpointChildRekeyPeerWithoutPFS(t *testing.T) {
 		}
 		if refused != 1 {
 			t.Errorf("A fell back from PFS %d times, want once", refused)
+		}
+	})
+	t.Run("peer-rekeys-with-KE", func(t *testing.T) {
+		// Roles swapped: ocfw without PFS (A), Libreswan's pfs=yes (B).
+		p := testChildRekey(t, func(a, b *Config) {
+			b.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, ECP256)
+			shortChild(b)
+		})
+		replacesOut(t, p.a.sink, p.b.sink)
+		if c := p.a.ep.Status()[0].SAs[0].Children[0]; !strings.Contains(c.Proposal, "ECP-256") {
+			t.Errorf("the rekeyed CHILD SA: %s, want PFS in ECP-256", c.Proposal)
 		}
 	})
 	t.Run("peer-that-offered-PFS-drops-it", func(t *testing.T) {
