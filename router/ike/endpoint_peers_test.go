@@ -203,10 +203,15 @@ func TestEndpointPeerRestartWithoutInitialContact(t *testing.T) {
 // reauth has B, the peer, reauthenticate (RFC 7296 2.8.3) as charon with
 // make_before_break does: a new IKE SA with its CHILD SA, then the delete
 // of the old one; with childless, as Libreswan: a childless IKE_AUTH,
-// then CREATE_CHILD_SA, then the delete. A is the responder. A must end
-// with the new IKE SA alone and never show the tunnel down.
-func reauth(t *testing.T, childless bool) (lost bool) {
-	p := newPair(t, func(a, b *Config) { a.Peers[0].Initiate, b.Peers[0].Initiate = false, true })
+// then CREATE_CHILD_SA, then the delete. A answers the new SA; the first
+// one A made itself when aFirst. A must end with the new IKE SA alone and
+// never show the tunnel down.
+func reauth(t *testing.T, childless, aFirst bool) (lost bool) {
+	p := newPair(t, func(a, b *Config) {
+		if !aFirst {
+			a.Peers[0].Initiate, b.Peers[0].Initiate = false, true
+		}
+	})
 	p.b.ep.keepDuplicates = true
 	if !p.run(10*time.Second, p.up) {
 		t.Fatalf("no IKE SA: %+v", p.a.ep.Status())
@@ -334,15 +339,19 @@ func stripChildFromAuth(t *testing.T, p *pair) func(packet) int {
 // old SA, then lost it to the peer's delete: "down: deleted by the peer"
 // while the new SA and its CHILD SA were up (the responder-state race).
 func TestEndpointReauthByPeer(t *testing.T) {
-	for _, childless := range []bool{false, true} {
-		name := "make-before-break"
-		if childless {
-			name = "childless"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		childless, first bool
+	}{
+		{"make-before-break", false, false},
+		{"childless", true, false},
+		{"make-before-break-we-initiated", false, true},
+		{"childless-we-initiated", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			lost := false
 			for i := 0; i < 32 && !lost && !t.Failed(); i++ {
-				lost = reauth(t, childless)
+				lost = reauth(t, c.childless, c.first)
 			}
 			if !lost {
 				t.Error("in 32 runs the new IKE SA never lost the tie-break")
