@@ -47,6 +47,10 @@ const rekeyRetryMax = time.Minute
 // makes its own within it.
 const childRecreate = 2 * time.Second
 
+// childlessWait is how long a responder to a childless IKE_AUTH waits
+// for the peer's CREATE_CHILD_SA before making the CHILD SA itself.
+const childlessWait = 5 * time.Second
+
 // offersGroupAny reports a DH transform other than NONE in ps.
 func offersGroupAny(ps []Proposal) bool {
 	for _, p := range ps {

@@ -2,6 +2,7 @@ package ike
 
 import (
 	"bytes"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -226,7 +227,7 @@ func reauth(t *testing.T, childless, aFirst bool) (lost bool) {
 	if childless {
 		// The IKE_AUTH's CHILD SA payloads go; B, answered childless,
 		// asks for its CHILD SA by CREATE_CHILD_SA.
-		p.net.filter = stripChildFromAuth(t, p)
+		p.net.filter = stripChildFromAuth(t, p.b, p.a, bIP)
 	}
 	p.step(time.Second) // later than the first SA, as a reauthentication is
 	p.b.ep.mu.Lock()
@@ -296,16 +297,16 @@ func stateOf(ps PeerStatus) string {
 	return "connecting"
 }
 
-// stripChildFromAuth makes B's IKE_AUTH requests childless (RFC 6023) by
-// rebuilding them without SA, TSi and TSr.
-func stripChildFromAuth(t *testing.T, p *pair) func(packet) int {
+// stripChildFromAuth makes the IKE_AUTH requests of from (at fromIP) to
+// to childless (RFC 6023) by rebuilding them without SA, TSi and TSr.
+func stripChildFromAuth(t *testing.T, from, to *side, fromIP netip.Addr) func(packet) int {
 	made := map[string]bool{}
 	return func(pk packet) int {
 		h, ok := ikeOf(pk)
-		if !ok || made[string(pk.data)] || h.Exchange != IKE_AUTH || h.Response() || pk.from.Addr() != bIP {
+		if !ok || made[string(pk.data)] || h.Exchange != IKE_AUTH || h.Response() || pk.from.Addr() != fromIP {
 			return 1
 		}
-		bsa, asa := p.b.ep.sas[h.SPIi], p.a.ep.sas[h.SPIr]
+		bsa, asa := from.ep.sas[h.SPIi], to.ep.sas[h.SPIr]
 		if bsa == nil || asa == nil || asa.in == nil {
 			return 1
 		}
@@ -323,12 +324,12 @@ func stripChildFromAuth(t *testing.T, p *pair) func(packet) int {
 				keep = append(keep, pl)
 			}
 		}
-		pkt, err := bsa.out.Seal(m.Header, nil, keep, p.b.ep.cfg.Rand)
+		pkt, err := bsa.out.Seal(m.Header, nil, keep, from.ep.cfg.Rand)
 		if err != nil {
 			t.Fatal(err)
 		}
 		made[string(pkt)] = true
-		p.net.queue = append(p.net.queue, packet{from: pk.from, to: pk.to, data: pkt})
+		from.conn.n.queue = append(from.conn.n.queue, packet{from: pk.from, to: pk.to, data: pkt})
 		return 0
 	}
 }
@@ -357,5 +358,31 @@ func TestEndpointReauthByPeer(t *testing.T) {
 				t.Error("in 32 runs the new IKE SA never lost the tie-break")
 			}
 		})
+	}
+}
+
+// TestEndpointChildlessResponderMakesChild: after a childless IKE_AUTH
+// the peer is to ask for the CHILD SA; when its CREATE_CHILD_SA does not
+// come (here: lost, every time), the responder, B, makes the CHILD SA
+// itself a few seconds later rather than leave the tunnel without one.
+func TestEndpointChildlessResponderMakesChild(t *testing.T) {
+	p := newPair(t, nil)
+	strip := stripChildFromAuth(t, p.a, p.b, aIP)
+	p.net.filter = func(pk packet) int {
+		if h, ok := ikeOf(pk); ok && h.Exchange == CREATE_CHILD_SA && !h.Response() && pk.from.Addr() == aIP {
+			return 0
+		}
+		return strip(pk)
+	}
+	start := p.clock.t
+	if !p.run(15*time.Second, p.up) {
+		t.Fatalf("no CHILD SA: A %+v, B %+v", p.a.ep.Status(), p.b.ep.Status())
+	}
+	p.checkChildren()
+	if d := p.clock.t.Sub(start); d < childlessWait || d > childlessWait+2*time.Second {
+		t.Errorf("B made the CHILD SA %v after the IKE SA, want about %v", d, childlessWait)
+	}
+	if n := p.net.count(CREATE_CHILD_SA, false, bIP); n != 1 {
+		t.Errorf("B sent %d CREATE_CHILD_SA requests, want 1", n)
 	}
 }
