@@ -386,3 +386,46 @@ func TestEndpointChildlessResponderMakesChild(t *testing.T) {
 		t.Errorf("B sent %d CREATE_CHILD_SA requests, want 1", n)
 	}
 }
+
+// TestEndpointPeerKeepsOldSA: the peer starts a new IKE SA while the old
+// one is up, then deletes the new one instead of the old (its own
+// duplicate rule chose the old). A, which took the new one for a
+// replacement and was waiting for the old one's delete, brings the old
+// one back: the tunnel stays up on it, with no error and no new start.
+func TestEndpointPeerKeepsOldSA(t *testing.T) {
+	p := newPair(t, func(a, b *Config) { a.Peers[0].Initiate, b.Peers[0].Initiate = false, true })
+	p.b.ep.keepDuplicates = true
+	p.mustComeUp()
+	oa, _ := p.checkChildren()
+	var old *ikeSA
+	for _, sa := range p.b.ep.sas {
+		old = sa
+	}
+	p.step(time.Second)
+	p.b.ep.mu.Lock()
+	p.b.ep.initiate(p.b.ep.peers[0])
+	p.b.ep.mu.Unlock()
+	p.net.flush()
+	replaced := false
+	for _, l := range p.logs {
+		replaced = replaced || strings.HasPrefix(l, aAddr) && strings.Contains(l, "is replaced by the peer's")
+	}
+	if !replaced {
+		t.Fatalf("A did not take the new IKE SA for a replacement: %+v", p.a.ep.Status())
+	}
+	p.b.ep.mu.Lock()
+	for _, sa := range p.b.ep.sas {
+		if sa != old {
+			p.b.ep.deleteSA(sa)
+		}
+	}
+	p.b.ep.mu.Unlock()
+	p.run(10*time.Second, func() bool { return false })
+	st := p.a.ep.Status()[0]
+	if len(st.SAs) != 1 || !p.up() || st.LastError != "" {
+		t.Fatalf("A after the peer deleted the new IKE SA: %+v", st)
+	}
+	if na, _ := p.checkChildren(); na.InSPI != oa.InSPI {
+		t.Error("A's CHILD SA is not the old one")
+	}
+}
