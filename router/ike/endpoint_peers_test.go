@@ -429,3 +429,25 @@ func TestEndpointPeerKeepsOldSA(t *testing.T) {
 		t.Error("A's CHILD SA is not the old one")
 	}
 }
+
+// TestEndpointChildDeletedByInitiator: A, which initiates, deletes the
+// CHILD SA; B does not initiate and so waits for A, saying so in its
+// status (`ocf net`) rather than showing nothing.
+func TestEndpointChildDeletedByInitiator(t *testing.T) {
+	p := newPair(t, nil)
+	p.mustComeUp()
+	p.a.ep.mu.Lock()
+	for _, sa := range p.a.ep.sas {
+		for _, c := range sa.children {
+			p.a.ep.deleteChild(sa, c)
+		}
+	}
+	p.a.ep.mu.Unlock()
+	p.net.flush()
+	if e := p.b.ep.Status()[0].LastError; !strings.Contains(e, "waiting for the peer to make a new one") {
+		t.Errorf("B's status without a CHILD SA: %q", e)
+	}
+	if n := p.net.count(CREATE_CHILD_SA, false, bIP); n != 0 {
+		t.Errorf("B, which does not initiate, sent %d CREATE_CHILD_SA", n)
+	}
+}
