@@ -47,6 +47,10 @@ const rekeyRetryMax = time.Minute
 // makes its own within it.
 const childRecreate = 2 * time.Second
 
+// childlessWait is how long a responder to a childless IKE_AUTH waits
+// for the peer's CREATE_CHILD_SA before making the CHILD SA itself.
+const childlessWait = 5 * time.Second
+
 // offersGroupAny reports a DH transform other than NONE in ps.
 func offersGroupAny(ps []Proposal) bool {
 	for _, p := range ps {
@@ -57,6 +61,31 @@ func offersGroupAny(ps []Proposal) bool {
 		}
 	}
 	return false
+}
+
+// listsDH reports a DH transform, NONE too, in ps.
+func listsDH(ps []Proposal) bool {
+	for _, p := range ps {
+		if hasType(p, TransformDH) {
+			return true
+		}
+	}
+	return false
+}
+
+// withPFS adds the groups we implement to proposals that list none,
+// first the peer's KE group when it is one of them.
+func withPFS(ps []Proposal, peers DHGroup) []Proposal {
+	groups := []DHGroup{Curve25519, ECP256, MODP2048}
+	if peers.PublicLen() > 0 {
+		groups = append([]DHGroup{peers}, groups...)
+	}
+	for i := range ps {
+		for _, g := range groups {
+			ps[i].Transforms = append(ps[i].Transforms, T(TransformDH, uint16(g), 0))
+		}
+	}
+	return ps
 }
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -226,6 +255,16 @@ func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bo
 			e.logf("ike %s: CHILD SA without PFS: the peer offers no Diffie-Hellman group", p.cfg.Name)
 		}
 	}
+	if ke, hasKE := first[*KE](ps); err != nil && !inAuth && hasKE && !listsDH(p.cfg.Child) {
+		// Our tunnel asks for no PFS and the peer's rekey brings it
+		// (Libreswan's default pfs=yes): taken in a group we implement,
+		// the peer's own first, rather than refused, which would leave
+		// the CHILD SA to its hard lifetime. Only a list that says
+		// NONE outright refuses it.
+		if chosen, err = Choose(withPFS(offer(p.cfg.Child, ProtoESP, nil, false), ke.Group), theirs); err == nil {
+			e.logf("ike %s: CHILD SA with the peer's PFS: ours asks for none", p.cfg.Name)
+		}
+	}
 	if err != nil {
 		return refuse(&Notify{Notify: NO_PROPOSAL_CHOSEN}, "the peer's ESP proposals match none of ours (NO_PROPOSAL_CHOSEN)")
 	}
@@ -306,6 +345,9 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 		}
 		if old.replaced || (old.rekeying && sa.initiator && !e.rfcCollisions) {
 			return temp, nil
+		}
+		if e.refuseChildRekeys {
+			return []Payload{&Notify{Notify: NO_PROPOSAL_CHOSEN}}, nil
 		}
 	}
 	if len(sa.children) >= e.cfg.MaxChildSAs {

@@ -126,6 +126,13 @@ func (e *Endpoint) deleteSA(sa *ikeSA) {
 		}
 	}
 	sa.queue = nil
+	if e.otherEstablished(sa) {
+		// Superseded (a duplicate, or replaced by the peer's new SA): a
+		// peer that restarted has forgotten it and never answers, so
+		// the delete gets a few sends, not the full retransmission span
+		// with its "peer not answering" in the tunnel's status.
+		sa.expire = e.now().Add(e.cfg.RetransmitBase << 4)
+	}
 	e.queueRequest(sa, &request{exch: INFORMATIONAL,
 		build:  func() []Payload { return []Payload{&Delete{Protocol: ProtoIKE}} },
 		handle: func(*Message, []byte, []Payload) { e.removeSA(sa, "") }})

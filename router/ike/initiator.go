@@ -431,7 +431,9 @@ func (e *Endpoint) dedupe(p *peerState) {
 	}
 	replacement := !newest.initiator
 	for _, sa := range up {
-		if sa != newest && (sa.established.After(newest.created) || sa.parent != nil && sa.parent == newest.parent) {
+		// Up only after the new one started: made at the same
+		// time (both ends initiating), a duplicate for the nonces.
+		if sa != newest && (!sa.established.Before(newest.created) || sa.parent != nil && sa.parent == newest.parent) {
 			replacement = false
 		}
 	}
