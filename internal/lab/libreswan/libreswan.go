@@ -139,8 +139,11 @@ func (i Instance) Restart(ctx context.Context, w *worldvm.World) (Instance, erro
 	return i, i.runPluto(ctx, w)
 }
 
-// runPluto starts pluto in its namespace with this Run's directory and waits
-// until whack gets an answer.
+// runPluto starts pluto in its namespace with this Run's directory, waits
+// until whack gets an answer and then has it listen (`ipsec auto
+// --ready`): a pluto that answers has not always found its interfaces
+// yet, and refused an --initiate ("need --listen before --initiate")
+// under load.
 func (i Instance) runPluto(ctx context.Context, w *worldvm.World) error {
 	if _, err := w.Do(ctx, "write "+i.RunDir()+"/.made "+worldvm.Quote("run directory")); err != nil {
 		return err
@@ -153,6 +156,9 @@ func (i Instance) runPluto(ctx context.Context, w *worldvm.World) error {
 	var last error
 	for range 100 {
 		if _, last = w.Do(ctx, i.WhackCommand("--status")); last == nil {
+			if out, err := w.Do(ctx, i.WhackCommand("--listen")); err != nil {
+				return fmt.Errorf("libreswan: pluto %s: whack --listen: %v: %s", i.Name, err, out)
+			}
 			return nil
 		}
 		if out, err := w.Do(ctx, "output pluto-"+i.Name); err == nil && !strings.Contains(strings.SplitN(out, "\n", 2)[0], "running") {
