@@ -23,6 +23,9 @@ type child struct {
 	// collision both ends completed, RFC 7296 2.8.1).
 	lowNonce []byte
 	peerNew  *child
+	// rekeyFails counts refused rekeys in a row: the wait before the
+	// next try doubles with each (rekeyRetry up to rekeyRetryMax).
+	rekeyFails int
 }
 
 func lower(a, b []byte) []byte {
@@ -35,6 +38,55 @@ func lower(a, b []byte) []byte {
 // rekeyRetry is the wait before a refused rekey (TEMPORARY_FAILURE, a
 // collision we lost, a group we must change) is tried again.
 const rekeyRetry = 5 * time.Second
+
+// rekeyRetryMax caps the backoff of refused rekeys.
+const rekeyRetryMax = time.Minute
+
+// childRecreate is the wait before an IKE SA left without a CHILD SA (the
+// peer deleted it) makes a new one: a peer rekeying or reauthenticating
+// makes its own within it.
+const childRecreate = 2 * time.Second
+
+// childlessWait is how long a responder to a childless IKE_AUTH waits
+// for the peer's CREATE_CHILD_SA before making the CHILD SA itself.
+const childlessWait = 5 * time.Second
+
+// offersGroupAny reports a DH transform other than NONE in ps.
+func offersGroupAny(ps []Proposal) bool {
+	for _, p := range ps {
+		for _, t := range p.Transforms {
+			if t.Type == TransformDH && t.ID != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// listsDH reports a DH transform, NONE too, in ps.
+func listsDH(ps []Proposal) bool {
+	for _, p := range ps {
+		if hasType(p, TransformDH) {
+			return true
+		}
+	}
+	return false
+}
+
+// withPFS adds the groups we implement to proposals that list none,
+// first the peer's KE group when it is one of them.
+func withPFS(ps []Proposal, peers DHGroup) []Proposal {
+	groups := []DHGroup{Curve25519, ECP256, MODP2048}
+	if peers.PublicLen() > 0 {
+		groups = append([]DHGroup{peers}, groups...)
+	}
+	for i := range ps {
+		for _, g := range groups {
+			ps[i].Transforms = append(ps[i].Transforms, T(TransformDH, uint16(g), 0))
+		}
+	}
+	return ps
+}
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
@@ -72,7 +124,11 @@ func (e *Endpoint) fillChild(sa *ikeSA, c *child, cs *Suite, k *ChildKeys, weIni
 		}
 	}
 	p.lastErr = "" // the tunnel carries traffic: earlier failures are history
+	cur.err = ""
 	e.logf("ike %s: %s installed", p.cfg.Name, c.sa)
+	// A replacement IKE SA that came up without a CHILD SA (a childless
+	// reauthentication) is settled against the old one only now.
+	e.dedupe(p)
 }
 
 func (e *Endpoint) uninstall(c *child) {
@@ -185,7 +241,30 @@ func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bo
 		// (RFC 7296 1.2), as strongSwan does.
 		theirs = withoutDH(theirs)
 	}
+	if offersGroupAny(sap.Proposals) {
+		sa.peerPFS = true
+	}
 	chosen, err := Choose(offer(p.cfg.Child, ProtoESP, nil, inAuth), theirs)
+	if _, hasKE := first[*KE](ps); err != nil && !inAuth && !hasKE && !offersGroupAny(theirs) && !sa.peerPFS {
+		// A rekey without KE from a peer that never offered a group
+		// (charon's esp_proposals = default): PFS is ours to ask for
+		// in our rekeys, not to force on the peer's, as strongSwan and
+		// Libreswan accept it too. A peer that did offer one does not
+		// get to drop it.
+		if chosen, err = Choose(offer(p.cfg.Child, ProtoESP, nil, true), withoutDH(theirs)); err == nil {
+			e.logf("ike %s: CHILD SA without PFS: the peer offers no Diffie-Hellman group", p.cfg.Name)
+		}
+	}
+	if ke, hasKE := first[*KE](ps); err != nil && !inAuth && hasKE && !listsDH(p.cfg.Child) {
+		// Our tunnel asks for no PFS and the peer's rekey brings it
+		// (Libreswan's default pfs=yes): taken in a group we implement,
+		// the peer's own first, rather than refused, which would leave
+		// the CHILD SA to its hard lifetime. Only a list that says
+		// NONE outright refuses it.
+		if chosen, err = Choose(withPFS(offer(p.cfg.Child, ProtoESP, nil, false), ke.Group), theirs); err == nil {
+			e.logf("ike %s: CHILD SA with the peer's PFS: ours asks for none", p.cfg.Name)
+		}
+	}
 	if err != nil {
 		return refuse(&Notify{Notify: NO_PROPOSAL_CHOSEN}, "the peer's ESP proposals match none of ours (NO_PROPOSAL_CHOSEN)")
 	}
@@ -267,6 +346,9 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 		if old.replaced || (old.rekeying && sa.initiator && !e.rfcCollisions) {
 			return temp, nil
 		}
+		if e.refuseChildRekeys {
+			return []Payload{&Notify{Notify: NO_PROPOSAL_CHOSEN}}, nil
+		}
 	}
 	if len(sa.children) >= e.cfg.MaxChildSAs {
 		// Bounded per IKE SA: a peer cannot make the kernel hold SAs
@@ -332,7 +414,7 @@ func (e *Endpoint) rekeyIKERequest(sa *ikeSA, sap *SA, ni []byte, ps []Payload) 
 // is the new SA's initiator (RFC 7296 2.18).
 func (e *Endpoint) successor(sa *ikeSA, suite *Suite, initiator bool, spii, spir uint64, ni, nr []byte) *ikeSA {
 	return &ikeSA{peer: sa.peer, parent: sa, initiator: initiator, spii: spii, spir: spir, remote: sa.remote,
-		natt: sa.natt, natLocal: sa.natLocal, natRemote: sa.natRemote, suite: suite,
+		natt: sa.natt, natLocal: sa.natLocal, natRemote: sa.natRemote, suite: suite, peerPFS: sa.peerPFS, noPFS: sa.noPFS,
 		ni: append([]byte(nil), ni...), nr: append([]byte(nil), nr...), created: e.now()}
 }
 
@@ -491,7 +573,11 @@ func (e *Endpoint) rekeyIKEGroup(sa *ikeSA, g DHGroup) {
 }
 
 func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
-	e.rekeyChildGroup(sa, c, firstGroup(sa.peer.cfg.Child))
+	g := firstGroup(sa.peer.cfg.Child)
+	if sa.noPFS {
+		g = 0
+	}
+	e.rekeyChildGroup(sa, c, g)
 }
 
 // rekeyChildGroup rekeys a CHILD SA, with PFS in group g unless g is 0.
@@ -507,7 +593,8 @@ func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 			return nil
 		}
 		nc.sa.InSPI = e.newChildSPI()
-		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), false)
+		// Without a KE the offer is the IKE_AUTH one: no DH transforms.
+		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), g == 0)
 		ni = e.random(32)
 		ps := []Payload{&Notify{Protocol: ProtoESP, SPI: be32(c.sa.InSPI), Notify: REKEY_SA}, &SA{nc.offer}, &Nonce{Data: ni}}
 		if g != 0 {
@@ -528,6 +615,14 @@ func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 				return
 			}
 		}
+		if n := notify(ps, NO_PROPOSAL_CHOSEN); n != nil && g != 0 && !c.replaced && !c.gone && sa.state == stateEstablished {
+			// The peer does no PFS (charon's esp_proposals = default):
+			// rekey as IKE_AUTH made the SA, without KE, from now on.
+			latest(sa).noPFS = true
+			e.logf("ike %s: CHILD SA rekey: the peer refused PFS (NO_PROPOSAL_CHOSEN): rekeying without it, as at IKE_AUTH", p.cfg.Name)
+			e.rekeyChildGroup(latest(sa), c, 0)
+			return
+		}
 		var err error
 		if nr, ok := first[*Nonce](ps); ok {
 			err = e.finishChild(sa, nc, ps, dh, ni, nr.Data)
@@ -537,12 +632,10 @@ func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 			err = errors.New("answer without a nonce")
 		}
 		if err != nil {
-			e.logf("ike %s: CHILD SA rekey: %v", p.cfg.Name, err)
-			if !c.replaced && !c.gone {
-				c.rekeyAt = e.now().Add(rekeyRetry)
-			}
+			e.rekeyFailed(latest(sa), c, err, notify(ps, CHILD_SA_NOT_FOUND) != nil)
 			return
 		}
+		c.rekeyFails = 0
 		c.replaced = true
 		nrp, _ := first[*Nonce](ps)
 		nc.lowNonce = lower(ni, nrp.Data)
@@ -557,34 +650,75 @@ func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 	}})
 }
 
-// createChild asks again for the CHILD SA the IKE_AUTH exchange did not
-// make (the peer's selectors or proposals were fixed meanwhile, say).
-func (e *Endpoint) createChild(sa *ikeSA) {
+// rekeyFailed schedules the next try of a refused CHILD SA rekey, with a
+// backoff, and says why in the status. A rekey that cannot come before
+// the SA's lifetime ends (or that the peer no longer knows the SA for)
+// gives way to a fresh CHILD SA, which the old one's delete follows: the
+// kernel's hard lifetime must never end the tunnel.
+func (e *Endpoint) rekeyFailed(sa *ikeSA, c *child, err error, notFound bool) {
+	p := sa.peer
+	if c.replaced || c.gone {
+		e.logf("ike %s: CHILD SA rekey: %v", p.cfg.Name, err)
+		return
+	}
+	c.rekeyFails++
+	wait := min(rekeyRetry<<min(c.rekeyFails-1, 8), rekeyRetryMax)
+	now := e.now()
+	why := fmt.Sprintf("CHILD SA rekey failed %d time(s): %v", c.rekeyFails, err)
+	if notFound || now.Add(wait).After(c.created.Add(p.cfg.ChildLifetime)) {
+		why += "; making a new CHILD SA in its place"
+		e.createChild(sa, c)
+	} else {
+		c.rekeyAt = now.Add(wait)
+		why += fmt.Sprintf("; trying again in %v", wait)
+	}
+	sa.err, p.lastErr = why, why
+	e.logf("ike %s: %s", p.cfg.Name, why)
+}
+
+// createChild makes a CHILD SA with CREATE_CHILD_SA: again the one the
+// IKE_AUTH exchange did not make (the peer's selectors or proposals were
+// fixed meanwhile, say), one the peer deleted, or, with old set, a fresh
+// one in place of old, whose rekey failed.
+func (e *Endpoint) createChild(sa *ikeSA, old *child) {
 	p := sa.peer
 	sa.creatingChild = true
+	if old != nil {
+		old.rekeying = true
+	}
+	done := func() {
+		sa.creatingChild = false
+		if old != nil {
+			old.rekeying = false
+		}
+	}
 	nc := &child{}
 	var dh *DHKey
 	var ni []byte
-	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, abort: func() { sa.creatingChild = false }, build: func() []Payload {
-		if sa.state != stateEstablished || len(sa.children) > 0 {
-			sa.creatingChild = false
+	e.queueRequest(sa, &request{exch: CREATE_CHILD_SA, abort: done, build: func() []Payload {
+		if sa.state != stateEstablished || (old == nil && len(sa.children) > 0) || (old != nil && (old.replaced || old.gone)) {
+			done()
 			return nil
 		}
+		g := firstGroup(p.cfg.Child)
+		if sa.noPFS {
+			g = 0
+		}
 		nc.sa.InSPI = e.newChildSPI()
-		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), false)
+		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), g == 0)
 		ni = e.random(32)
 		ps := []Payload{&SA{nc.offer}, &Nonce{Data: ni}}
-		if g := firstGroup(p.cfg.Child); g != 0 {
+		if g != 0 {
 			var err error
 			if dh, err = GenerateDH(g, e.cfg.Rand); err != nil {
-				sa.creatingChild = false
+				done()
 				return nil
 			}
 			ps = append(ps, &KE{Group: g, Data: dh.Public()})
 		}
 		return append(ps, &TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
 	}, handle: func(_ *Message, _ []byte, ps []Payload) {
-		sa.creatingChild = false
+		done()
 		var err error
 		if nr, ok := first[*Nonce](ps); ok {
 			err = e.finishChild(sa, nc, ps, dh, ni, nr.Data)
@@ -595,12 +729,22 @@ func (e *Endpoint) createChild(sa *ikeSA) {
 		}
 		if err != nil {
 			sa.err, p.lastErr = err.Error(), err.Error()
-			latest(sa).childRetryAt = e.now().Add(e.cfg.RetryInterval)
+			if old != nil {
+				if !old.replaced && !old.gone {
+					old.rekeyAt = e.now().Add(rekeyRetry)
+				}
+			} else {
+				latest(sa).childRetryAt = e.now().Add(e.cfg.RetryInterval)
+			}
 			e.logf("ike %s: CHILD SA: %v", p.cfg.Name, err)
 			return
 		}
 		sa.err, p.lastErr = "", ""
 		sa.childRetryAt = time.Time{}
+		if old != nil && !old.replaced && !old.gone {
+			old.replaced = true
+			e.deleteChild(latest(sa), old)
+		}
 	}})
 }
 

@@ -172,6 +172,10 @@ type Endpoint struct {
 	// (no dedupe), as strongSwan does with unique=no: tests stand it in
 	// for such a peer.
 	keepDuplicates bool
+	// refuseChildRekeys answers every CHILD SA rekey NO_PROPOSAL_CHOSEN:
+	// tests stand it in for a peer whose proposals fit none of our
+	// rekeys, to check the fallback to a fresh CHILD SA.
+	refuseChildRekeys bool
 }
 
 type halfKey struct {

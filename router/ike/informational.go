@@ -29,8 +29,17 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 				// is up on the other, no failure and no retry pause.
 				e.logf("ike %s: IKE SA %016x_%016x deleted by the peer; another carries on", sa.peer.cfg.Name, sa.spii, sa.spir)
 				reason = ""
+			case e.revive(sa):
+				// The peer chose the SA we were waiting to see it
+				// delete: its DELETE crossed the new SA (see dedupe).
+				reason = ""
 			}
-			return []Payload{}, func() { e.removeSA(sa, reason) }
+			return []Payload{}, func() {
+				e.removeSA(sa, reason)
+				for _, o := range e.sasOf(sa.peer) {
+					e.childless(o, "the peer deleted the IKE SA that carried the CHILD SA")
+				}
+			}
 		case ProtoESP:
 			var ours [][]byte
 			for _, spi := range d.SPIs {
@@ -41,10 +50,30 @@ func (e *Endpoint) informationalRequest(sa *ikeSA, ps []Payload) ([]Payload, fun
 			}
 			if len(ours) > 0 {
 				out = append(out, &Delete{Protocol: ProtoESP, SPISize: 4, SPIs: ours})
+				e.childless(sa, "the peer deleted the CHILD SA")
 			}
 		}
 	}
 	return out, nil
+}
+
+// childless makes sure an established IKE SA left without a CHILD SA
+// gets one again: the configured tunnel asks for it with CREATE_CHILD_SA
+// (RFC 7296 1.3) childRecreate later, unless the peer makes one first;
+// an end that does not initiate says why the tunnel carries nothing.
+func (e *Endpoint) childless(sa *ikeSA, why string) {
+	if sa.state != stateEstablished || len(sa.children) > 0 || sa.creatingChild {
+		return
+	}
+	p := sa.peer
+	if p.cfg.Initiate {
+		why += ": making a new one"
+		sa.childRetryAt = e.now().Add(childRecreate)
+	} else {
+		why += ": waiting for the peer to make a new one"
+	}
+	sa.err, p.lastErr = why, why
+	e.logf("ike %s: %s", p.cfg.Name, why)
 }
 
 // timers runs an established SA's clocks: liveness check, rekeys, NAT
@@ -56,8 +85,8 @@ func (e *Endpoint) timers(sa *ikeSA, now time.Time) {
 			build:  func() []Payload { return []Payload{} },
 			handle: func(*Message, []byte, []Payload) {}})
 	}
-	if sa.initiator && len(sa.children) == 0 && !sa.creatingChild && !sa.childRetryAt.IsZero() && !now.Before(sa.childRetryAt) {
-		e.createChild(sa)
+	if len(sa.children) == 0 && !sa.creatingChild && !sa.childRetryAt.IsZero() && !now.Before(sa.childRetryAt) {
+		e.createChild(sa, nil)
 	}
 	if !sa.rekeying && !now.Before(sa.rekeyAt) {
 		e.rekeyIKE(sa)
@@ -97,6 +126,13 @@ func (e *Endpoint) deleteSA(sa *ikeSA) {
 		}
 	}
 	sa.queue = nil
+	if e.otherEstablished(sa) {
+		// Superseded (a duplicate, or replaced by the peer's new SA): a
+		// peer that restarted has forgotten it and never answers, so
+		// the delete gets a few sends, not the full retransmission span
+		// with its "peer not answering" in the tunnel's status.
+		sa.expire = e.now().Add(e.cfg.RetransmitBase << 4)
+	}
 	e.queueRequest(sa, &request{exch: INFORMATIONAL,
 		build:  func() []Payload { return []Payload{&Delete{Protocol: ProtoIKE}} },
 		handle: func(*Message, []byte, []Payload) { e.removeSA(sa, "") }})
@@ -114,6 +150,21 @@ func (e *Endpoint) lastHeard(sa *ikeSA) time.Time {
 		}
 	}
 	return last
+}
+
+// revive brings back the SAs of sa's peer that dedupe set to wait for
+// the peer's delete, when the peer deletes sa, the one kept, instead: the
+// peer's choice stands, so the tunnel stays up on them.
+func (e *Endpoint) revive(sa *ikeSA) bool {
+	found := false
+	for _, o := range e.sasOf(sa.peer) {
+		if o != sa && o.dupWait && o.state == stateDeleting {
+			o.state, o.dupWait, o.expire = stateEstablished, false, time.Time{}
+			e.logf("ike %s: the peer deleted IKE SA %016x_%016x: %016x_%016x carries on", sa.peer.cfg.Name, sa.spii, sa.spir, o.spii, o.spir)
+			found = true
+		}
+	}
+	return found
 }
 
 // otherEstablished reports another established IKE SA with sa's peer.

@@ -416,6 +416,49 @@ func (e *Endpoint) dedupe(p *peerState) {
 		}
 		return sa.nr
 	}
+	// A replacement: an SA the peer started after another was up here
+	// (a peer restarted without INITIAL_CONTACT, or reauthenticating,
+	// RFC 7296 2.8.3) is no duplicate made at the same time; the peer
+	// has abandoned the older one, whatever the nonces say. It waits,
+	// though, while the new one carries no CHILD SA and the old one does
+	// (Libreswan reauthenticates childless, then CREATE_CHILD_SA): the
+	// tunnel never drops to zero CHILD SAs.
+	newest := up[0]
+	for _, sa := range up[1:] {
+		if sa.created.After(newest.created) {
+			newest = sa
+		}
+	}
+	replacement := !newest.initiator
+	for _, sa := range up {
+		// Up only after the new one started: made at the same
+		// time (both ends initiating), a duplicate for the nonces.
+		if sa != newest && (!sa.established.Before(newest.created) || sa.parent != nil && sa.parent == newest.parent) {
+			replacement = false
+		}
+	}
+	if replacement {
+		carries := false
+		for _, sa := range up {
+			carries = carries || sa != newest && len(sa.children) > 0
+		}
+		if len(newest.children) == 0 && carries {
+			return // settled once it has its CHILD SA (fillChild)
+		}
+		for _, sa := range up {
+			if sa == newest {
+				continue
+			}
+			// The peer deletes it itself (make_before_break) or has
+			// forgotten it (a restart): we delete it if it does not,
+			// and bring it back if the peer deletes the new one instead.
+			e.logf("ike %s: IKE SA %016x_%016x is replaced by the peer's %016x_%016x: the old one goes", p.cfg.Name, sa.spii, sa.spir, newest.spii, newest.spir)
+			sa.state = stateDeleting
+			sa.dupWait = true
+			sa.expire = e.now().Add(e.cfg.RetransmitBase << 3)
+		}
+		return
+	}
 	keep := up[0]
 	for _, sa := range up[1:] {
 		if bytes.Compare(lowest(sa), lowest(keep)) > 0 {

@@ -193,6 +193,9 @@ func (e *Endpoint) authRequest(sa *ikeSA, natt bool, ps []Payload, from netip.Ad
 		// A childless IKE_AUTH (RFC 6023): the IKE SA alone; the peer
 		// asks for CHILD SAs with CREATE_CHILD_SA.
 		e.logf("ike %s: childless IKE_AUTH: the CHILD SA comes by CREATE_CHILD_SA", p.cfg.Name)
+		// If it does not come, the configured tunnel asks for it
+		// itself rather than stay without one.
+		sa.childRetryAt = e.now().Add(childlessWait)
 		return out, nil
 	}
 	childPs, _, err := e.respondChild(sa, ps, nil, true, sa.ni, sa.nr, nil)

@@ -78,6 +78,10 @@ type ikeSA struct {
 	// which its initiator, the peer, should delete before expire.
 	dupWait bool
 	err     string
+	// peerPFS: the peer has offered a Diffie-Hellman group for a CHILD
+	// SA on this IKE SA (or its predecessor); noPFS: it refused our PFS
+	// rekey, so ours go without KE, as the IKE_AUTH CHILD SA did.
+	peerPFS, noPFS bool
 }
 
 // request is one exchange we start. build makes its payloads when the

@@ -89,7 +89,10 @@ func TestOCFWBehindNAT(t *testing.T) {
 	// charon gives up on an unanswered request after 1 + 1.4 + 1.96 s
 	// (its default is 165 s), so that its liveness check can be seen.
 	conf := strings.Replace(peer.StrongswanConf(), "\tinstall_virtual_ip = no\n",
-		"\tinstall_virtual_ip = no\n\tretransmit_tries = 2\n\tretransmit_timeout = 1.0\n\tretransmit_base = 1.4\n", 1)
+		"\tinstall_virtual_ip = no\n\tretransmit_tries = 2\n\tretransmit_timeout = 1.0\n\tretransmit_base = 1.4\n"+
+			// The Reauth step: the new IKE SA and its CHILD SAs before
+			// the old ones go (RFC 7296 2.8.3).
+			"\tmake_before_break = yes\n", 1)
 	if conf == peer.StrongswanConf() {
 		t.Fatal("StrongswanConf no longer has the line this test extends")
 	}
@@ -197,63 +200,70 @@ func TestOCFWBehindNAT(t *testing.T) {
 		return
 	}
 
+	childSPIs := func(t *testing.T) string {
+		var spis []string
+		for _, m := range spiRe.FindAllStringSubmatch(w.MustDo(t, peer.SwanctlCommand("--list-sas")), -1) {
+			spis = append(spis, m[1]+" "+m[2])
+		}
+		return strings.Join(spis, ", ")
+	}
+	ikeSPIs := func(t *testing.T) string {
+		sas := status(t).Peers[0].SAs
+		if len(sas) != 1 || sas[0].State != "established" {
+			return ""
+		}
+		return fmt.Sprintf("%x_%x", sas[0].SPIi, sas[0].SPIr)
+	}
+	// rekeyUnderTraffic runs cmd (a rekey) under a stream of 20
+	// datagrams a second from charon's side to ocfw's echo and back and
+	// checks that spis changes to one new SA, the kernels settle on one
+	// SA pair without the old CHILD SA, and the stream lost at most 2.
+	rekeyUnderTraffic := func(t *testing.T, name, cmd string, spis func(*testing.T) string) {
+		t.Helper()
+		w.MustDo(t, "probe p swan 10.1.0.1:9 50ms")
+		time.Sleep(500 * time.Millisecond)
+		before := spis(t)
+		oldOn := xfrmSPIs(xfrm(t, "on"))
+		w.MustDo(t, cmd)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+			// One CHILD SA (an in and an out SPI) or IKE SA, new.
+			if now := spis(t); now != "" && now != before && strings.Count(now, ",") <= 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the SPIs stay %s (now %q)\nocfw: %s\ncharon: %s", name, before, spis(t),
+					w.MustDo(t, "ike-status ocfw"), w.MustDo(t, "output charon-peer"))
+			}
+		}
+		on, swan := settled(t)
+		if strings.Contains(name, "CHILD") {
+			for _, s := range oldOn {
+				if strings.Contains(on, "spi "+s) || strings.Contains(swan, "spi "+s) {
+					t.Errorf("%s: the old SA %s is still in a kernel", name, s)
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		res := w.MustDo(t, "probe-end p")
+		t.Logf("%s: %s -> %s; stream %s", name, before, spis(t), res)
+		var sent, got, lost int
+		fmt.Sscanf(res, "sent %d received %d lost %d", &sent, &got, &lost)
+		if sent < 10 || lost > 2 {
+			t.Errorf("%s: the stream lost more than 2: %s", name, res)
+		}
+	}
+
 	t.Run("rekeys-under-traffic", func(t *testing.T) {
-		childSPIs := func() string {
-			var spis []string
-			for _, m := range spiRe.FindAllStringSubmatch(w.MustDo(t, peer.SwanctlCommand("--list-sas")), -1) {
-				spis = append(spis, m[1]+" "+m[2])
-			}
-			return strings.Join(spis, ", ")
-		}
-		ikeSPIs := func() string {
-			sas := status(t).Peers[0].SAs
-			if len(sas) != 1 || sas[0].State != "established" {
-				return ""
-			}
-			return fmt.Sprintf("%x_%x", sas[0].SPIi, sas[0].SPIr)
-		}
 		for _, r := range []struct {
 			name, cmd string
-			spis      func() string
+			spis      func(*testing.T) string
 		}{
 			{"ocfw rekeys the CHILD SA", "ike-rekey ocfw child", childSPIs},
 			{"charon rekeys the CHILD SA", peer.SwanctlCommand("--rekey", "--child", "net"), childSPIs},
 			{"ocfw rekeys the IKE SA", "ike-rekey ocfw ike", ikeSPIs},
 			{"charon rekeys the IKE SA", peer.SwanctlCommand("--rekey", "--ike", "ocfw"), ikeSPIs},
 		} {
-			// A stream of its own for each rekey: 20 datagrams a
-			// second from charon's side to ocfw's echo and back.
-			w.MustDo(t, "probe p swan 10.1.0.1:9 50ms")
-			time.Sleep(500 * time.Millisecond)
-			before := r.spis()
-			oldOn := xfrmSPIs(xfrm(t, "on"))
-			w.MustDo(t, r.cmd)
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(300 * time.Millisecond) {
-				// One CHILD SA (an in and an out SPI) or IKE SA, new.
-				if now := r.spis(); now != "" && now != before && strings.Count(now, ",") <= 1 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: the SPIs stay %s (now %q)\nocfw: %s\ncharon: %s", r.name, before, r.spis(),
-						w.MustDo(t, "ike-status ocfw"), w.MustDo(t, "output charon-peer"))
-				}
-			}
-			on, swan := settled(t)
-			if strings.Contains(r.name, "CHILD") {
-				for _, s := range oldOn {
-					if strings.Contains(on, "spi "+s) || strings.Contains(swan, "spi "+s) {
-						t.Errorf("%s: the old SA %s is still in a kernel", r.name, s)
-					}
-				}
-			}
-			time.Sleep(500 * time.Millisecond)
-			res := w.MustDo(t, "probe-end p")
-			t.Logf("%s: %s -> %s; stream %s", r.name, before, r.spis(), res)
-			var sent, got, lost int
-			fmt.Sscanf(res, "sent %d received %d lost %d", &sent, &got, &lost)
-			if sent < 10 || lost > 2 {
-				t.Errorf("%s: the stream lost more than 2: %s", r.name, res)
-			}
+			rekeyUnderTraffic(t, r.name, r.cmd, r.spis)
 		}
 		// One IKE SA (charon's rekey made charon its initiator) with one
 		// CHILD SA each side, the SPIs crossing over; the kernels hold
@@ -263,8 +273,8 @@ func TestOCFWBehindNAT(t *testing.T) {
 			t.Fatalf("ocfw after the rekeys: %+v", st.Peers[0])
 		}
 		ch := st.Peers[0].SAs[0].Children[0]
-		if want := fmt.Sprintf("in %08x, out %08x", ch.OutSPI, ch.InSPI); childSPIs() != want {
-			t.Errorf("charon's CHILD SA %s, ocfw's in %08x out %08x: they do not pair", childSPIs(), ch.InSPI, ch.OutSPI)
+		if want := fmt.Sprintf("in %08x, out %08x", ch.OutSPI, ch.InSPI); childSPIs(t) != want {
+			t.Errorf("charon's CHILD SA %s, ocfw's in %08x out %08x: they do not pair", childSPIs(t), ch.InSPI, ch.OutSPI)
 		}
 		on, _ := settled(t)
 		if !strings.Contains(on, fmt.Sprintf("spi 0x%08x", ch.InSPI)) || !strings.Contains(on, fmt.Sprintf("spi 0x%08x", ch.OutSPI)) {
@@ -342,6 +352,108 @@ func TestOCFWBehindNAT(t *testing.T) {
 			t.Errorf("charon holds %d IKE SAs after ocfw's restart, want 1 (INITIAL_CONTACT)", n)
 		}
 	})
+
+	// onePair: ocfw holds exactly one established IKE SA with one CHILD
+	// SA, charon one IKE SA with one CHILD SA, and they pair.
+	onePair := func(t *testing.T) (ikeStatus, bool) {
+		st := status(t)
+		if len(st.Peers) != 1 || len(st.Peers[0].SAs) != 1 || st.Peers[0].SAs[0].State != "established" ||
+			len(st.Peers[0].SAs[0].Children) != 1 {
+			return st, false
+		}
+		sas := w.MustDo(t, peer.SwanctlCommand("--list-sas"))
+		ch := st.Peers[0].SAs[0].Children[0]
+		return st, strings.Count(sas, "ESTABLISHED") == 1 && strings.Count(sas, "INSTALLED") == 1 &&
+			childSPIs(t) == fmt.Sprintf("in %08x, out %08x", ch.OutSPI, ch.InSPI)
+	}
+	// reload gives charon the swanctl.conf conf in place of the one it
+	// has, its SAs with ocfw ended, and ocfw's endpoint restarted with c.
+	reload := func(t *testing.T, conf string, c map[string]any) {
+		t.Helper()
+		w.Do(ctx, "ike-stop ocfw") // none when the step runs alone (-run)
+		w.Do(ctx, peer.SwanctlCommand("--terminate", "--ike", "ocfw", "--force"))
+		// ike-stop leaves the kernel's SAs, as a crash would; and a
+		// stream a failed step left running is ended.
+		w.MustDo(t, fmt.Sprintf("exec on LD_LIBRARY_PATH=%s %s xfrm state flush", LibraryPath, IP))
+		w.MustDo(t, fmt.Sprintf("exec on LD_LIBRARY_PATH=%s %s xfrm policy flush", LibraryPath, IP))
+		w.Do(ctx, "probe-end p")
+		w.MustDo(t, "write "+peer.SwanctlConf()+" "+worldvm.Quote(conf))
+		w.MustDo(t, peer.SwanctlCommand("--load-all"))
+		w.MustDo(t, "ike on ocfw "+worldvm.Quote(mustJSON(t, c)))
+	}
+
+	// DefaultProposals (issue 28 point 1): charon's default
+	// esp_proposals have no DH group, ocfw proposes PFS (its default,
+	// pfs: true). CHILD rekeys started by each side, twice, under
+	// traffic, must each end with one new CHILD SA pair.
+	t.Run("DefaultProposals", func(t *testing.T) {
+		conf := strings.Replace(peerConf, "esp_proposals = aes128-sha256", "esp_proposals = default", 1)
+		if conf == peerConf {
+			t.Fatal("peerConf no longer has the line this step changes")
+		}
+		c := clone(cfg)
+		c["esp"] = "aes128-sha256-curve25519"
+		reload(t, conf, c)
+		waitSAs(t, w, peer, "ocfw")
+		for range 2 {
+			rekeyUnderTraffic(t, "ocfw rekeys the CHILD SA", "ike-rekey ocfw child", childSPIs)
+			rekeyUnderTraffic(t, "charon rekeys the CHILD SA", peer.SwanctlCommand("--rekey", "--child", "net"), childSPIs)
+		}
+		if st, ok := onePair(t); !ok {
+			t.Fatalf("not one IKE SA and one CHILD SA pair after the rekeys:\nocfw %+v\n%s\ncharon:\n%s", st.Peers, st.Log,
+				w.MustDo(t, peer.SwanctlCommand("--list-sas")))
+		}
+		checkTraffic(t, w, peer, "10.1.0.1")
+	})
+
+	// Reauth (issue 28 point 2): charon, the initiator, reauthenticates
+	// make-before-break (a new IKE SA from IKE_SA_INIT with the CHILD SA
+	// re-created on it, then the old IKE SA deleted) against ocfw as
+	// responder: the stream keeps flowing, and both ends end with
+	// exactly the new IKE SA and one CHILD SA pair. Twice.
+	t.Run("Reauth", func(t *testing.T) {
+		c := clone(cfg)
+		c["initiate"] = false
+		reload(t, peerConf, c)
+		if out, err := w.Do(ctx, peer.SwanctlCommand("--initiate", "--child", "net", "--timeout", "20")); err != nil {
+			t.Fatalf("charon --initiate: %v\n%s", err, out)
+		}
+		waitSAs(t, w, peer, "ocfw")
+		for i := range 2 {
+			old := status(t).Peers[0].SAs[0]
+			w.MustDo(t, "probe pr swan 10.1.0.1:9 50ms")
+			time.Sleep(500 * time.Millisecond)
+			w.MustDo(t, peer.SwanctlCommand("--rekey", "--ike", "ocfw", "--reauth"))
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+				st, ok := onePair(t)
+				if ok && st.Peers[0].SAs[0].SPIi != old.SPIi {
+					t.Logf("reauthentication %d: ocfw %s", i+1, st.Peers[0].SAs[0])
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("reauthentication %d: not exactly the new IKE SA and one CHILD SA pair within 20 s:\nocfw %+v\n%s\ncharon:\n%s",
+						i+1, st.Peers, st.Log, w.MustDo(t, peer.SwanctlCommand("--list-sas")))
+				}
+			}
+			settled(t)
+			time.Sleep(500 * time.Millisecond)
+			res := w.MustDo(t, "probe-end pr")
+			t.Logf("reauthentication %d: stream %s", i+1, res)
+			var sent, got, lost int
+			fmt.Sscanf(res, "sent %d received %d lost %d", &sent, &got, &lost)
+			if sent < 10 || lost > 2 {
+				t.Errorf("reauthentication %d: the stream lost more than 2: %s", i+1, res)
+			}
+		}
+		if log := w.MustDo(t, "output charon-peer"); !strings.Contains(log, "reauthenticating IKE_SA") {
+			t.Errorf("charon's log does not show a reauthentication:\n%s", log)
+		}
+		checkTraffic(t, w, peer, "10.1.0.1")
+	})
+
+	// The wrong-PSK steps use the test's first swanctl.conf.
+	w.MustDo(t, "write "+peer.SwanctlConf()+" "+worldvm.Quote(peerConf))
+	w.MustDo(t, peer.SwanctlCommand("--load-all"))
 
 	wrong := "a wrong psk for this test, long enough 77"
 	t.Run("wrong-psk-ocfw-initiates", func(t *testing.T) {

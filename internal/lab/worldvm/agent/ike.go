@@ -22,8 +22,8 @@ import (
 
 // IKEConfig is the JSON of the ike command: one peer, proposals in
 // strongSwan's notation (aes128-sha256-modp2048; esp: aes128-sha256,
-// a group for PFS). IDs that parse as IPv4 are ID_IPV4_ADDR, others
-// FQDN; empty means the address.
+// a group for PFS). IDs that parse as IPv4 are ID_IPV4_ADDR, e-mail
+// addresses ID_RFC822_ADDR, others FQDN; empty means the address.
 type IKEConfig struct {
 	Name     string `json:"name"`
 	Local    string `json:"local"`
@@ -182,7 +182,12 @@ func identity(s string) ike.Identity {
 	if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
 		return ike.Identity{IDType: ike.ID_IPV4_ADDR, Data: a.AsSlice()}
 	}
-	return ike.Identity{IDType: ike.ID_FQDN, Data: []byte(s)}
+	// An e-mail address is ID_RFC822_ADDR (Libreswan's and strongSwan's
+	// user@host); a leading @ only marks a name.
+	if i := strings.IndexByte(s, '@'); i > 0 {
+		return ike.Identity{IDType: ike.ID_RFC822_ADDR, Data: []byte(s)}
+	}
+	return ike.Identity{IDType: ike.ID_FQDN, Data: []byte(strings.TrimPrefix(s, "@"))}
 }
 
 func (c IKEConfig) peer() (ike.Peer, error) {

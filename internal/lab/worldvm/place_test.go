@@ -1,4 +1,4 @@
-package strongswan
+package worldvm
 
 import (
 	"os"
@@ -20,7 +20,7 @@ const placeTreeEnv = "OCFW_TEST_PLACE_TREE"
 // directory. Without the lock (and the "already there" check) the
 // second rename failed with "file exists".
 func TestPlaceTreeTwoProcesses(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "strongswan", "i386", "root-test")
+	dir := filepath.Join(t.TempDir(), "peer", "i386", "root-test")
 	var cmds []*exec.Cmd
 	var outs []*strings.Builder
 	for range 2 {
