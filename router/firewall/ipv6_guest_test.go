@@ -11,11 +11,6 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 )
 
-// fibModules are the fib expression's modules the v6 rules need on top
-// of Modules (nft's "fib saddr . iif oif missing" in an inet table), in
-// load order. Not in Modules yet: the router applies no v6 rules yet.
-var fibModules = []string{"nft_fib", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet"}
-
 const (
 	wan6Host   = "2001:db8:ffff::1"
 	router6WAN = "2001:db8:ffff::2"
