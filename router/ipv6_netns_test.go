@@ -1,0 +1,294 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/internal/lab/realclient"
+	"github.com/ocfw/ocfw/router/firewall"
+	"github.com/ocfw/ocfw/router/netns"
+	"github.com/ocfw/ocfw/site"
+)
+
+// The IPv6 lab: an ISP namespace running ISC dhcpd -6 (package
+// realclient's server end), the router's namespace (the client end),
+// where the router's own v6 code runs in-process, and a LAN host's
+// namespace joined to the router's by a veth pair, whose kernel does
+// SLAAC from the router's advertisements. No packet leaves the three.
+const (
+	isp6    = "2001:db8:ffff::1"
+	wan6    = "2001:db8:ffff::2"
+	ula6Lab = "fd12:3456:789a::/48"
+)
+
+// dhcpd6Conf delegates /60s from first..last with short lifetimes, so
+// renewals (and a rebind to another server) come within seconds.
+func dhcpd6Conf(first, last string) string {
+	return `ddns-update-style none;
+authoritative;
+default-lease-time 40;
+max-lease-time 40;
+preferred-lifetime 20;
+option dhcp6.name-servers 2001:db8:ffff::53;
+subnet6 2001:db8:ffff::/64 {
+  prefix6 ` + first + ` ` + last + ` /60;
+}
+`
+}
+
+func startDhcpd6(t *testing.T, link *realclient.Link, conf string) *realclient.Proc {
+	t.Helper()
+	bin := realclient.Need(t, "dhcpd")
+	dir := t.TempDir()
+	cf, lf, pf := filepath.Join(dir, "dhcpd6.conf"), filepath.Join(dir, "leases6"), filepath.Join(dir, "pid")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lf, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return realclient.Start(t, link.Server, realclient.Options{}, bin, "-6", "-f", "-d", "-cf", cf, "-lf", lf, "-pf", pf, link.ServerIf)
+}
+
+type v6Lab struct {
+	t    *testing.T
+	link *realclient.Link
+	host *netns.NS
+	r    *Router
+
+	mu   sync.Mutex
+	fw   [][]netip.Prefix // the LAN prefixes of each ruleset applied
+	logs []string
+}
+
+func newV6Lab(t *testing.T, subnetID int) *v6Lab {
+	t.Helper()
+	l := &v6Lab{t: t, link: realclient.NewLink(t, isp6+"/64")}
+	host, err := netns.New("lanhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close() })
+	l.host = host
+	if err := netns.Veth(l.link.Client, "lan0", "", host, "eth0", ""); err != nil {
+		t.Fatal(err)
+	}
+	// The router's WAN address and default route, as the ISP's
+	// advertisements would give them (no radvd in the lab: the WAN
+	// runs in auto mode, DHCPv6 only for the prefix).
+	if err := l.link.Client.AddAddr(l.link.ClientIf, wan6+"/64"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.link.Client.Route("::/0", netip.MustParseAddr(isp6), netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	s := &site.Site{Hostname: "gw", LAN: site.LAN{Address: "192.168.1.1/24", Domain: "home.arpa"},
+		IPv6: site.IPv6{ULA: ula6Lab, LAN: site.IPv6LAN{SubnetID: subnetID}}}
+	r := newRouter(Config{Site: s, Log: l.logf})
+	r.links = &links{h: l.link.Client.Netlink()}
+	r.wanIf, r.lanIf, r.started = l.link.ClientIf, "lan0", time.Now()
+	r.inNS = l.link.Client.Do
+	r.applyRules = func(*firewall.Ruleset) error {
+		r.svc.mu.Lock()
+		lans := slices.Clone(r.svc.lan6Prefixes)
+		r.svc.mu.Unlock()
+		l.mu.Lock()
+		l.fw = append(l.fw, lans)
+		l.mu.Unlock()
+		return nil
+	}
+	l.r = r
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		r.wg.Wait()
+		if t.Failed() {
+			l.mu.Lock()
+			t.Logf("router log:\n%s", strings.Join(l.logs, "\n"))
+			l.mu.Unlock()
+		}
+	})
+	if err := l.link.Client.Do(func() error {
+		if err := r.applyFirewall(); err != nil {
+			return err
+		}
+		return r.startIPv6(ctx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (l *v6Lab) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.logs = append(l.logs, time.Now().Format("15:04:05.000 ")+strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+// hostAddrs are the LAN host's addresses in p, out of duplicate
+// address detection (a tentative one cannot be bound yet).
+func (l *v6Lab) hostAddrs(p netip.Prefix) []netlink.Addr {
+	nl := l.host.Netlink()
+	ln, err := nl.LinkByName("eth0")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	as, err := nl.AddrList(ln, netlink.FAMILY_V6)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var out []netlink.Addr
+	for _, a := range as {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && p.Contains(ip) && a.Flags&unix.IFA_F_TENTATIVE == 0 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// delegated is the LAN /64 the router numbers now, from the status.
+func (l *v6Lab) delegated(pool netip.Prefix) (netip.Prefix, bool) {
+	st := l.r.ipv6Status()
+	if st == nil {
+		return netip.Prefix{}, false
+	}
+	for _, a := range st.LAN {
+		p, err := netip.ParsePrefix(a)
+		if err == nil && pool.Contains(p.Addr()) {
+			return p.Masked(), true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+func waitUntil(timeout time.Duration, cond func() bool) bool {
+	end := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// ping6 pings dst from src in the LAN host's namespace and says whether
+// an answer came.
+func (l *v6Lab) ping6(src, dst netip.Addr) (bool, string) {
+	ping := realclient.Need(l.t, "ping")
+	p := realclient.Start(l.t, l.host, realclient.Options{}, ping, "-6", "-c", "3", "-i", "0.5", "-W", "5", "-I", src.String(), dst.String())
+	err := p.Wait(60 * time.Second)
+	return err == nil, p.Output()
+}
+
+// TestIPv6PrefixDelegationLAN runs the router's v6 (startIPv6) against
+// ISC dhcpd -6 delegating a /60: the LAN gets the /64 at the site's
+// subnet id and the ULA's, the LAN host's kernel makes its SLAAC
+// addresses in both, and its pings from the delegated address reach
+// the ISP's host through the router. Then the ISP's server hands out
+// another prefix (a new dhcpd with another pool: the rebind at T2 finds
+// it): the router's next advertisement deprecates the old /64 (the
+// host's address there goes to preferred 0 while the new one appears),
+// the router drops its own old address, and the firewall's v6 rules
+// are rebuilt with only the new /64 and the ULA's as LAN sources (what
+// keeps the old prefix from being forwarded: TestGuestIPv6Firewall
+// proves those rules drop such sources in the kernel).
+func TestIPv6PrefixDelegationLAN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes about a minute (DHCPv6 exchanges, SLAAC, a rebind at T2 16 s)")
+	}
+	realclient.Need(t, "ping")
+	pool1, pool2 := netip.MustParsePrefix("2001:db8:100::/56"), netip.MustParsePrefix("2001:db8:200::/56")
+	ula64 := netip.MustParsePrefix("fd12:3456:789a:3::/64")
+	l := newV6Lab(t, 3)
+	// The ISP routes its pools to the router, as it would route what
+	// it delegates.
+	for _, p := range []netip.Prefix{pool1, pool2} {
+		if err := l.link.Server.Route(p.String(), netip.MustParseAddr(wan6), netip.Addr{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := startDhcpd6(t, l.link, dhcpd6Conf("2001:db8:100::", "2001:db8:100:f0::"))
+
+	var lan1 netip.Prefix
+	if !waitUntil(90*time.Second, func() bool { var ok bool; lan1, ok = l.delegated(pool1); return ok }) {
+		t.Fatalf("no LAN prefix from the delegation: status %+v\ndhcpd:\n%s", l.r.ipv6Status(), srv.Output())
+	}
+	// Subnet id 3 inside the delegated /60.
+	if lan1.Bits() != 64 || lan1.Addr().As16()[7]&0x0f != 3 {
+		t.Errorf("LAN prefix %v: want the /64 with subnet id 3 of the delegated /60", lan1)
+	}
+	if !waitUntil(60*time.Second, func() bool { return len(l.hostAddrs(lan1)) > 0 && len(l.hostAddrs(ula64)) > 0 }) {
+		t.Fatalf("the LAN host made no SLAAC address in %v and %v: %v %v", lan1, ula64, l.hostAddrs(lan1), l.hostAddrs(ula64))
+	}
+	old := l.hostAddrs(lan1)[0]
+	oldIP, _ := netip.AddrFromSlice(old.IP)
+	if ok, out := l.ping6(oldIP, netip.MustParseAddr(isp6)); !ok {
+		t.Fatalf("ping6 from %v to the ISP's host through the router failed:\n%s", oldIP, out)
+	}
+	l.mu.Lock()
+	lastFW := l.fw[len(l.fw)-1]
+	l.mu.Unlock()
+	if !slices.Equal(lastFW, []netip.Prefix{ula64, lan1}) {
+		t.Errorf("the firewall's LAN prefixes %v, want %v", lastFW, []netip.Prefix{ula64, lan1})
+	}
+
+	// The ISP hands out another prefix.
+	srv.Kill(t)
+	sentBefore := l.r.svc.lan6.ra.Stats().Sent
+	srv = startDhcpd6(t, l.link, dhcpd6Conf("2001:db8:200::", "2001:db8:200:f0::"))
+	var lan2 netip.Prefix
+	if !waitUntil(120*time.Second, func() bool { var ok bool; lan2, ok = l.delegated(pool2); return ok }) {
+		t.Fatalf("no LAN prefix from the new pool: status %+v\ndhcpd:\n%s", l.r.ipv6Status(), srv.Output())
+	}
+	deprecated := func() bool {
+		for _, a := range l.hostAddrs(lan1) {
+			if a.IP.Equal(old.IP) && a.PreferedLft == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitUntil(30*time.Second, func() bool { return deprecated() && len(l.hostAddrs(lan2)) > 0 }) {
+		t.Fatalf("after the change: old %v, new %v", l.hostAddrs(lan1), l.hostAddrs(lan2))
+	}
+	// Advertisements are minutes apart after the first few: the one
+	// the change sent did it (plus at most the initial ones still due).
+	if sent := l.r.svc.lan6.ra.Stats().Sent - sentBefore; sent > 3 {
+		t.Errorf("%d advertisements between the change and the deprecation", sent)
+	}
+	if st := l.r.ipv6Status(); slices.Contains(st.LAN, netip.PrefixFrom(site.WithID(lan1, routerID), 64).String()) {
+		t.Errorf("the router keeps its address in the old prefix: %v", st.LAN)
+	}
+	l.mu.Lock()
+	lastFW = l.fw[len(l.fw)-1]
+	l.mu.Unlock()
+	if !slices.Equal(lastFW, []netip.Prefix{ula64, lan2}) {
+		t.Errorf("the firewall's LAN prefixes after the change %v, want %v", lastFW, []netip.Prefix{ula64, lan2})
+	}
+	newIP, _ := netip.AddrFromSlice(l.hostAddrs(lan2)[0].IP)
+	if ok, out := l.ping6(newIP, netip.MustParseAddr(isp6)); !ok {
+		t.Fatalf("ping6 from the new prefix %v failed:\n%s", newIP, out)
+	}
+	var text strings.Builder
+	st := l.r.Status()
+	if err := st.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "delegated 2001:db8:200:") || !strings.Contains(text.String(), lan2.Addr().String()) {
+		t.Errorf("ocf net does not show the delegation and the LAN's prefix:\n%s", text.String())
+	}
+}
