@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/internal/lab/realclient"
+	"github.com/ocfw/ocfw/router/dns"
 	"github.com/ocfw/ocfw/router/firewall"
 	"github.com/ocfw/ocfw/router/netns"
 	"github.com/ocfw/ocfw/site"
@@ -94,8 +95,12 @@ func newV6Lab(t *testing.T, subnetID int) *v6Lab {
 		t.Fatal(err)
 	}
 	s := &site.Site{Hostname: "gw", LAN: site.LAN{Address: "192.168.1.1/24", Domain: "home.arpa"},
-		IPv6: site.IPv6{ULA: ula6Lab, LAN: site.IPv6LAN{SubnetID: subnetID}}}
+		IPv6: site.IPv6{ULA: ula6Lab, LAN: site.IPv6LAN{SubnetID: subnetID}, Hosts: []site.IPv6Host{{Name: "nas", ID: "::10"}}}}
 	r := newRouter(Config{Site: s, Log: l.logf})
+	// The forwarder as startDNS makes it (its v4 listener is not
+	// needed here: the LAN host asks over v6).
+	lan4, _ := s.LAN.Address.Prefix()
+	r.svc.dns = dns.New(dns.Config{Allowed: []netip.Prefix{lan4.Masked()}, Domain: s.LAN.LocalDomain(), Hosts: r.lanHosts})
 	r.links = &links{h: l.link.Client.Netlink()}
 	r.wanIf, r.lanIf, r.started = l.link.ClientIf, "lan0", time.Now()
 	r.inNS = l.link.Client.Do
@@ -194,6 +199,24 @@ func (l *v6Lab) ping6(src, dst netip.Addr) (bool, string) {
 	return err == nil, p.Output()
 }
 
+// digAAAA asks the router at server for name's AAAA records from the
+// LAN host, over IPv6, and returns the addresses answered.
+func (l *v6Lab) digAAAA(server netip.Addr, name string) []string {
+	dig := realclient.Need(l.t, "dig")
+	p := realclient.Start(l.t, l.host, realclient.Options{}, dig, "+short", "+tries=3", "+time=5", "@"+server.String(), name, "AAAA")
+	if err := p.Wait(60 * time.Second); err != nil {
+		l.t.Fatalf("dig @%s %s AAAA: %v\n%s", server, name, err, p.Output())
+	}
+	var out []string
+	for _, f := range strings.Fields(p.Output()) {
+		if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, a.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestIPv6PrefixDelegationLAN runs the router's v6 (startIPv6) against
 // ISC dhcpd -6 delegating a /60: the LAN gets the /64 at the site's
 // subnet id and the ULA's, the LAN host's kernel makes its SLAAC
@@ -239,6 +262,22 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	if ok, out := l.ping6(oldIP, netip.MustParseAddr(isp6)); !ok {
 		t.Fatalf("ping6 from %v to the ISP's host through the router failed:\n%s", oldIP, out)
 	}
+	// DNS over v6: the forwarder on the router's ULA and delegated
+	// addresses answers AAAA for its own name and the site's v6 host
+	// (::10 in each /64).
+	ulaRouter := site.WithID(ula64, routerID)
+	for _, c := range []struct {
+		server netip.Addr
+		name   string
+		want   []string
+	}{
+		{ulaRouter, "gw.home.arpa", sorted(ulaRouter.String(), site.WithID(lan1, routerID).String())},
+		{site.WithID(lan1, routerID), "nas.home.arpa", sorted(site.WithID(ula64, netip.MustParseAddr("::10")).String(), site.WithID(lan1, netip.MustParseAddr("::10")).String())},
+	} {
+		if got := l.digAAAA(c.server, c.name); !slices.Equal(got, c.want) {
+			t.Errorf("dig @%s %s AAAA: %v, want %v", c.server, c.name, got, c.want)
+		}
+	}
 	l.mu.Lock()
 	lastFW := l.fw[len(l.fw)-1]
 	l.mu.Unlock()
@@ -279,6 +318,10 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	if !slices.Equal(lastFW, []netip.Prefix{ula64, lan2}) {
 		t.Errorf("the firewall's LAN prefixes after the change %v, want %v", lastFW, []netip.Prefix{ula64, lan2})
 	}
+	// The forwarder moved to the new address, with the new names.
+	if got, want := l.digAAAA(site.WithID(lan2, routerID), "gw"), sorted(ulaRouter.String(), site.WithID(lan2, routerID).String()); !slices.Equal(got, want) {
+		t.Errorf("dig @new router address gw AAAA: %v, want %v", got, want)
+	}
 	newIP, _ := netip.AddrFromSlice(l.hostAddrs(lan2)[0].IP)
 	if ok, out := l.ping6(newIP, netip.MustParseAddr(isp6)); !ok {
 		t.Fatalf("ping6 from the new prefix %v failed:\n%s", newIP, out)
@@ -291,4 +334,9 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	if !strings.Contains(text.String(), "delegated 2001:db8:200:") || !strings.Contains(text.String(), lan2.Addr().String()) {
 		t.Errorf("ocf net does not show the delegation and the LAN's prefix:\n%s", text.String())
 	}
+}
+
+func sorted(s ...string) []string {
+	slices.Sort(s)
+	return s
 }

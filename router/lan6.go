@@ -30,8 +30,10 @@ const raRouterLifetime = 3 * ra.DefaultMaxInterval
 // (invalid when off), the WAN's current delegated (or static) prefix
 // lease (nil when there is none) and the time now: the router's own LAN
 // addresses (each /64's ::1) and the advertisement that gives the /64s
-// to hosts. Pure, so the numbering is tested without a kernel.
-func lan6Plan(v site.IPv6, domain string, mtu int, ula netip.Prefix, l *dhcp6.Lease, now time.Time) ([]netip.Prefix, ra.Advert, error) {
+// to hosts, announcing the router's addresses as resolvers when forwarder
+// (the DNS forwarder runs) and the site names none. Pure, so the
+// numbering is tested without a kernel.
+func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Prefix, l *dhcp6.Lease, now time.Time) ([]netip.Prefix, ra.Advert, error) {
 	var addrs []netip.Prefix
 	adv := ra.Advert{MTU: mtu, DNSLifetime: 3 * ra.DefaultMaxInterval}
 	id := v.LAN.SubnetID
@@ -64,7 +66,7 @@ func lan6Plan(v site.IPv6, domain string, mtu int, ula netip.Prefix, l *dhcp6.Le
 			adv.RDNSS = append(adv.RDNSS, a)
 		}
 	}
-	if len(v.LAN.DNS) == 0 {
+	if len(v.LAN.DNS) == 0 && forwarder {
 		// The router's own forwarder, on its ULA first: that one
 		// answers whether or not the ISP is there.
 		for _, a := range addrs {
@@ -84,16 +86,20 @@ func lan6Plan(v site.IPv6, domain string, mtu int, ula netip.Prefix, l *dhcp6.Le
 // rebuilds the firewall's notion of the LAN's prefixes (so a source in
 // a withdrawn prefix is not forwarded any more).
 type lan6 struct {
-	v      site.IPv6
-	domain string
-	mtu    int
-	ula    netip.Prefix
-	lanIf  string
-	links  *links
-	ra     *ra.Server
+	v         site.IPv6
+	domain    string
+	mtu       int
+	forwarder bool
+	ula       netip.Prefix
+	lanIf     string
+	links     *links
+	ra        *ra.Server
 	// firewall installs the v6 rules for the LAN's /64s; nil for none.
 	firewall func(lanPrefixes []netip.Prefix) error
-	logf     func(format string, args ...any)
+	// changed is told the router's LAN addresses after each apply that
+	// changed them (the DNS forwarder listens there); nil for nobody.
+	changed func(addrs []netip.Prefix)
+	logf    func(format string, args ...any)
 
 	mu    sync.Mutex
 	lease *dhcp6.Lease
@@ -111,7 +117,7 @@ func (n *lan6) status() (addrs []netip.Prefix, lease *dhcp6.Lease) {
 func (n *lan6) apply(l *dhcp6.Lease) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	addrs, adv, err := lan6Plan(n.v, n.domain, n.mtu, n.ula, l, time.Now())
+	addrs, adv, err := lan6Plan(n.v, n.domain, n.mtu, n.forwarder, n.ula, l, time.Now())
 	if err != nil {
 		return err
 	}
@@ -132,10 +138,14 @@ func (n *lan6) apply(l *dhcp6.Lease) error {
 			return err
 		}
 	}
-	if !slices.Equal(addrs, n.addrs) {
-		n.logf("ipv6: LAN %s on %s", addrs, n.lanIf)
-	}
+	moved := !slices.Equal(addrs, n.addrs)
 	n.lease, n.addrs = l, addrs
+	if moved {
+		n.logf("ipv6: LAN %s on %s", addrs, n.lanIf)
+		if n.changed != nil {
+			n.changed(addrs)
+		}
+	}
 	return nil
 }
 

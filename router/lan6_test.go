@@ -54,7 +54,7 @@ func TestIPv6LANPlan(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := site.IPv6{LAN: site.IPv6LAN{SubnetID: tt.subnet}}
-			addrs, adv, err := lan6Plan(v, "lan.example", 1500, tt.ula, tt.lease, now)
+			addrs, adv, err := lan6Plan(v, "lan.example", 1500, true, tt.ula, tt.lease, now)
 			if tt.err {
 				if err == nil {
 					t.Fatalf("no error; addrs %v", addrs)

@@ -82,14 +82,16 @@ func (r *Router) startIPv6(ctx context.Context) error {
 	}
 	var n *lan6
 	if r.lanIf != "" {
-		n = &lan6{v: s.IPv6, domain: s.LAN.LocalDomain(), mtu: s.LAN.MTU, ula: ula, lanIf: r.lanIf, links: r.links, logf: r.logf,
+		n = &lan6{v: s.IPv6, domain: s.LAN.LocalDomain(), mtu: s.LAN.MTU, forwarder: s.LAN.ForwarderOn(), ula: ula, lanIf: r.lanIf, links: r.links, logf: r.logf,
 			firewall: func(lans []netip.Prefix) error {
 				r.svc.mu.Lock()
 				r.svc.lan6Prefixes = lans
 				r.svc.mu.Unlock()
 				return r.applyFirewall()
-			}}
-		_, adv, err := lan6Plan(n.v, n.domain, n.mtu, ula, nil, time.Now())
+			},
+			changed: func(addrs []netip.Prefix) { r.lan6Moved(ctx, addrs) },
+		}
+		_, adv, err := lan6Plan(n.v, n.domain, n.mtu, n.forwarder, ula, nil, time.Now())
 		if err == nil {
 			n.ra, err = ra.New(ra.Config{Interface: r.lanIf, Log: r.serviceLog()}, adv)
 		}
@@ -238,4 +240,32 @@ func (r *Router) inNS6(fn func(context.Context) error) func(context.Context) err
 		return fn
 	}
 	return func(ctx context.Context) error { return r.inNS(func() error { return fn(ctx) }) }
+}
+
+// lan6Moved follows the router's LAN addresses with the DNS forwarder:
+// it answers the LAN's v6 prefixes and listens on each v6 address (the
+// ULA's, which stays, and the delegated prefix's, which moves with it).
+func (r *Router) lan6Moved(ctx context.Context, addrs []netip.Prefix) {
+	r.svc.mu.Lock()
+	fwd := r.svc.dns
+	r.svc.mu.Unlock()
+	if fwd == nil {
+		return
+	}
+	var allowed []netip.Prefix
+	if lan, err := r.Site().LAN.Address.Prefix(); err == nil {
+		allowed = append(allowed, lan.Masked())
+	}
+	var listen []string
+	for _, a := range addrs {
+		allowed = append(allowed, a.Masked())
+		listen = append(listen, netip.AddrPortFrom(a.Addr(), 53).String())
+	}
+	fwd.SetAllowed(allowed)
+	r.svc.stop("dns6")
+	if len(listen) == 0 {
+		return
+	}
+	r.goService("dns6", ctx, r.inNS6(func(ctx context.Context) error { return fwd.ListenAndServe(ctx, listen) }))
+	r.svc.set("dns6", fmt.Sprintf("forwarding on %v (UDP, TCP)", listen))
 }
