@@ -262,6 +262,14 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	if ok, out := l.ping6(oldIP, netip.MustParseAddr(isp6)); !ok {
 		t.Fatalf("ping6 from %v to the ISP's host through the router failed:\n%s", oldIP, out)
 	}
+	// The LAN's services run (a failed one says "stopped: why").
+	l.r.svc.mu.Lock()
+	for _, name := range []string{"ra", "dhcp6-info", "dhcp6", "dns6"} {
+		if st := l.r.svc.state[name]; strings.HasPrefix(st, "stopped") {
+			t.Errorf("service %s: %s", name, st)
+		}
+	}
+	l.r.svc.mu.Unlock()
 	// DNS over v6: the forwarder on the router's ULA and delegated
 	// addresses answers AAAA for its own name and the site's v6 host
 	// (::10 in each /64).

@@ -94,6 +94,9 @@ type lan6 struct {
 	lanIf     string
 	links     *links
 	ra        *ra.Server
+	// info is the LAN's stateless DHCPv6 server (the O flag's); nil
+	// for none.
+	info *dhcp6.InfoServer
 	// firewall installs the v6 rules for the LAN's /64s; nil for none.
 	firewall func(lanPrefixes []netip.Prefix) error
 	// changed is told the router's LAN addresses after each apply that
@@ -132,6 +135,12 @@ func (n *lan6) apply(l *dhcp6.Lease) error {
 		if err := n.firewall(lans); err != nil {
 			return err
 		}
+	}
+	if n.info != nil {
+		// The same resolvers and domains by DHCPv6, for hosts that do
+		// not read them off the advertisement (RFC 8106's RDNSS).
+		adv.Other = true
+		n.info.Set(adv.RDNSS, adv.DNSSL)
 	}
 	if n.ra != nil {
 		if err := n.ra.Update(adv); err != nil {

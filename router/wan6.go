@@ -95,6 +95,9 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		if err == nil {
 			n.ra, err = ra.New(ra.Config{Interface: r.lanIf, Log: r.serviceLog()}, adv)
 		}
+		if err == nil {
+			n.info, err = dhcp6.NewInfoServer(dhcp6.InfoConfig{Interface: r.lanIf, Log: r.serviceLog()})
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("ipv6: %w", err))
 			n = nil
@@ -105,6 +108,7 @@ func (r *Router) startIPv6(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		r.goService("ra", ctx, r.inNS6(n.ra.Serve))
+		r.goService("dhcp6-info", ctx, r.inNS6(n.info.Serve))
 	}
 	r.svc.mu.Lock()
 	r.svc.lan6, r.svc.v6mode = n, mode
