@@ -124,6 +124,7 @@ func newV6Lab(t *testing.T, subnetID int) *v6Lab {
 			l.mu.Unlock()
 		}
 	})
+	r.svcCtx = ctx // as startServices leaves it, for Reconfigure
 	if err := l.link.Client.Do(func() error {
 		if err := r.applyFirewall(); err != nil {
 			return err
@@ -228,7 +229,9 @@ func (l *v6Lab) digAAAA(server netip.Addr, name string) []string {
 // the router drops its own old address, and the firewall's v6 rules
 // are rebuilt with only the new /64 and the ULA's as LAN sources (what
 // keeps the old prefix from being forwarded: TestGuestIPv6Firewall
-// proves those rules drop such sources in the kernel).
+// proves those rules drop such sources in the kernel). Last, a push of
+// another subnet id (ocfw push: Reconfigure with the ipv6 part) moves
+// the LAN live the same way.
 func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes about a minute (DHCPv6 exchanges, SLAAC, a rebind at T2 16 s)")
@@ -334,6 +337,38 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	if ok, out := l.ping6(newIP, netip.MustParseAddr(isp6)); !ok {
 		t.Fatalf("ping6 from the new prefix %v failed:\n%s", newIP, out)
 	}
+	// A push moves the LAN to subnet id 5, live: the /64s at id 3 are
+	// deprecated, the host numbers itself in the new ones, and the
+	// firewall follows.
+	s5 := *l.r.Site()
+	s5.IPv6.LAN.SubnetID = 5
+	if err := l.link.Client.Do(func() error { return l.r.Reconfigure(&s5, nil, []string{PartIPv6}) }); err != nil {
+		t.Fatal(err)
+	}
+	lan5, _ := site.Subnet64(netip.PrefixFrom(lan2.Addr(), 60).Masked(), 5)
+	ula5, _ := site.Subnet64(netip.MustParsePrefix(ula6Lab), 5)
+	newAddr := l.hostAddrs(lan2)[0]
+	movedOn := func() bool {
+		old := false
+		for _, a := range l.hostAddrs(lan2) {
+			old = old || (a.IP.Equal(newAddr.IP) && a.PreferedLft == 0)
+		}
+		return old && len(l.hostAddrs(lan5)) > 0 && len(l.hostAddrs(ula5)) > 0
+	}
+	if !waitUntil(60*time.Second, movedOn) {
+		t.Fatalf("after the push: id 3 %v, id 5 %v %v", l.hostAddrs(lan2), l.hostAddrs(lan5), l.hostAddrs(ula5))
+	}
+	if !waitUntil(30*time.Second, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return slices.Equal(l.fw[len(l.fw)-1], []netip.Prefix{ula5, lan5})
+	}) {
+		l.mu.Lock()
+		t.Errorf("the firewall's LAN prefixes after the push %v, want %v", l.fw[len(l.fw)-1], []netip.Prefix{ula5, lan5})
+		l.mu.Unlock()
+	}
+	lan2 = lan5
+
 	var text strings.Builder
 	st := l.r.Status()
 	if err := st.WriteText(&text); err != nil {

@@ -107,6 +107,14 @@ type lan6 struct {
 	mu    sync.Mutex
 	lease *dhcp6.Lease
 	addrs []netip.Prefix
+	adv   ra.Advert // as last announced: a push's new server starts from it
+}
+
+// advert is what the LAN was last told.
+func (n *lan6) advert() ra.Advert {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.adv
 }
 
 // status is the LAN's v6 addresses and the delegation, for ocf net.
@@ -148,7 +156,7 @@ func (n *lan6) apply(l *dhcp6.Lease) error {
 		}
 	}
 	moved := !slices.Equal(addrs, n.addrs)
-	n.lease, n.addrs = l, addrs
+	n.lease, n.addrs, n.adv = l, addrs, adv
 	if moved {
 		n.logf("ipv6: LAN %s on %s", addrs, n.lanIf)
 		if n.changed != nil {

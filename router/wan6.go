@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -80,6 +81,16 @@ func (r *Router) startIPv6(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipv6: ULA: %w", err))
 	}
+	// A push restarting v6 (stopIPv6 kept them): the new RA server
+	// starts from what hosts were told, so a prefix the new config
+	// drops is deprecated, not forgotten; and the LAN keeps the
+	// delegation while the client asks again with the same WAN.
+	r.svc.mu.Lock()
+	prev, prevLease := r.svc.lan6, r.svc.lease6
+	r.svc.mu.Unlock()
+	if prev != nil && !reflect.DeepEqual(prev.v.WAN, s.IPv6.WAN) {
+		prevLease = nil
+	}
 	var n *lan6
 	if r.lanIf != "" {
 		n = &lan6{v: s.IPv6, domain: s.LAN.LocalDomain(), mtu: s.LAN.MTU, forwarder: s.LAN.ForwarderOn(), ula: ula, lanIf: r.lanIf, links: r.links, logf: r.logf,
@@ -92,6 +103,9 @@ func (r *Router) startIPv6(ctx context.Context) error {
 			changed: func(addrs []netip.Prefix) { r.lan6Moved(ctx, addrs) },
 		}
 		_, adv, err := lan6Plan(n.v, n.domain, n.mtu, n.forwarder, ula, nil, time.Now())
+		if prev != nil {
+			adv = prev.advert()
+		}
 		if err == nil {
 			n.ra, err = ra.New(ra.Config{Interface: r.lanIf, Log: r.serviceLog()}, adv)
 		}
@@ -104,14 +118,14 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		}
 	}
 	if n != nil {
-		if err := n.apply(nil); err != nil {
+		if err := n.apply(prevLease); err != nil {
 			errs = append(errs, err)
 		}
 		r.goService("ra", ctx, r.inNS6(n.ra.Serve))
 		r.goService("dhcp6-info", ctx, r.inNS6(n.info.Serve))
 	}
 	r.svc.mu.Lock()
-	r.svc.lan6, r.svc.v6mode = n, mode
+	r.svc.lan6, r.svc.v6mode, r.svc.lease6 = n, mode, prevLease
 	r.svc.mu.Unlock()
 
 	update := func(l *dhcp6.Lease) {
@@ -272,4 +286,44 @@ func (r *Router) lan6Moved(ctx context.Context, addrs []netip.Prefix) {
 	}
 	r.goService("dns6", ctx, r.inNS6(func(ctx context.Context) error { return fwd.ListenAndServe(ctx, listen) }))
 	r.svc.set("dns6", fmt.Sprintf("forwarding on %v (UDP, TCP)", listen))
+}
+
+// v6Services are what startIPv6 runs, in the order a push stops them.
+var v6Services = []string{"dhcp6", "dhcp6-info", "ra", "dns6"}
+
+// stopIPv6 stops the v6 services for a push; startIPv6 follows unless
+// off. With off the LAN is told first: one last advertisement with
+// every prefix deprecated and router lifetime 0 (RFC 7084 L-13's
+// withdrawal), then the router's LAN v6 addresses and v6 forwarding go.
+func (r *Router) stopIPv6(off bool) {
+	r.svc.mu.Lock()
+	n := r.svc.lan6
+	r.svc.mu.Unlock()
+	if off && n != nil && n.ra != nil {
+		before := n.ra.Stats().Sent
+		if err := n.ra.Update(ra.Advert{}); err != nil {
+			r.logf("ipv6: withdrawing the LAN's prefixes: %v", err)
+		}
+		for end := time.Now().Add(3 * time.Second); n.ra.Stats().Sent == before && time.Now().Before(end); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, name := range v6Services {
+		r.svc.stop(name)
+	}
+	if !off {
+		return
+	}
+	if n != nil {
+		if err := r.links.setAddrs6(r.lanIf, nil); err != nil {
+			r.logf("ipv6: %v", err)
+		}
+	}
+	if err := os.WriteFile(r.cfg.Root+"/proc/sys/net/ipv6/conf/all/forwarding", []byte("0\n"), 0o644); err != nil {
+		r.logf("ipv6: forwarding off: %v", err)
+	}
+	r.svc.mu.Lock()
+	r.svc.lan6, r.svc.lease6, r.svc.v6mode = nil, nil, ""
+	r.svc.mu.Unlock()
+	r.svc.set("ipv6", "off")
 }
