@@ -126,14 +126,29 @@ func (n *lan6) status() (addrs []netip.Prefix, lease *dhcp6.Lease) {
 
 // apply renumbers the LAN for lease (nil: the delegation is gone).
 func (n *lan6) apply(l *dhcp6.Lease) error {
+	addrs, moved, err := n.renumber(l)
+	if err != nil {
+		return err
+	}
+	// Told without n.mu held: the DNS forwarder it restarts answers
+	// local names from status, which takes n.mu.
+	if moved && n.changed != nil {
+		n.changed(addrs)
+	}
+	return nil
+}
+
+// renumber is apply's part under n.mu: it says whether the router's
+// LAN addresses moved.
+func (n *lan6) renumber(l *dhcp6.Lease) ([]netip.Prefix, bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	addrs, adv, err := lan6Plan(n.v, n.domain, n.mtu, n.forwarder, n.ula, l, time.Now())
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	if err := n.links.setAddrs6(n.lanIf, addrs); err != nil {
-		return err
+		return nil, false, err
 	}
 	if n.firewall != nil {
 		var lans []netip.Prefix
@@ -141,7 +156,7 @@ func (n *lan6) apply(l *dhcp6.Lease) error {
 			lans = append(lans, a.Masked())
 		}
 		if err := n.firewall(lans); err != nil {
-			return err
+			return nil, false, err
 		}
 	}
 	if n.info != nil {
@@ -152,18 +167,15 @@ func (n *lan6) apply(l *dhcp6.Lease) error {
 	}
 	if n.ra != nil {
 		if err := n.ra.Update(adv); err != nil {
-			return err
+			return nil, false, err
 		}
 	}
 	moved := !slices.Equal(addrs, n.addrs)
 	n.lease, n.addrs, n.adv = l, addrs, adv
 	if moved {
 		n.logf("ipv6: LAN %s on %s", addrs, n.lanIf)
-		if n.changed != nil {
-			n.changed(addrs)
-		}
 	}
-	return nil
+	return addrs, moved, nil
 }
 
 // setAddrs6 gives name exactly the global and ULA IPv6 addresses want

@@ -304,7 +304,9 @@ func (r *Router) stopIPv6(off bool) {
 		if err := n.ra.Update(ra.Advert{}); err != nil {
 			r.logf("ipv6: withdrawing the LAN's prefixes: %v", err)
 		}
-		for end := time.Now().Add(3 * time.Second); n.ra.Stats().Sent == before && time.Now().Before(end); {
+		// Up to the least time between multicast advertisements
+		// (3 s) and some: the withdrawal must go out before the stop.
+		for end := time.Now().Add(5 * time.Second); n.ra.Stats().Sent == before && time.Now().Before(end); {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
