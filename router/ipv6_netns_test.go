@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -13,12 +14,14 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/internal/lab/realclient"
 	"github.com/ocfw/ocfw/router/dns"
 	"github.com/ocfw/ocfw/router/firewall"
 	"github.com/ocfw/ocfw/router/netns"
+	"github.com/ocfw/ocfw/router/ra"
 	"github.com/ocfw/ocfw/site"
 )
 
@@ -273,6 +276,25 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 		}
 	}
 	l.r.svc.mu.Unlock()
+	// Hostile LAN: a host's own router advertisement (a prefix and a
+	// default route) changes nothing on the router: accept_ra 0 on the
+	// LAN, the router is the LAN's router.
+	rogue := netip.MustParsePrefix("2001:db8:bad::/64")
+	l.sendRogueRA(rogue)
+	time.Sleep(2 * time.Second) // a negative: give the kernel time to act on it
+	for _, a := range l.routerAddrs("lan0") {
+		if rogue.Contains(a) {
+			t.Errorf("the router took an address %v from a LAN host's advertisement", a)
+		}
+	}
+	if ln, err := l.link.Client.Netlink().LinkByName("lan0"); err == nil {
+		routes, _ := l.link.Client.Netlink().RouteList(ln, netlink.FAMILY_V6)
+		for _, rt := range routes {
+			if rt.Dst == nil || rt.Dst.String() == "::/0" {
+				t.Errorf("the router took a default route from a LAN host's advertisement: %v", rt)
+			}
+		}
+	}
 	// DNS over v6: the forwarder on the router's ULA and delegated
 	// addresses answers AAAA for its own name and the site's v6 host
 	// (::10 in each /64).
@@ -382,4 +404,68 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 func sorted(s ...string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// sendRogueRA sends a router advertisement for p with a default route
+// from the LAN host, as a hostile host would.
+func (l *v6Lab) sendRogueRA(p netip.Prefix) {
+	l.t.Helper()
+	m, err := ra.Advert{RouterLifetime: 30 * time.Minute, Prefixes: []ra.Prefix{{Prefix: p, Valid: time.Hour, Preferred: time.Hour}}}.Marshal()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	err = l.host.Do(func() error {
+		c, err := net.ListenPacket("ip6:ipv6-icmp", "::")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		pc := ipv6.NewPacketConn(c)
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		// From the host's link-local address, as RFC 4861 wants an
+		// advertisement's source.
+		var src net.IP
+		as, _ := l.host.Netlink().AddrList(nil, netlink.FAMILY_V6)
+		for _, a := range as {
+			if a.IP.IsLinkLocalUnicast() {
+				src = a.IP
+			}
+		}
+		sent := 0
+		for end := time.Now().Add(10 * time.Second); sent < 3 && time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if _, err := pc.WriteTo(m, &ipv6.ControlMessage{IfIndex: ifi.Index, HopLimit: 255, Src: src}, &net.IPAddr{IP: net.ParseIP("ff02::1"), Zone: "eth0"}); err == nil {
+				sent++
+			}
+		}
+		if sent == 0 {
+			return fmt.Errorf("no advertisement could be sent from %v", src)
+		}
+		return nil
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// routerAddrs are the router namespace's IPv6 addresses on ifname.
+func (l *v6Lab) routerAddrs(ifname string) []netip.Addr {
+	nl := l.link.Client.Netlink()
+	ln, err := nl.LinkByName(ifname)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	as, err := nl.AddrList(ln, netlink.FAMILY_V6)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
