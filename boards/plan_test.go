@@ -106,7 +106,7 @@ func TestResolveModules(t *testing.T) {
 	// Crypto first, then the ports' NIC driver, QEMU's NIC (x86 boards),
 	// what the router's firewall, NAT and LAN bridge need, and its IPsec
 	// tunnels (des_generic once, where it comes first).
-	router := " via_rhine e1000 crc32c_generic libcrc32c nfnetlink nf_tables nft_objref nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nft_ct nf_nat nft_chain_nat nft_nat nft_masq nft_limit bridge" +
+	router := " via_rhine e1000 crc32c_generic libcrc32c nfnetlink nf_tables nft_objref nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nft_ct nf_nat nft_chain_nat nft_nat nft_masq nft_limit nft_fib nft_fib_ipv4 nft_fib_ipv6 nft_fib_inet bridge" +
 		" ctr sha512_generic drbg cbc hmac sha1_generic sha256_generic"
 	// veth: the boot's ESP run (optional: a kernel without it still
 	// boots and routes).

@@ -371,6 +371,10 @@ var configSymbols = map[string]string{
 	"nft_nat":        "CONFIG_NFT_NAT",
 	"nft_masq":       "CONFIG_NFT_MASQ",
 	"nft_limit":      "CONFIG_NFT_LIMIT",
+	"nft_fib":        "CONFIG_NFT_FIB",
+	"nft_fib_ipv4":   "CONFIG_NFT_FIB_IPV4",
+	"nft_fib_ipv6":   "CONFIG_NFT_FIB_IPV6",
+	"nft_fib_inet":   "CONFIG_NFT_FIB_INET",
 	"bridge":         "CONFIG_BRIDGE",
 	// IPsec tunnels (drivers.TunnelModules).
 	"ctr":            "CONFIG_CRYPTO_CTR",

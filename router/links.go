@@ -201,6 +201,15 @@ func (l *links) state(name string) (LinkState, error) {
 	for _, p := range l.addrs(name) {
 		st.Addrs = append(st.Addrs, p.String())
 	}
+	// Then the IPv6 ones but link-local (every interface has one).
+	as, _ := l.h.AddrList(ln, netlink.FAMILY_V6)
+	for _, a := range as {
+		if a.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		ones, _ := a.Mask.Size()
+		st.Addrs = append(st.Addrs, fmt.Sprintf("%s/%d", a.IP, ones))
+	}
 	return st, nil
 }
 

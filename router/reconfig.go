@@ -26,6 +26,7 @@ const (
 	PartSSH      = "ssh"      // SSH keys and port
 	PartTunnels  = "tunnels"  // the IPsec tunnels and their key files
 	PartNTP      = "ntp"      // the time servers asked
+	PartIPv6     = "ipv6"     // the ipv6 section: WAN mode, delegation, LAN numbering, ULA, v6 hosts
 )
 
 // running is one service goroutine that Reconfigure may stop.
@@ -105,6 +106,13 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 	sort.Strings(names)
 	r.logf("config: applying %v live: restarting %v%s", parts, names, map[bool]string{true: " and the firewall"}[firewallToo])
 	for _, n := range names {
+		if n == "ipv6" {
+			r.stopIPv6(!s.IPv6.On())
+			continue
+		}
+		if n == "dns" {
+			r.svc.stop("dns6") // the v6 listeners serve the old forwarder
+		}
 		r.svc.stop(n)
 	}
 	if restart["ipsec"] {
@@ -134,6 +142,11 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 			fail(r.links.setAddr(r.lanIf, lan))
 			r.logf("network: LAN %s on %s", lan, r.lanIf)
 		}
+	}
+	if restart["ipv6"] && !s.IPv6.On() {
+		r.svc.mu.Lock()
+		r.svc.lan6Prefixes = nil
+		r.svc.mu.Unlock()
 	}
 	if firewallToo {
 		fail(r.applyFirewall())
@@ -191,6 +204,18 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 		r.svc.dns = nil
 		r.svc.mu.Unlock()
 		r.startDNS(ctx)
+		if !restart["ipv6"] {
+			r.svc.mu.Lock()
+			n := r.svc.lan6
+			r.svc.mu.Unlock()
+			if n != nil {
+				addrs, _ := n.status()
+				r.lan6Moved(ctx, addrs)
+			}
+		}
+	}
+	if restart["ipv6"] {
+		fail(r.startIPv6(ctx))
 	}
 	if restart["ntp-server"] {
 		lan, _ := s.LAN.Address.Prefix()
@@ -262,9 +287,12 @@ func restarts(old, s *site.Site, has map[string]bool) (restart map[string]bool, 
 		"ipsec":       has[PartTunnels] || has[PartWAN],
 		"dhcp-client": has[PartWAN],
 		"ntp":         has[PartNTP],
+		// The LAN's domain and forwarder are in the advertisements
+		// (DNSSL, RDNSS) and the DHCPv6 replies; its MTU too.
+		"ipv6": has[PartIPv6] || has[PartLAN] || has[PartDNS],
 	}
 	// The SSH port is in the firewall: a change of it is PartFirewall
 	// too (router/config.Diff), keys and the login name are not.
-	firewall = has[PartFirewall] || has[PartLAN] || has[PartWAN] || has[PartTunnels]
+	firewall = has[PartFirewall] || has[PartLAN] || has[PartWAN] || has[PartTunnels] || has[PartIPv6]
 	return restart, firewall
 }

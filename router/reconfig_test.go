@@ -41,10 +41,10 @@ func TestRestartsOnlyWhatAPartConcerns(t *testing.T) {
 		{"a port forward", []string{PartFirewall}, base(), nil, true},
 		{"ssh opened on the WAN", []string{PartFirewall}, withSSH, []string{"ssh"}, true},
 		{"a DNS name (static lease)", []string{PartDHCP}, base(), []string{"dhcp"}, false},
-		{"the domain", []string{PartDNS}, base(), []string{"dns"}, false},
+		{"the domain", []string{PartDNS}, base(), []string{"dns", "ipv6"}, false},
 		{"the LAN address", []string{PartLAN}, with(func(s *site.Site) { s.LAN.Address = "192.168.2.1/24" }),
-			[]string{"dhcp", "dns", "ntp-server", "ssh"}, true},
-		{"the LAN's MTU", []string{PartLAN}, with(func(s *site.Site) { s.LAN.MTU = 1400 }), []string{"dhcp", "dns", "ntp-server"}, true},
+			[]string{"dhcp", "dns", "ipv6", "ntp-server", "ssh"}, true},
+		{"the LAN's MTU", []string{PartLAN}, with(func(s *site.Site) { s.LAN.MTU = 1400 }), []string{"dhcp", "dns", "ipv6", "ntp-server"}, true},
 		{"the WAN", []string{PartWAN}, base(), []string{"dhcp-client", "ipsec"}, true},
 		{"other keys", []string{PartSSH}, with(func(s *site.Site) { s.SSH.AuthorizedKeys = []string{"ssh-ed25519 AAAA2 b"} }), nil, false},
 		{"the login name", []string{PartSSH}, with(func(s *site.Site) { s.SSH.User = "admin" }), nil, false},
@@ -52,6 +52,7 @@ func TestRestartsOnlyWhatAPartConcerns(t *testing.T) {
 		{"no keys left", []string{PartSSH}, with(func(s *site.Site) { s.SSH.AuthorizedKeys = nil }), []string{"ssh"}, false},
 		{"tunnels", []string{PartTunnels}, base(), []string{"ipsec"}, true},
 		{"ntp", []string{PartNTP}, base(), []string{"ntp"}, false},
+		{"the LAN's IPv6 subnet", []string{PartIPv6}, with(func(s *site.Site) { s.IPv6.LAN.SubnetID = 5 }), []string{"ipv6"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			has := map[string]bool{}

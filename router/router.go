@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/plan"
+	"github.com/ocfw/ocfw/router/firewall"
 	"github.com/ocfw/ocfw/router/sshd"
 	"github.com/ocfw/ocfw/store"
 )
@@ -112,6 +113,15 @@ type Router struct {
 
 	eventsOnce sync.Once
 	limiter    *eventLimiter // of eventf, made at its first use
+
+	// inNS runs the IPv6 services' bodies (the DHCPv6 client, the RA
+	// server) where their sockets belong; nil runs them as they are.
+	// Tests put them in a network namespace.
+	inNS func(func() error) error
+	// applyRules installs a ruleset; nil means firewall.Apply. Tests in
+	// host namespaces record it instead: the host's netfilter is never
+	// touched outside the kernel guest.
+	applyRules func(*firewall.Ruleset) error
 
 	cryptoOnce    sync.Once
 	cryptoSettled chan struct{}  // closed by CryptoSettled
@@ -342,6 +352,7 @@ type Status struct {
 	SSH      string            `json:"ssh_host_key,omitempty"`
 	Memory   Memory            `json:"memory"`
 	Events   []string          `json:"events,omitempty"`
+	IPv6     *IPv6Status       `json:"ipv6,omitempty"`
 	Views                      // ocf clients and ocf firewall (views.go)
 }
 
@@ -416,6 +427,7 @@ func (r *Router) Status() Status {
 	st.Services = map[string]string{}
 	st.Memory = readMemory(r.cfg.Root)
 	r.serviceStatus(&st)
+	st.IPv6 = r.ipv6Status()
 	r.svc.mu.Lock()
 	ts := r.svc.tunnels
 	r.svc.mu.Unlock()

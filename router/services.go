@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/router/dhcp"
+	"github.com/ocfw/ocfw/router/dhcp6"
 	"github.com/ocfw/ocfw/router/dns"
 	"github.com/ocfw/ocfw/router/firewall"
 	"github.com/ocfw/ocfw/router/ntp"
@@ -43,6 +44,14 @@ type services struct {
 	running map[string]*running // by name, so Reconfigure can stop one
 	rsaMu   sync.Mutex          // held while the RSA host key is loaded or made
 	fw      *firewall.Ruleset   // as last applied, for the rules' counters
+
+	// IPv6 (wan6.go): the LAN's numbering, the WAN's current lease, the
+	// WAN's mode ("" when v6 is off) and the LAN's /64s the firewall's
+	// v6 rules know.
+	lan6         *lan6
+	lease6       *dhcp6.Lease
+	v6mode       string
+	lan6Prefixes []netip.Prefix
 }
 
 func (s *services) set(name, state string) {
@@ -68,6 +77,9 @@ func (r *Router) startServices(ctx context.Context) []error {
 	r.startDNS(ctx)
 	r.startNTPServer(ctx, lan)
 	r.startTunnels(ctx)
+	if err := r.startIPv6(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	r.svcCtx = ctx
 	r.mu.Lock()
 	static := r.wan.Addr.IsValid()
@@ -430,7 +442,21 @@ func (r *Router) applyFirewall() error {
 	if err != nil {
 		return err
 	}
-	if err := firewall.Apply(rs); err != nil {
+	if sc.IPv6.On() {
+		// Before the LAN is numbered the LAN has no v6 prefix: no v6
+		// source from it is forwarded until lan6 says which are its.
+		r.svc.mu.Lock()
+		lans := r.svc.lan6Prefixes
+		r.svc.mu.Unlock()
+		if err := firewall.AddIPv6(rs, r.wanIf, r.lanIf, firewall.IPv6{LANPrefixes: lans}); err != nil {
+			return err
+		}
+	}
+	apply := r.applyRules
+	if apply == nil {
+		apply = func(rs *firewall.Ruleset) error { return firewall.Apply(rs) }
+	}
+	if err := apply(rs); err != nil {
 		return fmt.Errorf("firewall: %w (are the nftables modules loaded?)", err)
 	}
 	n := 0

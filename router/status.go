@@ -54,6 +54,19 @@ func (st *Status) WriteText(w io.Writer) error {
 	if st.LAN != "" {
 		fmt.Fprintf(w, "LAN %s\n", st.LAN)
 	}
+	if v := st.IPv6; v != nil {
+		fmt.Fprintf(w, "IPv6 %s: LAN %s", v.Mode, strings.Join(v.LAN, " "))
+		if v.Delegated != "" {
+			fmt.Fprintf(w, ", delegated %s", v.Delegated)
+			if v.Expires != "" {
+				fmt.Fprintf(w, " until %s", v.Expires)
+			}
+		}
+		if v.WAN != "" {
+			fmt.Fprintf(w, ", WAN %s", v.WAN)
+		}
+		fmt.Fprintln(w)
+	}
 	for _, k := range sortedKeys(st.Services) {
 		fmt.Fprintf(w, "service %s: %s\n", k, store.Printable(st.Services[k]))
 	}

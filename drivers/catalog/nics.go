@@ -85,6 +85,10 @@ var RouterModules = []RouterModule{
 	{"nft_nat", "nftables: DNAT for port forwards"},
 	{"nft_masq", "nftables: masquerade out of the WAN"},
 	{"nft_limit", "nftables: rate limits (pings)"},
+	{"nft_fib", "nftables: the IPv6 reverse-path check (fib)"},
+	{"nft_fib_ipv4", "nftables: fib, IPv4 half"},
+	{"nft_fib_ipv6", "nftables: fib, IPv6 half"},
+	{"nft_fib_inet", "nftables: fib in the inet table"},
 	{"bridge", "the LAN bridge when a site puts several ports on the LAN"},
 }
 

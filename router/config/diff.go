@@ -42,6 +42,7 @@ func Diff(a, b *site.Site, filesA, filesB map[string]string) []string {
 	add(router.PartSSH, a.SSH, b.SSH)
 	add(router.PartTunnels, []any{a.Tunnels, filesA}, []any{b.Tunnels, filesB})
 	add(router.PartNTP, a.NTP, b.NTP)
+	add(router.PartIPv6, a.IPv6, b.IPv6)
 	return parts
 }
 

@@ -29,6 +29,8 @@ func TestDiffNamesOnlyWhatChanged(t *testing.T) {
 		{"hostname", func(s *site.Site) { s.Hostname = "gw2" }, nil, []string{"hostname"}},
 		{"domain", func(s *site.Site) { s.LAN.Domain = "home.arpa" }, nil, []string{"dns"}},
 		{"ntp", func(s *site.Site) { s.NTP.Servers = []string{"192.0.2.1"} }, nil, []string{"ntp"}},
+		{"the IPv6 subnet id", func(s *site.Site) { s.IPv6.LAN.SubnetID = 2 }, nil, []string{"ipv6"}},
+		{"IPv6 off", func(s *site.Site) { off := false; s.IPv6.Enable = &off }, nil, []string{"ipv6"}},
 		{"a key file", nil, map[string]string{"t.json": "{}"}, []string{"tunnels"}},
 		{"no key files, as an empty map", nil, map[string]string{}, nil},
 		{"empty list is no list", func(s *site.Site) { s.NTP.Servers = []string{} }, nil, nil},

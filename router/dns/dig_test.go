@@ -535,3 +535,43 @@ func TestTCPLimits(t *testing.T) {
 		t.Errorf("after the connections closed, dig +tcp: %s", r.status)
 	}
 }
+
+// TestDigLocalNamesIPv6: a local name's IPv6 entries (one per LAN
+// prefix) answer AAAA together, its IPv4 one A; a name with only IPv6
+// has no A data; the first IPv4 claim of a name still wins.
+func TestDigLocalNamesIPv6(t *testing.T) {
+	up := newScripted(t, 60)
+	hosts := []Host{
+		{"gw", netip.MustParseAddr("127.0.0.1")},
+		{"gw", netip.MustParseAddr("fd12:3456:789a:3::1")},
+		{"gw", netip.MustParseAddr("2001:db8:100:f3::1")},
+		{"nas", netip.MustParseAddr("fd12:3456:789a:3::10")},
+		{"gw", netip.MustParseAddr("127.0.0.9")}, // a later claim: not answered for A
+	}
+	f := New(Config{Allowed: loopback(), Upstreams: []netip.AddrPort{up.addr()}, Domain: "home.arpa", Hosts: func() []Host { return hosts }})
+	port := serveLocal(t, f)
+	tests := []struct {
+		name, typ, status string
+		want              []string
+	}{
+		{"gw.home.arpa", "AAAA", "NOERROR", []string{"fd12:3456:789a:3::1", "2001:db8:100:f3::1"}},
+		{"gw", "AAAA", "NOERROR", []string{"fd12:3456:789a:3::1", "2001:db8:100:f3::1"}},
+		{"gw.home.arpa", "A", "NOERROR", []string{"127.0.0.1"}},
+		{"nas.home.arpa", "AAAA", "NOERROR", []string{"fd12:3456:789a:3::10"}},
+		{"nas.home.arpa", "A", "NOERROR", nil},
+		{"nobody.home.arpa", "AAAA", "NXDOMAIN", nil},
+	}
+	for _, tt := range tests {
+		r := dig(t, port, tt.name, tt.typ)
+		var got []string
+		for _, a := range r.answers {
+			got = append(got, a.data)
+		}
+		if r.status != tt.status || !r.flags["aa"] || strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("dig %s %s: %s %v %v, want %s %v authoritatively\n%s", tt.name, tt.typ, r.status, r.flags, got, tt.status, tt.want, r.out)
+		}
+	}
+	if n := up.udpAsked.Load() + up.tcpAsked.Load(); n != 0 {
+		t.Errorf("local names went upstream %d times", n)
+	}
+}

@@ -92,6 +92,7 @@ type Forwarder struct {
 
 	mu         sync.Mutex
 	upstreams  []netip.AddrPort
+	clients    []netip.Prefix // Config.Allowed, until SetAllowed
 	cache      map[cacheKey]*entry
 	order      []placed // oldest first, for eviction
 	seq        uint64
@@ -125,7 +126,16 @@ func New(cfg Config) *Forwarder {
 	}
 	f := &Forwarder{cfg: cfg, cache: map[cacheKey]*entry{}, domain: strings.Trim(strings.ToLower(cfg.Domain), ".")}
 	f.SetUpstreams(cfg.Upstreams)
+	f.SetAllowed(cfg.Allowed)
 	return f
+}
+
+// SetAllowed replaces the client networks answered: the LAN's IPv6
+// prefixes change with the ISP's delegation.
+func (f *Forwarder) SetAllowed(ps []netip.Prefix) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clients = append([]netip.Prefix(nil), ps...)
 }
 
 // SetUpstreams replaces the resolvers asked, e.g. after a new WAN lease,
@@ -147,7 +157,7 @@ func (f *Forwarder) Stats() Stats {
 }
 
 // ListenAndServe answers on UDP and TCP at each address
-// ("192.168.1.1:53") until ctx is done.
+// ("192.168.1.1:53", "[fd12:3456:789a::1]:53") until ctx is done.
 func (f *Forwarder) ListenAndServe(ctx context.Context, addrs []string) error {
 	var closers []func() error
 	var runs []func() error
@@ -158,12 +168,19 @@ func (f *Forwarder) ListenAndServe(ctx context.Context, addrs []string) error {
 		return err
 	}
 	for _, a := range addrs {
-		c, err := net.ListenPacket("udp4", a)
+		// The family the address is of: a v4 address never listens
+		// on a dual-stack socket, a v6 one (the LAN's ULA or
+		// delegated router address) only on v6.
+		udp, tcp := "udp4", "tcp4"
+		if ap, err := netip.ParseAddrPort(a); err == nil && ap.Addr().Is6() && !ap.Addr().Is4In6() {
+			udp, tcp = "udp6", "tcp6"
+		}
+		c, err := net.ListenPacket(udp, a)
 		if err != nil {
 			return fail(err)
 		}
 		closers = append(closers, c.Close)
-		l, err := net.Listen("tcp4", a)
+		l, err := net.Listen(tcp, a)
 		if err != nil {
 			return fail(err)
 		}
@@ -316,7 +333,10 @@ func (f *Forwarder) allowed(from net.Addr) bool {
 		return false
 	}
 	a := ap.Addr().Unmap()
-	for _, p := range f.cfg.Allowed {
+	f.mu.Lock()
+	clients := f.clients
+	f.mu.Unlock()
+	for _, p := range clients {
 		if p.Contains(a) {
 			return true
 		}

@@ -43,13 +43,33 @@ func (f *Forwarder) localAnswer(qu query) (*dnsmessage.Message, bool) {
 		return nil, false
 	}
 	if label != "" && validLabel(label) {
+		// A name's first IPv4 entry answers A; its IPv6 entries
+		// (one per LAN prefix: the ULA's, the delegated one's) answer
+		// AAAA together.
+		var a4 netip.Addr
+		var a6 []netip.Addr
 		for _, h := range f.hosts() {
-			if h.Name == label {
-				if !h.Addr.Is4() {
-					break
-				}
-				return f.authoritative(qu, dnsmessage.TypeA, &dnsmessage.AResource{A: h.Addr.As4()}), true
+			switch {
+			case h.Name != label:
+			case h.Addr.Is4() && !a4.IsValid():
+				a4 = h.Addr
+			case h.Addr.Is6():
+				a6 = append(a6, h.Addr)
 			}
+		}
+		switch {
+		case qu.q.Type == dnsmessage.TypeAAAA && len(a6) > 0:
+			m := f.authoritative(qu, dnsmessage.TypeAAAA, &dnsmessage.AAAAResource{AAAA: a6[0].As16()})
+			for _, a := range a6[1:] {
+				rr := m.Answers[0]
+				rr.Body = &dnsmessage.AAAAResource{AAAA: a.As16()}
+				m.Answers = append(m.Answers, rr)
+			}
+			return m, true
+		case a4.IsValid():
+			return f.authoritative(qu, dnsmessage.TypeA, &dnsmessage.AResource{A: a4.As4()}), true
+		case len(a6) > 0:
+			return f.authoritative(qu, dnsmessage.TypeAAAA, &dnsmessage.AAAAResource{AAAA: a6[0].As16()}), true
 		}
 	}
 	if !inDomain {

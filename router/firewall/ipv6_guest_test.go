@@ -11,11 +11,6 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/kerneltest"
 )
 
-// fibModules are the fib expression's modules the v6 rules need on top
-// of Modules (nft's "fib saddr . iif oif missing" in an inet table), in
-// load order. Not in Modules yet: the router applies no v6 rules yet.
-var fibModules = []string{"nft_fib", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet"}
-
 const (
 	wan6Host   = "2001:db8:ffff::1"
 	router6WAN = "2001:db8:ffff::2"
@@ -29,7 +24,8 @@ const (
 // what gets through: the LAN's global prefix out (neighbour discovery
 // working under the rules), a ULA source out dropped and counted, a WAN
 // host posing as the LAN's prefix dropped before conntrack and counted,
-// the WAN's connection to the router's SSH dropped.
+// the WAN's connection to the router's SSH dropped; and, with the rules
+// rebuilt for a new delegated /64, a source in the old one dropped.
 func TestGuestIPv6Firewall(t *testing.T) {
 	if !kerneltest.InGuest() {
 		t.Skip("needs netfilter, network namespaces and veth: runs in the kerneltest guest (TestKernelInTheLoop)")
@@ -110,6 +106,30 @@ func TestGuestIPv6Firewall(t *testing.T) {
 		}
 		if after := counter(t, router, CounterInputDrop); after <= before {
 			t.Errorf("input_drop %d -> %d", before, after)
+		}
+	})
+	// Last, as the router does when the delegation changes: the rules
+	// rebuilt with the new /64 only. The host's address in the withdrawn
+	// prefix (still on it, deprecated) gets nothing out of the WAN.
+	t.Run("withdrawn prefix not forwarded", func(t *testing.T) {
+		rs, err := Build(baseSite(), "wan0", "lan0", lanAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = AddIPv6(rs, "wan0", "lan0", IPv6{LANPrefixes: []netip.Prefix{
+			netip.MustParsePrefix("2001:db8:1:20::/64"), netip.MustParsePrefix("fd12:3456:789a:10::/64")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Apply(rs, InNetNS(router.FD())); err != nil {
+			t.Fatal(err)
+		}
+		before := counter(t, router, CounterForwardDrop)
+		if _, err := lan.dialTCP6(lan6Host, "["+wan6Host+"]:9000", refused); err == nil {
+			t.Fatal("a source in the withdrawn prefix got out of the WAN")
+		}
+		if after := counter(t, router, CounterForwardDrop); after <= before {
+			t.Errorf("forward_drop %d -> %d", before, after)
 		}
 	})
 }

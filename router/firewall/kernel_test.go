@@ -22,7 +22,7 @@ func TestKernelInTheLoop(t *testing.T) {
 		t.Skip("inside the guest: this test only starts it")
 	}
 	res := kerneltest.Run(t, kerneltest.Options{
-		Modules: append(append(append([]string(nil), Modules...), fibModules...), "veth"),
+		Modules: append(append([]string(nil), Modules...), "veth"),
 		Run:     "TestGuest",
 	})
 	for _, name := range []string{"TestGuestRouter", "TestGuestIPv6Firewall"} {

@@ -20,13 +20,16 @@ import (
 // libcrc32c only names it as a soft dependency (modules.dep leaves it
 // out) and fails to load without a crc32c implementation. The counter,
 // meta, payload, cmp, bitwise and immediate expressions are built into
-// nf_tables; objref (named counters), ct, nat, masq and limit are not.
+// nf_tables; objref (named counters), ct, nat, masq and limit are not,
+// nor fib (the v6 reverse-path check: "fib saddr . iif oif missing" in
+// an inet table needs all four of its modules).
 var Modules = []string{
 	"crc32c_generic", "libcrc32c",
 	"nfnetlink", "nf_tables", "nft_objref",
 	"nf_defrag_ipv4", "nf_defrag_ipv6", "nf_conntrack", "nft_ct",
 	"nf_nat", "nft_chain_nat", "nft_nat", "nft_masq",
 	"nft_limit",
+	"nft_fib", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet",
 }
 
 // Option changes where Apply and Counters act.

@@ -350,7 +350,7 @@ func TestExprs(t *testing.T) {
 
 func TestModulesListed(t *testing.T) {
 	// Each expression Build uses beyond nf_tables' built-ins has its module.
-	for _, m := range []string{"nft_objref", "nft_ct", "nft_nat", "nft_masq", "nft_chain_nat", "nft_limit"} {
+	for _, m := range []string{"nft_objref", "nft_ct", "nft_nat", "nft_masq", "nft_chain_nat", "nft_limit", "nft_fib", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet"} {
 		found := false
 		for _, x := range Modules {
 			found = found || x == m

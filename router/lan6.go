@@ -1,0 +1,221 @@
+package router
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/ocfw/ocfw/router/dhcp6"
+	"github.com/ocfw/ocfw/router/ra"
+	"github.com/ocfw/ocfw/site"
+)
+
+// routerID is the router's interface identifier in each LAN /64 (::1):
+// fixed, so the address hosts are told for DNS stays the same when the
+// delegated prefix changes only in its upper bits.
+var routerID = netip.MustParseAddr("::1")
+
+// raRouterLifetime is how long LAN hosts keep the router as their v6
+// default route while it has a global prefix: RFC 4861's default, three
+// times the most time between advertisements.
+const raRouterLifetime = 3 * ra.DefaultMaxInterval
+
+// lan6Plan is what the LAN's IPv6 looks like for the site's v6, its ULA
+// (invalid when off), the WAN's current delegated (or static) prefix
+// lease (nil when there is none) and the time now: the router's own LAN
+// addresses (each /64's ::1) and the advertisement that gives the /64s
+// to hosts, announcing the router's addresses as resolvers when forwarder
+// (the DNS forwarder runs) and the site names none. Pure, so the
+// numbering is tested without a kernel.
+func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Prefix, l *dhcp6.Lease, now time.Time) ([]netip.Prefix, ra.Advert, error) {
+	var addrs []netip.Prefix
+	adv := ra.Advert{MTU: mtu, DNSLifetime: 3 * ra.DefaultMaxInterval}
+	id := v.LAN.SubnetID
+	if ula.IsValid() {
+		p, ok := site.Subnet64(ula, id)
+		if !ok {
+			return nil, ra.Advert{}, fmt.Errorf("ipv6: subnet id %d does not fit in the ULA %s", id, ula)
+		}
+		addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
+		adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p, Valid: ra.ValidLimit, Preferred: ra.PreferredLimit})
+	}
+	if l != nil && l.Prefix.IsValid() {
+		valid := l.Obtained.Add(l.PrefixValid).Sub(now)
+		preferred := l.Obtained.Add(l.PrefixPreferred).Sub(now)
+		if valid > 0 {
+			p, ok := site.Subnet64(l.Prefix, id)
+			if !ok {
+				return nil, ra.Advert{}, fmt.Errorf("ipv6: subnet id %d does not fit in the delegated prefix %s", id, l.Prefix)
+			}
+			// RFC 9096 3.2: never announce more than the limits, and
+			// never more than what is left of the delegation.
+			adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p,
+				Valid: min(valid, ra.ValidLimit), Preferred: max(0, min(preferred, ra.PreferredLimit))})
+			addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
+			adv.RouterLifetime = raRouterLifetime
+		}
+	}
+	for _, d := range v.LAN.DNS {
+		if a, err := netip.ParseAddr(d); err == nil {
+			adv.RDNSS = append(adv.RDNSS, a)
+		}
+	}
+	if len(v.LAN.DNS) == 0 && forwarder {
+		// The router's own forwarder, on its ULA first: that one
+		// answers whether or not the ISP is there.
+		for _, a := range addrs {
+			adv.RDNSS = append(adv.RDNSS, a.Addr())
+		}
+	}
+	adv.DNSSL = v.LAN.Domains
+	if len(adv.DNSSL) == 0 && domain != "" {
+		adv.DNSSL = []string{domain}
+	}
+	return addrs, adv, nil
+}
+
+// lan6 keeps the LAN's IPv6 in step with the WAN's delegation: each
+// lease (or its loss) renumbers the router's LAN addresses, tells the
+// advertisement server (which deprecates a prefix that went away), and
+// rebuilds the firewall's notion of the LAN's prefixes (so a source in
+// a withdrawn prefix is not forwarded any more).
+type lan6 struct {
+	v         site.IPv6
+	domain    string
+	mtu       int
+	forwarder bool
+	ula       netip.Prefix
+	lanIf     string
+	links     *links
+	ra        *ra.Server
+	// info is the LAN's stateless DHCPv6 server (the O flag's); nil
+	// for none.
+	info *dhcp6.InfoServer
+	// firewall installs the v6 rules for the LAN's /64s; nil for none.
+	firewall func(lanPrefixes []netip.Prefix) error
+	// changed is told the router's LAN addresses after each apply that
+	// changed them (the DNS forwarder listens there); nil for nobody.
+	changed func(addrs []netip.Prefix)
+	logf    func(format string, args ...any)
+
+	mu    sync.Mutex
+	lease *dhcp6.Lease
+	addrs []netip.Prefix
+	adv   ra.Advert // as last announced: a push's new server starts from it
+}
+
+// advert is what the LAN was last told.
+func (n *lan6) advert() ra.Advert {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.adv
+}
+
+// status is the LAN's v6 addresses and the delegation, for ocf net.
+func (n *lan6) status() (addrs []netip.Prefix, lease *dhcp6.Lease) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.addrs), n.lease
+}
+
+// apply renumbers the LAN for lease (nil: the delegation is gone).
+func (n *lan6) apply(l *dhcp6.Lease) error {
+	addrs, moved, err := n.renumber(l)
+	if err != nil {
+		return err
+	}
+	// Told without n.mu held: the DNS forwarder it restarts answers
+	// local names from status, which takes n.mu.
+	if moved && n.changed != nil {
+		n.changed(addrs)
+	}
+	return nil
+}
+
+// renumber is apply's part under n.mu: it says whether the router's
+// LAN addresses moved.
+func (n *lan6) renumber(l *dhcp6.Lease) ([]netip.Prefix, bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	addrs, adv, err := lan6Plan(n.v, n.domain, n.mtu, n.forwarder, n.ula, l, time.Now())
+	if err != nil {
+		return nil, false, err
+	}
+	if err := n.links.setAddrs6(n.lanIf, addrs); err != nil {
+		return nil, false, err
+	}
+	if n.firewall != nil {
+		var lans []netip.Prefix
+		for _, a := range addrs {
+			lans = append(lans, a.Masked())
+		}
+		if err := n.firewall(lans); err != nil {
+			return nil, false, err
+		}
+	}
+	if n.info != nil {
+		// The same resolvers and domains by DHCPv6, for hosts that do
+		// not read them off the advertisement (RFC 8106's RDNSS).
+		adv.Other = true
+		n.info.Set(adv.RDNSS, adv.DNSSL)
+	}
+	if n.ra != nil {
+		if err := n.ra.Update(adv); err != nil {
+			return nil, false, err
+		}
+	}
+	moved := !slices.Equal(addrs, n.addrs)
+	n.lease, n.addrs, n.adv = l, addrs, adv
+	if moved {
+		n.logf("ipv6: LAN %s on %s", addrs, n.lanIf)
+	}
+	return addrs, moved, nil
+}
+
+// setAddrs6 gives name exactly the global and ULA IPv6 addresses want
+// (link-local ones stay): a prefix that went away leaves the interface,
+// and with it the route that would send replies into the LAN. The
+// router's addresses skip duplicate address detection: ::1 in a /64 the
+// router numbers is its own by construction, and hosts wait on it.
+func (l *links) setAddrs6(name string, want []netip.Prefix) error {
+	ln, err := l.h.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	old, err := l.h.AddrList(ln, netlink.FAMILY_V6)
+	if err != nil {
+		return err
+	}
+	have := map[netip.Prefix]bool{}
+	for _, a := range old {
+		ap, ok := netip.AddrFromSlice(a.IP)
+		if !ok || ap.IsLinkLocalUnicast() {
+			continue
+		}
+		ones, _ := a.Mask.Size()
+		p := netip.PrefixFrom(ap, ones)
+		if slices.Contains(want, p) {
+			have[p] = true
+			continue
+		}
+		if err := l.h.AddrDel(ln, &a); err != nil {
+			return fmt.Errorf("%s: removing %v: %w", name, a.IPNet, err)
+		}
+	}
+	for _, p := range want {
+		if have[p] {
+			continue
+		}
+		addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}, Flags: unix.IFA_F_NODAD}
+		if err := l.h.AddrAdd(ln, addr); err != nil {
+			return fmt.Errorf("%s: address %s: %w", name, p, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package router
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/router/dhcp6"
+	"github.com/ocfw/ocfw/router/ra"
+	"github.com/ocfw/ocfw/site"
+)
+
+// TestIPv6LANPlan: the LAN's /64s come from the ULA and the delegated
+// prefix at the subnet id, with lifetimes never beyond what is left of
+// the delegation (nor RFC 9096's limits), and the default route only
+// while there is a global prefix.
+func TestIPv6LANPlan(t *testing.T) {
+	now := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	ula := netip.MustParsePrefix("fd12:3456:789a::/48")
+	pd := func(p string, age, preferred, valid time.Duration) *dhcp6.Lease {
+		return &dhcp6.Lease{Prefix: netip.MustParsePrefix(p), Obtained: now.Add(-age), PrefixPreferred: preferred, PrefixValid: valid}
+	}
+	tests := []struct {
+		name      string
+		subnet    int
+		ula       netip.Prefix
+		lease     *dhcp6.Lease
+		addrs     []string
+		prefixes  []ra.Prefix
+		routerLft time.Duration
+		err       bool
+	}{
+		{name: "ULA only", ula: ula, addrs: []string{"fd12:3456:789a::1/64"},
+			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}}},
+		{name: "delegated, subnet 3", subnet: 3, ula: ula, lease: pd("2001:db8:100:10::/60", 10*time.Second, 20*time.Second, 40*time.Second),
+			addrs: []string{"fd12:3456:789a:3::1/64", "2001:db8:100:13::1/64"},
+			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a:3::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit},
+				{Prefix: netip.MustParsePrefix("2001:db8:100:13::/64"), Valid: 30 * time.Second, Preferred: 10 * time.Second}},
+			routerLft: raRouterLifetime},
+		{name: "long lease capped", ula: netip.Prefix{}, lease: pd("2001:db8::/56", 0, 7*24*time.Hour, 30*24*time.Hour),
+			addrs:     []string{"2001:db8::1/64"},
+			prefixes:  []ra.Prefix{{Prefix: netip.MustParsePrefix("2001:db8::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}},
+			routerLft: raRouterLifetime},
+		{name: "preferred over, still valid", lease: pd("2001:db8::/60", 30*time.Second, 20*time.Second, 40*time.Second),
+			addrs:     []string{"2001:db8::1/64"},
+			prefixes:  []ra.Prefix{{Prefix: netip.MustParsePrefix("2001:db8::/64"), Valid: 10 * time.Second, Preferred: 0}},
+			routerLft: raRouterLifetime},
+		{name: "expired: withdrawn", ula: ula, lease: pd("2001:db8::/60", 50*time.Second, 20*time.Second, 40*time.Second),
+			addrs:    []string{"fd12:3456:789a::1/64"},
+			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}}},
+		{name: "subnet id beyond a /64", subnet: 1, lease: pd("2001:db8::/64", 0, 20*time.Second, 40*time.Second), err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := site.IPv6{LAN: site.IPv6LAN{SubnetID: tt.subnet}}
+			addrs, adv, err := lan6Plan(v, "lan.example", 1500, true, tt.ula, tt.lease, now)
+			if tt.err {
+				if err == nil {
+					t.Fatalf("no error; addrs %v", addrs)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range addrs {
+				got = append(got, a.String())
+			}
+			if !slices.Equal(got, tt.addrs) {
+				t.Errorf("addresses %v, want %v", got, tt.addrs)
+			}
+			if !slices.Equal(adv.Prefixes, tt.prefixes) {
+				t.Errorf("prefixes %+v, want %+v", adv.Prefixes, tt.prefixes)
+			}
+			if adv.RouterLifetime != tt.routerLft {
+				t.Errorf("router lifetime %v, want %v", adv.RouterLifetime, tt.routerLft)
+			}
+			// The router's own addresses are the resolvers announced.
+			if len(adv.RDNSS) != len(addrs) || (len(addrs) > 0 && adv.RDNSS[0] != addrs[0].Addr()) {
+				t.Errorf("RDNSS %v, want the router's addresses %v", adv.RDNSS, addrs)
+			}
+			if !slices.Equal(adv.DNSSL, []string{"lan.example"}) {
+				t.Errorf("DNSSL %v, want the LAN's domain", adv.DNSSL)
+			}
+			if _, err := adv.Marshal(); err != nil {
+				t.Errorf("advert does not marshal: %v", err)
+			}
+		})
+	}
+}
