@@ -426,11 +426,17 @@ func (r *Router) Status() Status {
 	r.mu.Unlock()
 	st.Services = map[string]string{}
 	st.Memory = readMemory(r.cfg.Root)
-	r.serviceStatus(&st)
-	st.IPv6 = r.ipv6Status()
 	r.svc.mu.Lock()
 	ts := r.svc.tunnels
 	r.svc.mu.Unlock()
+	if ts != nil {
+		// The IKEv2 tunnels' states as of now, not of the last
+		// watch (up to ikeWatch old): the SAs shown below are read
+		// now, and a state that lags them contradicts them.
+		r.watchIKELocked(ts)
+	}
+	r.serviceStatus(&st)
+	st.IPv6 = r.ipv6Status()
 	if ts != nil {
 		st.Tunnels = ts.status(r.driverOf)
 	}

@@ -10,5 +10,6 @@ func (r *Router) Tunnels() []TunnelState {
 	if ts == nil {
 		return nil
 	}
+	r.watchIKELocked(ts) // states as of now, as in Status
 	return ts.status(r.driverOf)
 }
