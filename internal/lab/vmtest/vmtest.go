@@ -155,7 +155,7 @@ func (s *stampWriter) Write(p []byte) (int, error) {
 // minutes.
 func PowerOff(t testing.TB, vm *qemu.VM) {
 	t.Helper()
-	if err := vm.Send("\npoweroff\n"); err != nil {
+	if err := vm.Send("\nocf poweroff\n"); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
