@@ -301,7 +301,19 @@ func TestIPsecEndToEnd(t *testing.T) {
 		}
 		return &st
 	}
+	// Both ends initiated a-b-ike: the duplicate decision leaves one IKE
+	// SA each, once the loser's DELETE is answered. Under load that
+	// exchange may still be under way (the loser listed as "deleting"):
+	// wait for it, within a bound that a DELETE left unanswered exceeds.
+	oneSA := func(st *router.Status) bool {
+		tu := tunnel(t, st, "a-b-ike")
+		return len(tu.IKE) == 1
+	}
 	stA, stB := status("lan-a", "192.168.1.1"), status("lan-b", "192.168.2.1")
+	for deadline := time.Now().Add(time.Minute); (!oneSA(stA) || !oneSA(stB)) && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Second)
+		stA, stB = status("lan-a", "192.168.1.1"), status("lan-b", "192.168.2.1")
+	}
 	tA, tB := tunnel(t, stA, "a-b"), tunnel(t, stB, "a-b")
 	logTunnels(t, "A", stA)
 	logTunnels(t, "B", stB)
