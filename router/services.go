@@ -60,6 +60,8 @@ type services struct {
 	dhcp6Want wan6Want
 	dhcp6Mu   sync.Mutex
 	upstreams []netip.AddrPort
+	// listen6Mu serialises moving ssh6 and ntp6 (listenLAN6).
+	listen6Mu sync.Mutex
 }
 
 func (s *services) set(name, state string) {
@@ -101,6 +103,7 @@ func (r *Router) startServices(ctx context.Context) []error {
 // startSSH runs the SSH server as the site asks (Start, and Reconfigure
 // when its part changed).
 func (r *Router) startSSH(ctx context.Context) {
+	svcCtx := ctx // ssh6 runs beside ssh, stopped with it by Reconfigure
 	s := r.Site()
 	keys := r.sshKeys(s)
 	sshAddrs := sshListen(s)
@@ -135,6 +138,7 @@ func (r *Router) startSSH(ctx context.Context) {
 			r.svc.mu.Unlock()
 			r.svc.set("ssh", sshStatus(sshAddrs, len(keys), r.cfg.Values, sshd.Fingerprint(hk.PublicKey())))
 			go r.addRSAHostKey(ks, srv)
+			r.listenLAN6(svcCtx, r.lan6Addrs())
 			return srv.ListenAndServe(ctx, sshAddrs)
 		})
 	}
@@ -248,6 +252,7 @@ func (r *Router) startNTPServer(ctx context.Context, lan netip.Prefix) {
 	addr := netip.AddrPortFrom(lan.Addr(), 123).String()
 	r.svc.set("ntp-server", "on "+addr+", answering once the clock is set")
 	r.goService("ntp-server", ctx, func(ctx context.Context) error { return ts.ListenAndServe(ctx, addr) })
+	r.listenLAN6(ctx, r.lan6Addrs())
 }
 
 // ntpSynced passes a setting of the clock to the LAN's server.

@@ -409,6 +409,7 @@ func (r *Router) inNS6(fn func(context.Context) error) func(context.Context) err
 // it answers the LAN's v6 prefixes and listens on each v6 address (the
 // ULA's, which stays, and the delegated prefix's, which moves with it).
 func (r *Router) lan6Moved(ctx context.Context, addrs []netip.Prefix) {
+	r.listenLAN6(ctx, addrs)
 	r.svc.mu.Lock()
 	fwd := r.svc.dns
 	r.svc.mu.Unlock()
@@ -455,10 +456,91 @@ func (r *Router) upstreamsChanged() {
 	}
 }
 
+// listenLAN6 has SSH and the LAN's NTP server listen on the router's
+// v6 LAN addresses as well (services ssh6 and ntp6), following them as
+// they move: the ULA's stays, the delegated prefix's changes with the
+// ISP. SSH open on the WAN listens everywhere already. It runs when the
+// addresses move and when either server starts.
+func (r *Router) listenLAN6(ctx context.Context, addrs []netip.Prefix) {
+	r.svc.listen6Mu.Lock()
+	defer r.svc.listen6Mu.Unlock()
+	r.svc.mu.Lock()
+	srv, ts := r.svc.ssh, r.svc.ntpLAN
+	r.svc.mu.Unlock()
+	r.svc.stop("ssh6")
+	r.svc.stop("ntp6")
+	s := r.Site()
+	var lan4 netip.Prefix
+	if p, err := s.LAN.Address.Prefix(); err == nil {
+		lan4 = p
+	}
+	if ts != nil {
+		allowed := []netip.Prefix{lan4.Masked()}
+		for _, a := range addrs {
+			allowed = append(allowed, a.Masked())
+		}
+		ts.SetAllowed(allowed)
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	if l := sshListen(s); srv != nil && len(l) == 1 && l[0] == netip.AddrPortFrom(lan4.Addr(), uint16(s.SSH.SSHPort())).String() {
+		var listen []string
+		for _, a := range addrs {
+			listen = append(listen, netip.AddrPortFrom(a.Addr(), uint16(s.SSH.SSHPort())).String())
+		}
+		r.goService("ssh6", ctx, r.inNS6(func(ctx context.Context) error { return srv.ListenAndServe(ctx, listen) }))
+		r.svc.set("ssh6", fmt.Sprintf("on %v", listen))
+	}
+	if ts != nil {
+		var listen []string
+		for _, a := range addrs {
+			listen = append(listen, netip.AddrPortFrom(a.Addr(), 123).String())
+		}
+		r.goService("ntp6", ctx, r.inNS6(func(ctx context.Context) error {
+			// The sockets are opened here, in the namespace inNS6
+			// entered; the goroutines serving them may run anywhere.
+			var conns []net.PacketConn
+			for _, a := range listen {
+				c, err := net.ListenPacket("udp", a)
+				if err != nil {
+					for _, c := range conns {
+						c.Close()
+					}
+					return err
+				}
+				conns = append(conns, c)
+			}
+			errs := make(chan error, len(conns))
+			for _, c := range conns {
+				go func() { errs <- ts.Serve(ctx, c) }()
+			}
+			var all []error
+			for range conns {
+				all = append(all, <-errs)
+			}
+			return errors.Join(all...)
+		}))
+		r.svc.set("ntp6", fmt.Sprintf("on %v", listen))
+	}
+}
+
+// lan6Addrs are the router's v6 LAN addresses now (none without v6).
+func (r *Router) lan6Addrs() []netip.Prefix {
+	r.svc.mu.Lock()
+	n := r.svc.lan6
+	r.svc.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	addrs, _ := n.status()
+	return addrs
+}
+
 // v6Services are what startIPv6 runs, in the order a push stops them:
 // the WAN's advertisement listener first, so that it restarts no
 // DHCPv6 client after the client is stopped.
-var v6Services = []string{"ra-wan", "dhcp6", "dhcp6-info", "ra", "dns6"}
+var v6Services = []string{"ra-wan", "dhcp6", "dhcp6-info", "ra", "dns6", "ssh6", "ntp6"}
 
 // stopIPv6 stops the v6 services for a push; startIPv6 follows unless
 // off. With off the LAN is told first: one last advertisement with
