@@ -1,6 +1,7 @@
 // Package dhcp6 is the WAN's DHCPv6 client (RFC 8415): a delegated
 // prefix (IA_PD) for the LAN and, when asked, an address for the WAN
-// itself (IA_NA), with the resolvers and search domains. It solicits,
+// itself (IA_NA), with the resolvers and search domains, or those
+// alone by Information-request (Config.Info). It solicits,
 // requests, renews at T1, rebinds at T2 and, when the lease runs out,
 // withdraws the prefix and starts over. The lease is kept in a store, so
 // a reboot asks for the same prefix again (RFC 8415 section 18.2.1's
