@@ -103,6 +103,9 @@ func domainsWire(b []byte) ([]string, error) {
 		if n > 63 || n > len(b) {
 			return nil, errors.New("a DNSSL name of bad length")
 		}
+		if strings.IndexByte(string(b[:n]), '.') >= 0 {
+			return nil, errors.New("a DNSSL label with a dot in it")
+		}
 		labels = append(labels, string(b[:n]))
 		b = b[n:]
 	}

@@ -44,6 +44,7 @@ func TestRouterAdvertParse(t *testing.T) {
 	good, _ := Advert{Managed: true}.Marshal()
 	badOpt := append(append([]byte(nil), good...), optMTU, 0, 0, 0, 0, 0, 0, 0)
 	shortRDNSS := append(append([]byte(nil), good...), optRDNSS, 1, 0, 0, 0, 0, 0, 0)
+	dotLabel := append(append([]byte(nil), good...), optDNSSL, 2, 0, 0, 0, 0, 0, 60, 3, 'a', '.', 'b', 0, 0, 0, 0)
 	code1 := append([]byte(nil), good...)
 	code1[1] = 1
 	for _, c := range []struct {
@@ -60,9 +61,45 @@ func TestRouterAdvertParse(t *testing.T) {
 		{"code", code1, ll, 255, "code 1"},
 		{"option of length 0", badOpt, ll, 255, "bad length"},
 		{"RDNSS without an address", shortRDNSS, ll, 255, "RDNSS option of bad length"},
+		{"a search domain label with a dot", dotLabel, ll, 255, "label with a dot"},
 	} {
 		if _, err := Parse(c.m, c.src, c.hop); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
 		}
 	}
+}
+
+// FuzzParse: whatever the ISP's link carries, Parse returns an
+// advertisement or an error and never panics; what it returns holds
+// masked prefixes and search domains made of non-empty labels without
+// dots in them (a name is never read as another).
+func FuzzParse(f *testing.F) {
+	ll := netip.MustParseAddr("fe80::1")
+	for _, a := range []Advert{
+		{Managed: true, Other: true, RouterLifetime: time.Hour, MTU: 1500},
+		{Prefixes: []Prefix{{Prefix: netip.MustParsePrefix("2001:db8::/64"), Valid: time.Hour, Preferred: time.Minute}},
+			RDNSS: []netip.Addr{netip.MustParseAddr("2001:db8::53")}, DNSSL: []string{"example", "isp.example"}, DNSLifetime: time.Minute},
+	} {
+		m, err := a.Marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(m)
+	}
+	f.Fuzz(func(t *testing.T, m []byte) {
+		a, err := Parse(m, ll, 255)
+		if err != nil {
+			return
+		}
+		for _, p := range a.Prefixes {
+			if p.Prefix != p.Prefix.Masked() {
+				t.Fatalf("prefix %v not masked", p.Prefix)
+			}
+		}
+		for _, d := range a.DNSSL {
+			if d == "" || strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".") || strings.Contains(d, "..") {
+				t.Fatalf("domain %q parsed", d)
+			}
+		}
+	})
 }
