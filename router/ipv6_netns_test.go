@@ -70,6 +70,8 @@ type v6Lab struct {
 	link *realclient.Link
 	host *netns.NS
 	r    *Router
+	// radvd is the ISP's advertisement sender, when the test runs one.
+	radvd *realclient.Proc
 
 	mu   sync.Mutex
 	fw   [][]netip.Prefix // the LAN prefixes of each ruleset applied

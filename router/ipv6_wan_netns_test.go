@@ -161,7 +161,9 @@ subnet6 2001:db8:ffff::/64 {
 //   - M=0 O=1 and no LAN: an Information-request only, whose resolver
 //     becomes the upstream;
 //   - M=1 with a prefix not for SLAAC: an IA_NA address on the WAN
-//     besides the prefix.
+//     besides the prefix; then the ISP (a new radvd) drops M and
+//     allows SLAAC: the client asks for the prefix only, the DHCPv6
+//     address leaves the WAN, a SLAAC one comes, the prefix stays.
 func TestIPv6WANRouterAdvertFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs radvd and dhcpd -6 in network namespaces (about 20 s)")
@@ -224,6 +226,22 @@ func TestIPv6WANRouterAdvertFlags(t *testing.T) {
 						t.Errorf("a SLAAC address %v on the WAN from a prefix without the A flag", a)
 					}
 				}
+				// The ISP drops the M flag (and lets hosts do SLAAC):
+				// the client asks for the prefix only, and the DHCPv6
+				// address leaves the WAN.
+				l.radvd.Kill(t)
+				startRadvd(t, l.link.Server, l.link.ServerIf, "  AdvManagedFlag off;\n  AdvOtherConfigFlag on;\n  prefix 2001:db8:ffff::/64 { AdvAutonomous on; };")
+				if !waitUntil(60*time.Second, func() bool {
+					_, dhcp := l.wanAddr(rng)
+					_, low := l.wanAddr(netip.MustParsePrefix("2001:db8:ffff::/112"))
+					_, all := l.wanAddr(wanNet)
+					return !dhcp && all && !low
+				}) {
+					t.Errorf("after M went: WAN addresses %v, want a SLAAC one and not %s", l.routerAddrs(l.link.ClientIf), wan)
+				}
+				if st := l.r.ipv6Status(); st.WAN != "" || st.Delegated == "" {
+					t.Errorf("after M went: status %+v, want no DHCPv6 address and the prefix kept", st)
+				}
 			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -231,7 +249,7 @@ func TestIPv6WANRouterAdvertFlags(t *testing.T) {
 			if !c.noLAN {
 				l.routeToRouter(pool)
 			}
-			startRadvd(t, l.link.Server, l.link.ServerIf, c.radvd)
+			l.radvd = startRadvd(t, l.link.Server, l.link.ServerIf, c.radvd)
 			srv := startDhcpd6(t, l.link, c.dhcpd)
 			c.check(t, l)
 			if t.Failed() {

@@ -10,9 +10,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/router/dhcp6"
 	"github.com/ocfw/ocfw/router/ra"
@@ -135,16 +137,32 @@ func (r *Router) startIPv6(ctx context.Context) error {
 	r.svc.lan6, r.svc.v6mode, r.svc.lease6 = n, mode, prevLease
 	r.svc.mu.Unlock()
 
+	// wanAddr is the IA_NA address the WAN carries: a lease without it
+	// (run out, or the ISP's M flag gone) takes it off again.
+	var wanAddrMu sync.Mutex
+	var wanAddr netip.Addr
 	update := func(l *dhcp6.Lease) {
 		r.svc.mu.Lock()
 		r.svc.lease6 = l
 		r.svc.mu.Unlock()
 		r.upstreamsChanged()
-		if l != nil && l.Address.IsValid() {
-			if err := r.links.addAddr6(r.wanIf, netip.PrefixFrom(l.Address, 128)); err != nil {
+		var next netip.Addr
+		if l != nil {
+			next = l.Address
+		}
+		wanAddrMu.Lock()
+		if wanAddr.IsValid() && wanAddr != next {
+			if err := r.links.delAddr6(r.wanIf, netip.PrefixFrom(wanAddr, 128)); err != nil {
 				r.logf("ipv6: WAN %v", err)
 			}
 		}
+		if next.IsValid() {
+			if err := r.links.addAddr6(r.wanIf, netip.PrefixFrom(next, 128)); err != nil {
+				r.logf("ipv6: WAN %v", err)
+			}
+		}
+		wanAddr = next
+		wanAddrMu.Unlock()
 		if n != nil {
 			if err := n.apply(l); err != nil {
 				r.logf("%v", err)
@@ -344,6 +362,20 @@ func (l *links) addAddr6(name string, p netip.Prefix) error {
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}}
 	if err := l.h.AddrReplace(ln, addr); err != nil {
 		return fmt.Errorf("%s: address %s: %w", name, p, err)
+	}
+	return nil
+}
+
+// delAddr6 removes one IPv6 address from name; one already gone is no
+// error.
+func (l *links) delAddr6(name string, p netip.Prefix) error {
+	ln, err := l.h.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}}
+	if err := l.h.AddrDel(ln, addr); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+		return fmt.Errorf("%s: removing %s: %w", name, p, err)
 	}
 	return nil
 }
