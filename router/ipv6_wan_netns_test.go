@@ -155,9 +155,10 @@ subnet6 2001:db8:ffff::/64 {
 // 4861 and RFC 7084 say, against ISC dhcpd -6:
 //   - M=0 O=1 with an autonomous prefix: the WAN's address by SLAAC,
 //     DHCPv6 for the delegated prefix only (no IA_NA: the lease has no
-//     address, dhcpd's log has no IA_NA), the LAN numbered from it, and
-//     the resolvers DHCPv6 and the advertisement's RDNSS name both in
-//     the forwarder's upstreams;
+//     address), the LAN numbered from it, and the resolvers DHCPv6 and
+//     the advertisement's RDNSS name both in the forwarder's upstreams;
+//     then the ISP's router lifetime 0: the LAN host loses its default
+//     route through the router (RFC 7084 G-4/G-5);
 //   - M=0 O=1 and no LAN: an Information-request only, whose resolver
 //     becomes the upstream;
 //   - M=1 with a prefix not for SLAAC: an IA_NA address on the WAN
@@ -197,6 +198,18 @@ func TestIPv6WANRouterAdvertFlags(t *testing.T) {
 					t.Errorf("the WAN's v6 resolvers %v, want %v (DHCPv6's, then the RDNSS)", l.r.ipv6Status().DNS, want)
 				}
 				t.Logf("WAN %s by SLAAC, delegated %s", wan, st.Delegated)
+				// The ISP's router stops being a default router
+				// (router lifetime 0): the router tells the LAN the
+				// same at once, and the LAN host drops its default
+				// route through it.
+				if !waitUntil(60*time.Second, l.hostHasDefault) {
+					t.Fatal("the LAN host has no default route through the router")
+				}
+				l.radvd.Kill(t)
+				l.radvd = startRadvd(t, l.link.Server, l.link.ServerIf, "  AdvDefaultLifetime 0;\n  AdvManagedFlag off;\n  AdvOtherConfigFlag on;\n  prefix 2001:db8:ffff::/64 { AdvAutonomous on; };")
+				if !waitUntil(60*time.Second, func() bool { return !l.hostHasDefault() }) {
+					t.Errorf("the LAN host keeps its default route after the ISP's router lifetime 0 (router's: %v)", l.r.svc.lan6.advert().RouterLifetime)
+				}
 			}},
 		{"M0O1NoLAN", "  AdvManagedFlag off;\n  AdvOtherConfigFlag on;\n  prefix 2001:db8:ffff::/64 { AdvAutonomous on; };",
 			ispConf(""), true, func(t *testing.T, l *v6Lab) {
@@ -296,4 +309,18 @@ func TestIPv6UpstreamDNS(t *testing.T) {
 			t.Errorf("dnsmasq saw no %s query from the router's WAN address %s:\n%s", typ, wan6, resolver.Output())
 		}
 	}
+}
+
+// hostHasDefault says whether the LAN host has an IPv6 default route.
+func (l *v6Lab) hostHasDefault() bool {
+	routes, err := l.host.Netlink().RouteList(nil, netlink.FAMILY_V6)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	for _, rt := range routes {
+		if rt.Dst == nil || rt.Dst.String() == "::/0" {
+			return true
+		}
+	}
+	return false
 }

@@ -127,6 +127,11 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		}
 	}
 	if n != nil {
+		r.svc.mu.Lock()
+		if h := r.svc.wanRA; h != nil && h.adv.RouterLifetime == 0 {
+			n.noWANDefault = true // as the ISP said before a push
+		}
+		r.svc.mu.Unlock()
 		if err := n.apply(prevLease); err != nil {
 			errs = append(errs, err)
 		}
@@ -297,6 +302,14 @@ func (r *Router) wanHeard(ctx context.Context, from netip.Addr, a ra.Advert, mod
 		r.logf("ipv6: the ISP's router %s on %s: M %v, O %v, resolvers %v", from, r.wanIf, a.Managed, a.Other, a.RDNSS)
 	}
 	r.upstreamsChanged()
+	r.svc.mu.Lock()
+	n := r.svc.lan6
+	r.svc.mu.Unlock()
+	if n != nil {
+		if err := n.setWANDefault(a.RouterLifetime > 0); err != nil {
+			r.logf("%v", err)
+		}
+	}
 	if err := r.runDHCP6(ctx, wan6Plan(mode, pd, &a), update); err != nil {
 		r.logf("%v", err)
 	}
