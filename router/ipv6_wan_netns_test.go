@@ -198,6 +198,14 @@ func TestIPv6WANRouterAdvertFlags(t *testing.T) {
 					t.Errorf("the WAN's v6 resolvers %v, want %v (DHCPv6's, then the RDNSS)", l.r.ipv6Status().DNS, want)
 				}
 				t.Logf("WAN %s by SLAAC, delegated %s", wan, st.Delegated)
+				var text strings.Builder
+				full := l.r.Status()
+				if err := full.WriteText(&text); err != nil {
+					t.Fatal(err)
+				}
+				if !regexp.MustCompile(`ISP's RA fe80::\S+ M=0 O=1, DNS ` + regexp.QuoteMeta(ispDNS6) + ` 2001:db8:ffff::54`).MatchString(text.String()) {
+					t.Errorf("ocf net does not show the ISP's RA and the v6 resolvers:\n%s", text.String())
+				}
 				// The ISP's router stops being a default router
 				// (router lifetime 0): the router tells the LAN the
 				// same at once, and the LAN host drops its default
