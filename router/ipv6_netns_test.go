@@ -70,6 +70,8 @@ type v6Lab struct {
 	link *realclient.Link
 	host *netns.NS
 	r    *Router
+	// radvd is the ISP's advertisement sender, when the test runs one.
+	radvd *realclient.Proc
 
 	mu   sync.Mutex
 	fw   [][]netip.Prefix // the LAN prefixes of each ruleset applied
@@ -78,42 +80,81 @@ type v6Lab struct {
 
 func newV6Lab(t *testing.T, subnetID int) *v6Lab {
 	t.Helper()
+	return newV6LabWith(t, v6LabOptions{subnetID: subnetID, staticWAN: true})
+}
+
+// v6LabOptions are how newV6LabWith builds the lab.
+type v6LabOptions struct {
+	subnetID int
+	// staticWAN gives the router's WAN wan6 and a default route to the
+	// ISP, as the ISP's advertisements would (for labs without radvd);
+	// else they come from the ISP's advertisements.
+	staticWAN bool
+	// noLAN runs the router without a LAN (and no LAN host).
+	noLAN bool
+	// firewall applies the router's rulesets in the router's namespace
+	// (its own netfilter; the host's is never touched), besides
+	// recording them.
+	firewall bool
+	// beforeStart runs on the router before startIPv6 (the other
+	// services a test wants in place first).
+	beforeStart func(*Router)
+}
+
+func newV6LabWith(t *testing.T, o v6LabOptions) *v6Lab {
+	t.Helper()
 	l := &v6Lab{t: t, link: realclient.NewLink(t, isp6+"/64")}
-	host, err := netns.New("lanhost")
-	if err != nil {
-		t.Fatal(err)
+	if !o.noLAN {
+		host, err := netns.New("lanhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { host.Close() })
+		l.host = host
+		if err := netns.Veth(l.link.Client, "lan0", "", host, "eth0", ""); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(func() { host.Close() })
-	l.host = host
-	if err := netns.Veth(l.link.Client, "lan0", "", host, "eth0", ""); err != nil {
-		t.Fatal(err)
-	}
-	// The router's WAN address and default route, as the ISP's
-	// advertisements would give them (no radvd in the lab: the WAN
-	// runs in auto mode, DHCPv6 only for the prefix).
-	if err := l.link.Client.AddAddr(l.link.ClientIf, wan6+"/64"); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.link.Client.Route("::/0", netip.MustParseAddr(isp6), netip.Addr{}); err != nil {
-		t.Fatal(err)
+	if o.staticWAN {
+		// The router's WAN address and default route, as the ISP's
+		// advertisements would give them (no radvd in this lab: the
+		// WAN runs in auto mode, DHCPv6 only for the prefix).
+		if err := l.link.Client.AddAddr(l.link.ClientIf, wan6+"/64"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.link.Client.Route("::/0", netip.MustParseAddr(isp6), netip.Addr{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := &site.Site{Hostname: "gw", LAN: site.LAN{Address: "192.168.1.1/24", Domain: "home.arpa"},
-		IPv6: site.IPv6{ULA: ula6Lab, LAN: site.IPv6LAN{SubnetID: subnetID}, Hosts: []site.IPv6Host{{Name: "nas", ID: "::10"}}}}
+		IPv6: site.IPv6{ULA: ula6Lab, LAN: site.IPv6LAN{SubnetID: o.subnetID}, Hosts: []site.IPv6Host{{Name: "nas", ID: "::10"}}}}
+	if o.noLAN {
+		s.LAN = site.LAN{}
+	}
 	r := newRouter(Config{Site: s, Log: l.logf})
-	// The forwarder as startDNS makes it (its v4 listener is not
-	// needed here: the LAN host asks over v6).
-	lan4, _ := s.LAN.Address.Prefix()
-	r.svc.dns = dns.New(dns.Config{Allowed: []netip.Prefix{lan4.Masked()}, Domain: s.LAN.LocalDomain(), Hosts: r.lanHosts})
+	if !o.noLAN {
+		// The forwarder as startDNS makes it (its v4 listener is not
+		// needed here: the LAN host asks over v6).
+		lan4, _ := s.LAN.Address.Prefix()
+		r.svc.dns = dns.New(dns.Config{Allowed: []netip.Prefix{lan4.Masked()}, Domain: s.LAN.LocalDomain(), Hosts: r.lanHosts,
+			Upstreams: r.upstreams(), Dial: r.dialUpstream, Logf: l.logf})
+	}
 	r.links = &links{h: l.link.Client.Netlink()}
-	r.wanIf, r.lanIf, r.started = l.link.ClientIf, "lan0", time.Now()
+	r.wanIf, r.started = l.link.ClientIf, time.Now()
+	if !o.noLAN {
+		r.lanIf = "lan0"
+	}
 	r.inNS = l.link.Client.Do
-	r.applyRules = func(*firewall.Ruleset) error {
+	r.applyRules = func(rs *firewall.Ruleset) error {
 		r.svc.mu.Lock()
 		lans := slices.Clone(r.svc.lan6Prefixes)
 		r.svc.mu.Unlock()
 		l.mu.Lock()
 		l.fw = append(l.fw, lans)
 		l.mu.Unlock()
+		if o.firewall {
+			return firewall.Apply(rs, firewall.InNetNS(l.link.Client.FD()))
+		}
 		return nil
 	}
 	l.r = r
@@ -128,6 +169,9 @@ func newV6Lab(t *testing.T, subnetID int) *v6Lab {
 		}
 	})
 	r.svcCtx = ctx // as startServices leaves it, for Reconfigure
+	if o.beforeStart != nil {
+		o.beforeStart(r)
+	}
 	if err := l.link.Client.Do(func() error {
 		if err := r.applyFirewall(); err != nil {
 			return err

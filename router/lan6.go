@@ -104,10 +104,15 @@ type lan6 struct {
 	changed func(addrs []netip.Prefix)
 	logf    func(format string, args ...any)
 
-	mu    sync.Mutex
-	lease *dhcp6.Lease
-	addrs []netip.Prefix
-	adv   ra.Advert // as last announced: a push's new server starts from it
+	// applyMu orders renumberings: a lease's and setWANDefault's.
+	applyMu sync.Mutex
+	mu      sync.Mutex
+	lease   *dhcp6.Lease
+	addrs   []netip.Prefix
+	adv     ra.Advert // as last announced: a push's new server starts from it
+	// noWANDefault: the ISP's router said it is no default router
+	// (router lifetime 0), so the LAN is told the same of this one.
+	noWANDefault bool
 }
 
 // advert is what the LAN was last told.
@@ -126,7 +131,9 @@ func (n *lan6) status() (addrs []netip.Prefix, lease *dhcp6.Lease) {
 
 // apply renumbers the LAN for lease (nil: the delegation is gone).
 func (n *lan6) apply(l *dhcp6.Lease) error {
+	n.applyMu.Lock()
 	addrs, moved, err := n.renumber(l)
+	n.applyMu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -146,6 +153,11 @@ func (n *lan6) renumber(l *dhcp6.Lease) ([]netip.Prefix, bool, error) {
 	addrs, adv, err := lan6Plan(n.v, n.domain, n.mtu, n.forwarder, n.ula, l, time.Now())
 	if err != nil {
 		return nil, false, err
+	}
+	if n.noWANDefault {
+		// RFC 7084 G-4/G-5: no default route offered to the LAN
+		// while the WAN has none.
+		adv.RouterLifetime = 0
 	}
 	if err := n.links.setAddrs6(n.lanIf, addrs); err != nil {
 		return nil, false, err
@@ -218,4 +230,23 @@ func (l *links) setAddrs6(name string, want []netip.Prefix) error {
 		}
 	}
 	return nil
+}
+
+// setWANDefault says whether the ISP's router is a default router (its
+// advertisement's router lifetime is not 0) and, when that changed,
+// tells the LAN at once: an advertisement with router lifetime 0 makes
+// hosts drop the router as their default route.
+func (n *lan6) setWANDefault(ok bool) error {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	n.mu.Lock()
+	changed := n.noWANDefault == ok
+	n.noWANDefault = !ok
+	l := n.lease
+	n.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	_, _, err := n.renumber(l)
+	return err
 }

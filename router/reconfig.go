@@ -110,8 +110,13 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 			r.stopIPv6(!s.IPv6.On())
 			continue
 		}
-		if n == "dns" {
+		switch n {
+		case "dns":
 			r.svc.stop("dns6") // the v6 listeners serve the old forwarder
+		case "ssh":
+			r.svc.stop("ssh6") // and the old SSH server
+		case "ntp-server":
+			r.svc.stop("ntp6")
 		}
 		r.svc.stop(n)
 	}

@@ -52,6 +52,16 @@ type services struct {
 	lease6       *dhcp6.Lease
 	v6mode       string
 	lan6Prefixes []netip.Prefix
+	// wanRA is the ISP's last advertisement (nil: none heard);
+	// dhcp6Want what the WAN's DHCPv6 client asks for, restarted under
+	// dhcp6Mu when that changes; upstreams the forwarder's resolvers
+	// as last set.
+	wanRA     *heardRA
+	dhcp6Want wan6Want
+	dhcp6Mu   sync.Mutex
+	upstreams []netip.AddrPort
+	// listen6Mu serialises moving ssh6 and ntp6 (listenLAN6).
+	listen6Mu sync.Mutex
 }
 
 func (s *services) set(name, state string) {
@@ -93,6 +103,7 @@ func (r *Router) startServices(ctx context.Context) []error {
 // startSSH runs the SSH server as the site asks (Start, and Reconfigure
 // when its part changed).
 func (r *Router) startSSH(ctx context.Context) {
+	svcCtx := ctx // ssh6 runs beside ssh, stopped with it by Reconfigure
 	s := r.Site()
 	keys := r.sshKeys(s)
 	sshAddrs := sshListen(s)
@@ -127,6 +138,7 @@ func (r *Router) startSSH(ctx context.Context) {
 			r.svc.mu.Unlock()
 			r.svc.set("ssh", sshStatus(sshAddrs, len(keys), r.cfg.Values, sshd.Fingerprint(hk.PublicKey())))
 			go r.addRSAHostKey(ks, srv)
+			r.listenLAN6(svcCtx, r.lan6Addrs())
 			return srv.ListenAndServe(ctx, sshAddrs)
 		})
 	}
@@ -172,10 +184,11 @@ func (r *Router) startDNS(ctx context.Context) {
 	s := r.Site()
 	lan, _ := s.LAN.Address.Prefix()
 	if lan.IsValid() && s.LAN.ForwarderOn() {
-		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: r.upstreams(), Logf: r.serviceLog(),
-			Domain: s.LAN.LocalDomain(), Hosts: r.lanHosts})
+		ups := r.upstreams()
+		fwd := dns.New(dns.Config{Allowed: []netip.Prefix{lan.Masked()}, Upstreams: ups, Logf: r.serviceLog(),
+			Domain: s.LAN.LocalDomain(), Hosts: r.lanHosts, Dial: r.dialUpstream})
 		r.svc.mu.Lock()
-		r.svc.dns = fwd
+		r.svc.dns, r.svc.upstreams = fwd, ups
 		r.svc.mu.Unlock()
 		addr := netip.AddrPortFrom(lan.Addr(), 53).String()
 		r.svc.set("dns", "forwarding on "+addr+" (UDP, TCP), local names in "+s.LAN.LocalDomain())
@@ -193,7 +206,7 @@ func (r *Router) wanChanged() {
 	fwd := r.svc.dns
 	r.svc.mu.Unlock()
 	if fwd != nil {
-		fwd.SetUpstreams(r.upstreams())
+		r.upstreamsChanged()
 	}
 	r.kickTunnels()
 	if r.svcCtx == nil {
@@ -239,6 +252,7 @@ func (r *Router) startNTPServer(ctx context.Context, lan netip.Prefix) {
 	addr := netip.AddrPortFrom(lan.Addr(), 123).String()
 	r.svc.set("ntp-server", "on "+addr+", answering once the clock is set")
 	r.goService("ntp-server", ctx, func(ctx context.Context) error { return ts.ListenAndServe(ctx, addr) })
+	r.listenLAN6(ctx, r.lan6Addrs())
 }
 
 // ntpSynced passes a setting of the clock to the LAN's server.
@@ -282,15 +296,38 @@ func (r *Router) wanResolver() *net.Resolver {
 	}}
 }
 
-// upstreams are the WAN's resolvers, port 53.
+// upstreams are the WAN's resolvers, port 53: the v4 WAN's, then the
+// v6 WAN's (DHCPv6, the ISP's RDNSS).
 func (r *Router) upstreams() []netip.AddrPort {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []netip.AddrPort
 	for _, a := range r.wan.DNS {
 		out = append(out, netip.AddrPortFrom(a, 53))
 	}
+	r.mu.Unlock()
+	r.svc.mu.Lock()
+	v6 := wan6Resolvers(r.svc.lease6, r.svc.wanRA, r.wanIf, time.Now())
+	r.svc.mu.Unlock()
+	for _, a := range v6 {
+		out = append(out, netip.AddrPortFrom(a, 53))
+	}
 	return out
+}
+
+// dialUpstream dials a WAN resolver from the router's network
+// namespace: tests run the router's code in one of their own (inNS);
+// on the board there is only the one.
+func (r *Router) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	if r.inNS == nil {
+		return d.DialContext(ctx, network, addr)
+	}
+	var c net.Conn
+	err := r.inNS(func() (err error) {
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
 }
 
 // serviceStatus adds the services' state to st.

@@ -65,6 +65,12 @@ func (st *Status) WriteText(w io.Writer) error {
 		if v.WAN != "" {
 			fmt.Fprintf(w, ", WAN %s", v.WAN)
 		}
+		if v.ISP != "" {
+			fmt.Fprintf(w, ", ISP's RA %s", v.ISP)
+		}
+		if len(v.DNS) > 0 {
+			fmt.Fprintf(w, ", DNS %s", strings.Join(v.DNS, " "))
+		}
 		fmt.Fprintln(w)
 	}
 	for _, k := range sortedKeys(st.Services) {

@@ -8,9 +8,13 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/router/dhcp6"
 	"github.com/ocfw/ocfw/router/ra"
@@ -34,6 +38,11 @@ type IPv6Status struct {
 	Delegated string   `json:"delegated,omitempty"`
 	Expires   string   `json:"expires,omitempty"`
 	LAN       []string `json:"lan,omitempty"`
+	// ISP is the ISP's router advertisement as last heard (its
+	// sender and flags), DNS the WAN's v6 resolvers the forwarder
+	// asks.
+	ISP string   `json:"isp_ra,omitempty"`
+	DNS []string `json:"dns,omitempty"`
 }
 
 // startIPv6 runs the site's IPv6 (Start, after the firewall): v6
@@ -118,6 +127,11 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		}
 	}
 	if n != nil {
+		r.svc.mu.Lock()
+		if h := r.svc.wanRA; h != nil && h.adv.RouterLifetime == 0 {
+			n.noWANDefault = true // as the ISP said before a push
+		}
+		r.svc.mu.Unlock()
 		if err := n.apply(prevLease); err != nil {
 			errs = append(errs, err)
 		}
@@ -128,15 +142,32 @@ func (r *Router) startIPv6(ctx context.Context) error {
 	r.svc.lan6, r.svc.v6mode, r.svc.lease6 = n, mode, prevLease
 	r.svc.mu.Unlock()
 
+	// wanAddr is the IA_NA address the WAN carries: a lease without it
+	// (run out, or the ISP's M flag gone) takes it off again.
+	var wanAddrMu sync.Mutex
+	var wanAddr netip.Addr
 	update := func(l *dhcp6.Lease) {
 		r.svc.mu.Lock()
 		r.svc.lease6 = l
 		r.svc.mu.Unlock()
-		if l != nil && l.Address.IsValid() {
-			if err := r.links.addAddr6(r.wanIf, netip.PrefixFrom(l.Address, 128)); err != nil {
+		r.upstreamsChanged()
+		var next netip.Addr
+		if l != nil {
+			next = l.Address
+		}
+		wanAddrMu.Lock()
+		if wanAddr.IsValid() && wanAddr != next {
+			if err := r.links.delAddr6(r.wanIf, netip.PrefixFrom(wanAddr, 128)); err != nil {
 				r.logf("ipv6: WAN %v", err)
 			}
 		}
+		if next.IsValid() {
+			if err := r.links.addAddr6(r.wanIf, netip.PrefixFrom(next, 128)); err != nil {
+				r.logf("ipv6: WAN %v", err)
+			}
+		}
+		wanAddr = next
+		wanAddrMu.Unlock()
 		if n != nil {
 			if err := n.apply(l); err != nil {
 				r.logf("%v", err)
@@ -150,26 +181,165 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		errs = append(errs, r.staticWAN6(s.IPv6.WAN, update))
 		r.svc.set("ipv6", "static")
 	default:
-		cfg := dhcp6.Config{Interface: r.wanIf, Address: mode == site.IPv6ModeDHCPv6, Update: update, Log: r.serviceLog()}
+		pd := 0
 		if s.IPv6.WAN.WantsPD() && n != nil {
-			cfg.PDLength = s.IPv6.WAN.PDHint()
+			pd = s.IPv6.WAN.PDHint()
 		}
-		if r.cfg.Values != nil {
-			cfg.Store = dhcp6.InStore(r.cfg.Values)
+		// The client starts at once with what is known (the ISP's
+		// advertisement a push kept, else none: a prefix only), and
+		// starts again when the ISP's advertisements ask for more.
+		r.svc.mu.Lock()
+		heard := r.svc.wanRA
+		r.svc.mu.Unlock()
+		var adv *ra.Advert
+		if heard != nil {
+			adv = &heard.adv
 		}
-		if cfg.PDLength == 0 && !cfg.Address {
-			r.svc.set("ipv6", "WAN by SLAAC, no LAN to delegate to")
-			break
+		if err := r.runDHCP6(ctx, wan6Plan(mode, pd, adv), update); err != nil {
+			errs = append(errs, err)
 		}
-		c, err := dhcp6.New(cfg)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("ipv6: %w", err))
-			break
-		}
-		r.svc.set("ipv6", "DHCPv6 on "+r.wanIf)
-		r.goService("dhcp6", ctx, r.inNS6(c.Run))
+		r.goService("ra-wan", ctx, r.inNS6(func(ctx context.Context) error {
+			return ra.Listen(ctx, ra.WANConfig{Interface: r.wanIf, Log: r.serviceLog(), Heard: func(from netip.Addr, a ra.Advert) {
+				r.wanHeard(ctx, from, a, mode, pd, update)
+			}})
+		}))
 	}
 	return errors.Join(errs...)
+}
+
+// wan6Want is what the WAN's DHCPv6 client asks for.
+type wan6Want struct {
+	// Address is an IA_NA for the WAN, PDLength a delegated prefix of
+	// that length (0: none), Info other configuration only.
+	Address  bool
+	PDLength int
+	Info     bool
+}
+
+// wan6Plan is what the WAN's DHCPv6 client asks for in mode (auto,
+// dhcpv6, slaac) with pd the prefix length the LAN wants (0: no LAN),
+// given the ISP's last advertisement (nil: none heard yet). RFC 4861
+// 4.2 and RFC 7084 WAA-2/WAA-3: the M flag says addresses are by DHCPv6
+// (an IA_NA in auto), the O flag other configuration (resolvers): that
+// comes with any stateful exchange, and alone by an Information-request
+// when there is nothing to ask for. The prefix is asked for whatever
+// the flags say (RFC 7084 WPD-1: IA_PD does not depend on M), and the
+// WAN's SLAAC (the A flag) is the kernel's.
+func wan6Plan(mode string, pd int, heard *ra.Advert) wan6Want {
+	w := wan6Want{PDLength: pd}
+	switch mode {
+	case site.IPv6ModeDHCPv6:
+		w.Address = true
+	case site.IPv6ModeAuto:
+		w.Address = heard != nil && heard.Managed
+	}
+	w.Info = !w.Address && w.PDLength == 0 && heard != nil && heard.Other
+	return w
+}
+
+func (w wan6Want) String() string {
+	var what []string
+	if w.PDLength != 0 {
+		what = append(what, fmt.Sprintf("a /%d prefix", w.PDLength))
+	}
+	if w.Address {
+		what = append(what, "an address")
+	}
+	if w.Info {
+		what = append(what, "other configuration only")
+	}
+	return strings.Join(what, " and ")
+}
+
+// runDHCP6 (re)starts the WAN's DHCPv6 client for w, unless it runs
+// for w already; with nothing to ask for, none runs.
+func (r *Router) runDHCP6(ctx context.Context, w wan6Want, update func(*dhcp6.Lease)) error {
+	r.svc.dhcp6Mu.Lock()
+	defer r.svc.dhcp6Mu.Unlock()
+	r.svc.mu.Lock()
+	same := r.svc.dhcp6Want == w && r.svc.running["dhcp6"] != nil
+	r.svc.mu.Unlock()
+	if same {
+		return nil
+	}
+	r.svc.stop("dhcp6")
+	r.svc.mu.Lock()
+	r.svc.dhcp6Want = w
+	r.svc.mu.Unlock()
+	if w == (wan6Want{}) {
+		r.svc.set("ipv6", "WAN by SLAAC, no LAN to delegate to")
+		return nil
+	}
+	cfg := dhcp6.Config{Interface: r.wanIf, Address: w.Address, PDLength: w.PDLength, Info: w.Info, Update: update, Log: r.serviceLog()}
+	if r.cfg.Values != nil && !w.Info {
+		cfg.Store = dhcp6.InStore(r.cfg.Values)
+	}
+	c, err := dhcp6.New(cfg)
+	if err != nil {
+		return fmt.Errorf("ipv6: %w", err)
+	}
+	r.logf("ipv6: DHCPv6 on %s asks for %v", r.wanIf, w)
+	r.svc.set("ipv6", fmt.Sprintf("DHCPv6 on %s: %v", r.wanIf, w))
+	r.goService("dhcp6", ctx, r.inNS6(c.Run))
+	return nil
+}
+
+// heardRA is the ISP's last router advertisement on the WAN.
+type heardRA struct {
+	from netip.Addr
+	adv  ra.Advert
+	at   time.Time
+}
+
+// wanHeard takes the ISP's advertisement: its flags may ask the DHCPv6
+// client for more (or less), its resolvers join the forwarder's.
+func (r *Router) wanHeard(ctx context.Context, from netip.Addr, a ra.Advert, mode string, pd int, update func(*dhcp6.Lease)) {
+	r.svc.mu.Lock()
+	prev := r.svc.wanRA
+	r.svc.wanRA = &heardRA{from: from, adv: a, at: time.Now()}
+	r.svc.mu.Unlock()
+	if prev == nil || prev.adv.Managed != a.Managed || prev.adv.Other != a.Other || !slices.Equal(prev.adv.RDNSS, a.RDNSS) {
+		r.logf("ipv6: the ISP's router %s on %s: M %v, O %v, resolvers %v", from, r.wanIf, a.Managed, a.Other, a.RDNSS)
+	}
+	r.upstreamsChanged()
+	r.svc.mu.Lock()
+	n := r.svc.lan6
+	r.svc.mu.Unlock()
+	if n != nil {
+		if err := n.setWANDefault(a.RouterLifetime > 0); err != nil {
+			r.logf("%v", err)
+		}
+	}
+	if err := r.runDHCP6(ctx, wan6Plan(mode, pd, &a), update); err != nil {
+		r.logf("%v", err)
+	}
+}
+
+// wan6Resolvers are the WAN's v6 resolvers: DHCPv6's (of a lease or of
+// an information-only reply), then those the ISP's advertisement names
+// (RDNSS) while its lifetime lasts; a link-local one with the WAN's
+// zone.
+func wan6Resolvers(l *dhcp6.Lease, h *heardRA, wanIf string, now time.Time) []netip.Addr {
+	var out []netip.Addr
+	add := func(a netip.Addr) {
+		if a.IsLinkLocalUnicast() {
+			a = a.WithZone(wanIf)
+		}
+		if a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	if l != nil {
+		for _, a := range l.DNS {
+			add(a)
+		}
+	}
+	if h != nil && h.at.Add(h.adv.DNSLifetime).After(now) {
+		for _, a := range h.adv.RDNSS {
+			add(a)
+		}
+	}
+	return out
 }
 
 // staticWAN6 puts a static v6 WAN in place: its address, its default
@@ -209,6 +379,20 @@ func (l *links) addAddr6(name string, p netip.Prefix) error {
 	return nil
 }
 
+// delAddr6 removes one IPv6 address from name; one already gone is no
+// error.
+func (l *links) delAddr6(name string, p netip.Prefix) error {
+	ln, err := l.h.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}}
+	if err := l.h.AddrDel(ln, addr); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+		return fmt.Errorf("%s: removing %s: %w", name, p, err)
+	}
+	return nil
+}
+
 // defaultRoute6 points the v6 default route at gw through name.
 func (l *links) defaultRoute6(name string, gw netip.Addr) error {
 	ln, err := l.h.LinkByName(name)
@@ -226,12 +410,18 @@ func (l *links) defaultRoute6(name string, gw netip.Addr) error {
 // ipv6Status fills in st's IPv6 part.
 func (r *Router) ipv6Status() *IPv6Status {
 	r.svc.mu.Lock()
-	n, l, mode := r.svc.lan6, r.svc.lease6, r.svc.v6mode
+	n, l, mode, heard := r.svc.lan6, r.svc.lease6, r.svc.v6mode, r.svc.wanRA
 	r.svc.mu.Unlock()
 	if mode == "" {
 		return nil
 	}
 	st := &IPv6Status{Mode: mode}
+	if heard != nil {
+		st.ISP = fmt.Sprintf("%s M=%d O=%d", heard.from, b2i(heard.adv.Managed), b2i(heard.adv.Other))
+	}
+	for _, a := range wan6Resolvers(l, heard, r.wanIf, time.Now()) {
+		st.DNS = append(st.DNS, a.String())
+	}
 	if l != nil {
 		if l.Address.IsValid() {
 			st.WAN = l.Address.String()
@@ -264,6 +454,7 @@ func (r *Router) inNS6(fn func(context.Context) error) func(context.Context) err
 // it answers the LAN's v6 prefixes and listens on each v6 address (the
 // ULA's, which stays, and the delegated prefix's, which moves with it).
 func (r *Router) lan6Moved(ctx context.Context, addrs []netip.Prefix) {
+	r.listenLAN6(ctx, addrs)
 	r.svc.mu.Lock()
 	fwd := r.svc.dns
 	r.svc.mu.Unlock()
@@ -288,8 +479,113 @@ func (r *Router) lan6Moved(ctx context.Context, addrs []netip.Prefix) {
 	r.svc.set("dns6", fmt.Sprintf("forwarding on %v (UDP, TCP)", listen))
 }
 
-// v6Services are what startIPv6 runs, in the order a push stops them.
-var v6Services = []string{"dhcp6", "dhcp6-info", "ra", "dns6"}
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// upstreamsChanged gives the forwarder the WAN's resolvers when they
+// changed (a new v4 or v6 lease, the ISP's advertisement): setting them
+// drops its cache, so not on every renewal.
+func (r *Router) upstreamsChanged() {
+	ups := r.upstreams()
+	r.svc.mu.Lock()
+	fwd := r.svc.dns
+	same := slices.Equal(ups, r.svc.upstreams)
+	r.svc.upstreams = ups
+	r.svc.mu.Unlock()
+	if fwd != nil && !same {
+		fwd.SetUpstreams(ups)
+	}
+}
+
+// listenLAN6 has SSH and the LAN's NTP server listen on the router's
+// v6 LAN addresses as well (services ssh6 and ntp6), following them as
+// they move: the ULA's stays, the delegated prefix's changes with the
+// ISP. SSH open on the WAN listens everywhere already. It runs when the
+// addresses move and when either server starts.
+func (r *Router) listenLAN6(ctx context.Context, addrs []netip.Prefix) {
+	r.svc.listen6Mu.Lock()
+	defer r.svc.listen6Mu.Unlock()
+	r.svc.mu.Lock()
+	srv, ts := r.svc.ssh, r.svc.ntpLAN
+	r.svc.mu.Unlock()
+	r.svc.stop("ssh6")
+	r.svc.stop("ntp6")
+	s := r.Site()
+	var lan4 netip.Prefix
+	if p, err := s.LAN.Address.Prefix(); err == nil {
+		lan4 = p
+	}
+	if ts != nil {
+		allowed := []netip.Prefix{lan4.Masked()}
+		for _, a := range addrs {
+			allowed = append(allowed, a.Masked())
+		}
+		ts.SetAllowed(allowed)
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	if l := sshListen(s); srv != nil && len(l) == 1 && l[0] == netip.AddrPortFrom(lan4.Addr(), uint16(s.SSH.SSHPort())).String() {
+		var listen []string
+		for _, a := range addrs {
+			listen = append(listen, netip.AddrPortFrom(a.Addr(), uint16(s.SSH.SSHPort())).String())
+		}
+		r.goService("ssh6", ctx, r.inNS6(func(ctx context.Context) error { return srv.ListenAndServe(ctx, listen) }))
+		r.svc.set("ssh6", fmt.Sprintf("on %v", listen))
+	}
+	if ts != nil {
+		var listen []string
+		for _, a := range addrs {
+			listen = append(listen, netip.AddrPortFrom(a.Addr(), 123).String())
+		}
+		r.goService("ntp6", ctx, r.inNS6(func(ctx context.Context) error {
+			// The sockets are opened here, in the namespace inNS6
+			// entered; the goroutines serving them may run anywhere.
+			var conns []net.PacketConn
+			for _, a := range listen {
+				c, err := net.ListenPacket("udp", a)
+				if err != nil {
+					for _, c := range conns {
+						c.Close()
+					}
+					return err
+				}
+				conns = append(conns, c)
+			}
+			errs := make(chan error, len(conns))
+			for _, c := range conns {
+				go func() { errs <- ts.Serve(ctx, c) }()
+			}
+			var all []error
+			for range conns {
+				all = append(all, <-errs)
+			}
+			return errors.Join(all...)
+		}))
+		r.svc.set("ntp6", fmt.Sprintf("on %v", listen))
+	}
+}
+
+// lan6Addrs are the router's v6 LAN addresses now (none without v6).
+func (r *Router) lan6Addrs() []netip.Prefix {
+	r.svc.mu.Lock()
+	n := r.svc.lan6
+	r.svc.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	addrs, _ := n.status()
+	return addrs
+}
+
+// v6Services are what startIPv6 runs, in the order a push stops them:
+// the WAN's advertisement listener first, so that it restarts no
+// DHCPv6 client after the client is stopped.
+var v6Services = []string{"ra-wan", "dhcp6", "dhcp6-info", "ra", "dns6", "ssh6", "ntp6"}
 
 // stopIPv6 stops the v6 services for a push; startIPv6 follows unless
 // off. With off the LAN is told first: one last advertisement with
@@ -325,7 +621,8 @@ func (r *Router) stopIPv6(off bool) {
 		r.logf("ipv6: forwarding off: %v", err)
 	}
 	r.svc.mu.Lock()
-	r.svc.lan6, r.svc.lease6, r.svc.v6mode = nil, nil, ""
+	r.svc.lan6, r.svc.lease6, r.svc.v6mode, r.svc.wanRA, r.svc.dhcp6Want = nil, nil, "", nil, wan6Want{}
 	r.svc.mu.Unlock()
+	r.upstreamsChanged()
 	r.svc.set("ipv6", "off")
 }

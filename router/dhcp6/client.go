@@ -1,6 +1,7 @@
 // Package dhcp6 is the WAN's DHCPv6 client (RFC 8415): a delegated
 // prefix (IA_PD) for the LAN and, when asked, an address for the WAN
-// itself (IA_NA), with the resolvers and search domains. It solicits,
+// itself (IA_NA), with the resolvers and search domains, or those
+// alone by Information-request (Config.Info). It solicits,
 // requests, renews at T1, rebinds at T2 and, when the lease runs out,
 // withdraws the prefix and starts over. The lease is kept in a store, so
 // a reboot asks for the same prefix again (RFC 8415 section 18.2.1's
@@ -68,7 +69,12 @@ type Config struct {
 	// Address asks for an address for the WAN (IA_NA), as the RA's M
 	// flag says.
 	Address bool
-	Store   Store
+	// Info asks for other configuration only (Information-request, RFC
+	// 8415 section 18.2.6): the RA's O flag without M, when the router
+	// wants neither a prefix nor an address. Its leases carry only the
+	// resolvers and domains, and are not kept in Store.
+	Info  bool
+	Store Store
 	// Update is told each lease, and nil when the lease ran out (its
 	// prefix must leave the LAN). It must not block for long.
 	Update func(*Lease)
@@ -90,7 +96,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Interface == "" {
 		return nil, errors.New("dhcp6: no interface")
 	}
-	if cfg.PDLength == 0 && !cfg.Address {
+	if cfg.Info && (cfg.PDLength != 0 || cfg.Address) {
+		return nil, errors.New("dhcp6: information-only asks for no prefix and no address")
+	}
+	if cfg.PDLength == 0 && !cfg.Address && !cfg.Info {
 		return nil, errors.New("dhcp6: asks for neither a prefix nor an address")
 	}
 	if cfg.PDLength != 0 && (cfg.PDLength < 1 || cfg.PDLength > 64) {
@@ -113,6 +122,9 @@ func New(cfg Config) (*Client, error) {
 // Run keeps a lease until ctx ends. It must run in the WAN interface's
 // network namespace.
 func (c *Client) Run(ctx context.Context) error {
+	if c.cfg.Info {
+		return c.runInfo(ctx)
+	}
 	var hint *Lease
 	if c.cfg.Store != nil {
 		l, err := c.cfg.Store.Load()
@@ -467,4 +479,75 @@ func minPositive(ds []time.Duration) time.Duration {
 		}
 	}
 	return m
+}
+
+// RFC 8415 section 21.23: the information refresh time when the server
+// names none, and the least a client takes.
+const (
+	infRefreshDefault = 24 * time.Hour
+	infRefreshMin     = 10 * time.Minute
+)
+
+// runInfo asks for other configuration only, again after the server's
+// information refresh time, until ctx ends.
+func (c *Client) runInfo(ctx context.Context) error {
+	nc, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	wait := c.cfg.Timeout
+	for {
+		l, refresh, err := c.inform(ctx, nc)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		next := refresh
+		if err != nil {
+			c.cfg.Log("dhcp6: information-request: %v (again in %v)", err, wait)
+			next, wait = wait, min(2*wait, 2*time.Minute)
+		} else {
+			wait = c.cfg.Timeout
+			c.cfg.Log("dhcp6: other configuration: DNS %v, domains %v (again in %v)", l.DNS, l.Domains, refresh)
+			c.cfg.Update(l)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(next)); err != nil {
+			return err
+		}
+	}
+}
+
+// inform is one Information-request and its Reply: the resolvers and
+// domains as a lease with neither prefix nor address, and when to ask
+// again.
+func (c *Client) inform(ctx context.Context, nc *nclient6.Client) (*Lease, time.Duration, error) {
+	m, err := dhcpv6.NewMessage()
+	if err != nil {
+		return nil, 0, fmt.Errorf("dhcp6: %w", err)
+	}
+	m.MessageType = dhcpv6.MessageTypeInformationRequest
+	m.AddOption(dhcpv6.OptClientID(c.duid))
+	m.AddOption(dhcpv6.OptElapsedTime(0))
+	m.AddOption(dhcpv6.OptRequestedOption(dhcpv6.OptionDNSRecursiveNameServer, dhcpv6.OptionDomainSearchList, dhcpv6.OptionInformationRefreshTime))
+	rep, err := nc.SendAndRead(ctx, nclient6.AllDHCPRelayAgentsAndServers, m, nclient6.IsMessageType(dhcpv6.MessageTypeReply))
+	if err != nil {
+		return nil, 0, err
+	}
+	if s := rep.Options.Status(); s != nil && s.StatusCode != iana.StatusSuccess {
+		return nil, 0, fmt.Errorf("%s: %s", s.StatusCode, s.StatusMessage)
+	}
+	sid := rep.Options.ServerID()
+	if sid == nil {
+		return nil, 0, errors.New("no server id")
+	}
+	l := &Lease{ServerID: sid.ToBytes(), Obtained: time.Now()}
+	for _, d := range rep.Options.DNS() {
+		if a, ok := netip.AddrFromSlice(d); ok {
+			l.DNS = append(l.DNS, a.Unmap())
+		}
+	}
+	if sl := rep.Options.DomainSearchList(); sl != nil {
+		l.Domains = append(l.Domains, sl.Labels...)
+	}
+	return l, max(rep.Options.InformationRefreshTime(infRefreshDefault), infRefreshMin), nil
 }

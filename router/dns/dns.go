@@ -70,6 +70,9 @@ type Config struct {
 	Now func() time.Time
 	// Logf, when set, gets problems (no upstream answering).
 	Logf func(format string, args ...any)
+	// Dial opens the connections to upstreams; nil means a net.Dialer.
+	// (The router's tests run it in a network namespace of their own.)
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Host is one LAN name and its address.
@@ -123,6 +126,10 @@ func New(cfg Config) *Forwarder {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Dial == nil {
+		var d net.Dialer
+		cfg.Dial = d.DialContext
 	}
 	f := &Forwarder{cfg: cfg, cache: map[cacheKey]*entry{}, domain: strings.Trim(strings.ToLower(cfg.Domain), ".")}
 	f.SetUpstreams(cfg.Upstreams)

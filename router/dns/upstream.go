@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"strings"
 
@@ -66,17 +65,16 @@ func (f *Forwarder) exchange(ctx context.Context, u netip.AddrPort, qu query) (*
 	if err != nil {
 		return nil, err
 	}
-	m, err := exchangeUDP(ctx, u, q, id, qu.q)
+	m, err := f.exchangeUDP(ctx, u, q, id, qu.q)
 	if errors.Is(err, errTruncated) {
 		f.upTCP.Add(1)
-		return exchangeTCP(ctx, u, q, id, qu.q)
+		return f.exchangeTCP(ctx, u, q, id, qu.q)
 	}
 	return m, err
 }
 
-func exchangeUDP(ctx context.Context, u netip.AddrPort, q []byte, id uint16, question dnsmessage.Question) (*dnsmessage.Message, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "udp", u.String())
+func (f *Forwarder) exchangeUDP(ctx context.Context, u netip.AddrPort, q []byte, id uint16, question dnsmessage.Question) (*dnsmessage.Message, error) {
+	c, err := f.cfg.Dial(ctx, "udp", u.String())
 	if err != nil {
 		return nil, err
 	}
@@ -112,9 +110,8 @@ func exchangeUDP(ctx context.Context, u netip.AddrPort, q []byte, id uint16, que
 	}
 }
 
-func exchangeTCP(ctx context.Context, u netip.AddrPort, q []byte, id uint16, question dnsmessage.Question) (*dnsmessage.Message, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", u.String())
+func (f *Forwarder) exchangeTCP(ctx context.Context, u netip.AddrPort, q []byte, id uint16, question dnsmessage.Question) (*dnsmessage.Message, error) {
+	c, err := f.cfg.Dial(ctx, "tcp", u.String())
 	if err != nil {
 		return nil, fmt.Errorf("over TCP (its UDP answer was truncated): %w", err)
 	}

@@ -81,6 +81,14 @@ func (s *Server) Synced(r Result) {
 	s.delay, s.disp = r.RootDelay, r.RootDispersion
 }
 
+// SetAllowed replaces the sources answered: the LAN's IPv6 prefixes
+// change with the ISP's delegation.
+func (s *Server) SetAllowed(ps []netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Allowed = append([]netip.Prefix(nil), ps...)
+}
+
 // ListenAndServe answers on addr ("192.168.1.1:123") until ctx ends.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 	c, err := net.ListenPacket("udp4", addr)
@@ -157,6 +165,8 @@ func (s *Server) answer(req []byte, src netip.Addr, rx time.Time) []byte {
 }
 
 func (s *Server) allowed(a netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, p := range s.cfg.Allowed {
 		if p.Contains(a) {
 			return true

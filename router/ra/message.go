@@ -4,7 +4,10 @@
 // MTU and the router lifetime, and a prefix that was replaced announced
 // with preferred lifetime 0 so hosts stop using it at once (RFC 7084
 // L-13, RFC 9096). Router advertisements from anyone else on the LAN are
-// ignored and counted: the router is the LAN's router.
+// ignored and counted: the router is the LAN's router. On the WAN it
+// listens instead (Listen, Parse): the ISP's advertisements say by
+// their M and O flags how the router takes its own address and its
+// other configuration, and carry resolvers (RDNSS).
 //
 // It is board-side code: it imports no host package.
 package ra

@@ -388,21 +388,10 @@ func (s *Server) unicastAllowed() bool {
 // sending with hop limit 255 as neighbour discovery requires, and not
 // hearing its own multicast.
 func listen(ctx context.Context, ifi *net.Interface) (*ipv6.PacketConn, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = unix.BindToDevice(int(fd), ifi.Name)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	c, err := lc.ListenPacket(ctx, "ip6:ipv6-icmp", "::")
+	pc, err := rawICMPv6(ctx, ifi)
 	if err != nil {
-		return nil, fmt.Errorf("ra: raw ICMPv6 socket on %s: %w", ifi.Name, err)
+		return nil, err
 	}
-	pc := ipv6.NewPacketConn(c)
 	var f ipv6.ICMPFilter
 	f.SetAll(true)
 	f.Accept(ipv6.ICMPTypeRouterSolicitation)
@@ -419,9 +408,29 @@ func listen(ctx context.Context, ifi *net.Interface) (*ipv6.PacketConn, error) {
 		{"all-routers group", pc.JoinGroup(ifi, &net.IPAddr{IP: allRouters})},
 	} {
 		if step.err != nil {
-			c.Close()
+			pc.Close()
 			return nil, fmt.Errorf("ra: %s on %s: %w", step.what, ifi.Name, step.err)
 		}
 	}
 	return pc, nil
+}
+
+// rawICMPv6 opens a raw ICMPv6 socket bound to ifi: the LAN's server
+// and the WAN's listener each hear their own link only.
+func rawICMPv6(ctx context.Context, ifi *net.Interface) (*ipv6.PacketConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = unix.BindToDevice(int(fd), ifi.Name)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := lc.ListenPacket(ctx, "ip6:ipv6-icmp", "::")
+	if err != nil {
+		return nil, fmt.Errorf("ra: raw ICMPv6 socket on %s: %w", ifi.Name, err)
+	}
+	return ipv6.NewPacketConn(c), nil
 }

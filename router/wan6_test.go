@@ -1,0 +1,73 @@
+package router
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ocfw/ocfw/router/dhcp6"
+	"github.com/ocfw/ocfw/router/ra"
+	"github.com/ocfw/ocfw/site"
+)
+
+// TestIPv6WANPlan: what the WAN's DHCPv6 client asks for by mode and
+// by the ISP's advertisement's M and O flags (RFC 4861 4.2, RFC 7084
+// WAA and WPD): an address only by M in auto (always in dhcpv6, never
+// in slaac), the prefix whatever the flags say, other configuration
+// alone when nothing else is asked and O is set.
+func TestIPv6WANPlan(t *testing.T) {
+	m, o, none := &ra.Advert{Managed: true, Other: true}, &ra.Advert{Other: true}, &ra.Advert{}
+	for _, c := range []struct {
+		mode  string
+		pd    int
+		heard *ra.Advert
+		want  wan6Want
+	}{
+		{site.IPv6ModeAuto, 60, nil, wan6Want{PDLength: 60}},
+		{site.IPv6ModeAuto, 60, m, wan6Want{PDLength: 60, Address: true}},
+		{site.IPv6ModeAuto, 60, o, wan6Want{PDLength: 60}},
+		{site.IPv6ModeAuto, 60, none, wan6Want{PDLength: 60}},
+		{site.IPv6ModeAuto, 0, nil, wan6Want{}},
+		{site.IPv6ModeAuto, 0, m, wan6Want{Address: true}},
+		{site.IPv6ModeAuto, 0, o, wan6Want{Info: true}},
+		{site.IPv6ModeAuto, 0, none, wan6Want{}},
+		{site.IPv6ModeDHCPv6, 56, nil, wan6Want{PDLength: 56, Address: true}},
+		{site.IPv6ModeDHCPv6, 0, o, wan6Want{Address: true}},
+		{site.IPv6ModeSLAAC, 60, m, wan6Want{PDLength: 60}},
+		{site.IPv6ModeSLAAC, 0, m, wan6Want{Info: true}},
+		{site.IPv6ModeSLAAC, 0, none, wan6Want{}},
+	} {
+		if got := wan6Plan(c.mode, c.pd, c.heard); got != c.want {
+			t.Errorf("%s, /%d, %+v: %+v, want %+v", c.mode, c.pd, c.heard, got, c.want)
+		}
+	}
+}
+
+// TestIPv6WANResolvers: the forwarder's v6 upstreams are DHCPv6's, then
+// the ISP's RDNSS while its lifetime lasts, each once, a link-local one
+// with the WAN's zone.
+func TestIPv6WANResolvers(t *testing.T) {
+	now := time.Now()
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	lease := &dhcp6.Lease{DNS: []netip.Addr{a("2001:db8::53"), a("2001:db8::54")}}
+	heard := &heardRA{at: now.Add(-time.Minute), adv: ra.Advert{DNSLifetime: 10 * time.Minute,
+		RDNSS: []netip.Addr{a("2001:db8::54"), a("fe80::53"), a("2001:db8::55")}}}
+	stale := &heardRA{at: now.Add(-time.Hour), adv: heard.adv}
+	for _, c := range []struct {
+		name string
+		l    *dhcp6.Lease
+		h    *heardRA
+		want []netip.Addr
+	}{
+		{"none", nil, nil, nil},
+		{"DHCPv6 only", lease, nil, lease.DNS},
+		{"both", lease, heard, []netip.Addr{a("2001:db8::53"), a("2001:db8::54"), a("fe80::53%wan0"), a("2001:db8::55")}},
+		{"RDNSS run out", lease, stale, lease.DNS},
+		{"RDNSS only", nil, heard, []netip.Addr{a("2001:db8::54"), a("fe80::53%wan0"), a("2001:db8::55")}},
+	} {
+		if got := wan6Resolvers(c.l, c.h, "wan0", now); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
