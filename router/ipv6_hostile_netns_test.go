@@ -85,9 +85,12 @@ func TestIPv6HostileLAN(t *testing.T) {
 	if err := addAddrNoDAD(l.host, "eth0", spoofed.String()+"/64"); err != nil {
 		t.Fatal(err)
 	}
+	// The delegated prefix's address is there (delegatedLab waited for
+	// it); the ULA's may come from a later advertisement.
+	ula := netip.MustParsePrefix("fd12:3456:789a::/64")
 	ulaHost := netip.Addr{}
-	if as := l.hostAddrs(netip.MustParsePrefix("fd12:3456:789a::/64")); len(as) > 0 {
-		ulaHost, _ = netip.AddrFromSlice(as[0].IP)
+	if waitUntil(30*time.Second, func() bool { return len(l.hostAddrs(ula)) > 0 }) {
+		ulaHost, _ = netip.AddrFromSlice(l.hostAddrs(ula)[0].IP)
 	}
 	wire := tcpdump(t, l.link.Server, l.link.ServerIf, "icmp6 and ip6[40] == 128")
 	lanWire := tcpdump(t, l.host, "eth0", "icmp6 and ip6[40] == 128")
