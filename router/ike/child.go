@@ -81,11 +81,96 @@ func withPFS(ps []Proposal, peers DHGroup) []Proposal {
 		groups = append([]DHGroup{peers}, groups...)
 	}
 	for i := range ps {
-		for _, g := range groups {
+		for j, g := range groups {
+			if j > 0 && g == peers {
+				continue // already first
+			}
 			ps[i].Transforms = append(ps[i].Transforms, T(TransformDH, uint16(g), 0))
 		}
 	}
 	return ps
+}
+
+// childGroup is the group of the KE our next CREATE_CHILD_SA for a
+// CHILD SA on sa carries, 0 for none: the first group of the CHILD
+// proposals (pfs), none once the peer refused our PFS, or, when they
+// list no group (pfs: false), the one a peer that demands PFS took.
+func childGroup(sa *ikeSA) DHGroup {
+	if sa.noPFS {
+		return 0
+	}
+	if g := firstGroup(sa.peer.cfg.Child); g != 0 {
+		return g
+	}
+	if listsDH(sa.peer.cfg.Child) {
+		return 0 // NONE outright: never PFS
+	}
+	return sa.pfsGroup
+}
+
+// childOffer is our ESP offer for a CREATE_CHILD_SA whose KE is in g:
+// without DH transforms when g is 0 (the offer IKE_AUTH made); with the
+// configured groups under PFS; and when the proposals list no group, the
+// peer demanding PFS, with g first and then every group we implement.
+func childOffer(p *peerState, spi []byte, g DHGroup) []Proposal {
+	if g == 0 {
+		return offer(p.cfg.Child, ProtoESP, spi, true)
+	}
+	if listsDH(p.cfg.Child) {
+		return offer(p.cfg.Child, ProtoESP, spi, false)
+	}
+	return withPFS(offer(p.cfg.Child, ProtoESP, spi, false), g)
+}
+
+// pfsFallbacks bounds how often one CREATE_CHILD_SA of ours is redone in
+// another group (or without one) after a refusal: none, then the IKE SA's
+// group, then the one the peer names.
+const pfsFallbacks = 2
+
+// pfsRetry decides whether a CREATE_CHILD_SA of ours for a CHILD SA,
+// whose KE was in g (0: none) and that the peer refused with ps, is
+// redone at once in another group, and in which (0: without KE). It
+// records on sa what the next exchanges start with. why is the reason,
+// for the status should the redone exchange fail too.
+//
+//   - INVALID_KE_PAYLOAD naming a group we propose, or, when our
+//     proposals list none, any group we implement: that group.
+//   - NO_PROPOSAL_CHOSEN to our PFS (charon's esp_proposals = default):
+//     no KE, from now on, as IKE_AUTH made the SA.
+//   - NO_PROPOSAL_CHOSEN to no KE while our proposals list no group
+//     (pfs: false against Libreswan's pfs=yes): once per IKE SA, a KE in
+//     the IKE SA's group, the one pluto takes for PFS when its esp= names
+//     none.
+func (e *Endpoint) pfsRetry(sa *ikeSA, g DHGroup, ps []Payload) (g2 DHGroup, why string, ok bool) {
+	cfg := sa.peer.cfg.Child
+	cur := latest(sa)
+	if n := notify(ps, INVALID_KE_PAYLOAD); n != nil {
+		g2, err := n.Group()
+		if err != nil || g2 == g || !(offersGroup(cfg, g2) || !listsDH(cfg) && g2.PublicLen() > 0) {
+			return 0, "", false
+		}
+		if !listsDH(cfg) {
+			cur.pfsGroup, cur.noPFS = g2, false
+		}
+		return g2, fmt.Sprintf("the peer wants a KE in %s (INVALID_KE_PAYLOAD)", g2), true
+	}
+	if notify(ps, NO_PROPOSAL_CHOSEN) == nil {
+		return 0, "", false
+	}
+	switch {
+	case g != 0 && firstGroup(cfg) != 0:
+		cur.noPFS = true
+		return 0, "the peer refused PFS (NO_PROPOSAL_CHOSEN): redone without it, as at IKE_AUTH", true
+	case g != 0:
+		// Our KE for a peer that had refused none is refused too: back
+		// to none; the backoff takes over.
+		cur.pfsGroup = 0
+		return 0, "", false
+	case !listsDH(cfg) && !cur.pfsTried && cur.suite != nil:
+		cur.pfsTried, cur.pfsGroup, cur.noPFS = true, cur.suite.DH, false
+		return cur.suite.DH, fmt.Sprintf("the peer refused it without PFS (NO_PROPOSAL_CHOSEN): redone with a KE in the IKE SA's %s", cur.suite.DH), true
+	}
+	return 0, "", false
 }
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -263,6 +348,11 @@ func (e *Endpoint) respondChild(sa *ikeSA, ps []Payload, nrOut []byte, inAuth bo
 		// NONE outright refuses it.
 		if chosen, err = Choose(withPFS(offer(p.cfg.Child, ProtoESP, nil, false), ke.Group), theirs); err == nil {
 			e.logf("ike %s: CHILD SA with the peer's PFS: ours asks for none", p.cfg.Name)
+			if cs, err := SuiteFrom(chosen); err == nil && cs.DH != 0 {
+				// Our own rekeys carry a KE in it from now on: such
+				// a peer refuses them without one.
+				latest(sa).pfsGroup = cs.DH
+			}
 		}
 	}
 	if err != nil {
@@ -350,6 +440,9 @@ func (e *Endpoint) createChildRequest(sa *ikeSA, ps []Payload) ([]Payload, func(
 			return []Payload{&Notify{Notify: NO_PROPOSAL_CHOSEN}}, nil
 		}
 	}
+	if _, hasKE := first[*KE](ps); e.demandPFS != nil && !hasKE {
+		return []Payload{e.demandPFS}, nil
+	}
 	if len(sa.children) >= e.cfg.MaxChildSAs {
 		// Bounded per IKE SA: a peer cannot make the kernel hold SAs
 		// without end (a rekey makes two or three for a moment).
@@ -415,6 +508,7 @@ func (e *Endpoint) rekeyIKERequest(sa *ikeSA, sap *SA, ni []byte, ps []Payload) 
 func (e *Endpoint) successor(sa *ikeSA, suite *Suite, initiator bool, spii, spir uint64, ni, nr []byte) *ikeSA {
 	return &ikeSA{peer: sa.peer, parent: sa, initiator: initiator, spii: spii, spir: spir, remote: sa.remote,
 		natt: sa.natt, natLocal: sa.natLocal, natRemote: sa.natRemote, suite: suite, peerPFS: sa.peerPFS, noPFS: sa.noPFS,
+		pfsGroup: sa.pfsGroup, pfsTried: sa.pfsTried,
 		ni: append([]byte(nil), ni...), nr: append([]byte(nil), nr...), created: e.now()}
 }
 
@@ -573,15 +667,13 @@ func (e *Endpoint) rekeyIKEGroup(sa *ikeSA, g DHGroup) {
 }
 
 func (e *Endpoint) rekeyChild(sa *ikeSA, c *child) {
-	g := firstGroup(sa.peer.cfg.Child)
-	if sa.noPFS {
-		g = 0
-	}
-	e.rekeyChildGroup(sa, c, g)
+	e.rekeyChildGroup(sa, c, childGroup(sa), 0, "")
 }
 
 // rekeyChildGroup rekeys a CHILD SA, with PFS in group g unless g is 0.
-func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
+// tries counts the exchanges of this rekey redone in another group
+// (pfsRetry), before the reason of the last one.
+func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup, tries int, before string) {
 	p := sa.peer
 	c.rekeying = true
 	nc := &child{}
@@ -594,7 +686,7 @@ func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 		}
 		nc.sa.InSPI = e.newChildSPI()
 		// Without a KE the offer is the IKE_AUTH one: no DH transforms.
-		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), g == 0)
+		nc.offer = childOffer(p, be32(nc.sa.InSPI), g)
 		ni = e.random(32)
 		ps := []Payload{&Notify{Protocol: ProtoESP, SPI: be32(c.sa.InSPI), Notify: REKEY_SA}, &SA{nc.offer}, &Nonce{Data: ni}}
 		if g != 0 {
@@ -608,20 +700,12 @@ func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 		return append(ps, &TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
 	}, handle: func(_ *Message, _ []byte, ps []Payload) {
 		c.rekeying = false
-		if n := notify(ps, INVALID_KE_PAYLOAD); n != nil {
-			if g2, err := n.Group(); err == nil && g2 != g && offersGroup(p.cfg.Child, g2) && !c.replaced && !c.gone {
-				e.logf("ike %s: CHILD SA rekey: the peer wants %s", p.cfg.Name, g2)
-				e.rekeyChildGroup(latest(sa), c, g2)
+		if tries < pfsFallbacks && !c.replaced && !c.gone && latest(sa).state == stateEstablished {
+			if g2, why, ok := e.pfsRetry(sa, g, ps); ok {
+				e.logf("ike %s: CHILD SA rekey: %s", p.cfg.Name, why)
+				e.rekeyChildGroup(latest(sa), c, g2, tries+1, why)
 				return
 			}
-		}
-		if n := notify(ps, NO_PROPOSAL_CHOSEN); n != nil && g != 0 && !c.replaced && !c.gone && sa.state == stateEstablished {
-			// The peer does no PFS (charon's esp_proposals = default):
-			// rekey as IKE_AUTH made the SA, without KE, from now on.
-			latest(sa).noPFS = true
-			e.logf("ike %s: CHILD SA rekey: the peer refused PFS (NO_PROPOSAL_CHOSEN): rekeying without it, as at IKE_AUTH", p.cfg.Name)
-			e.rekeyChildGroup(latest(sa), c, 0)
-			return
 		}
 		var err error
 		if nr, ok := first[*Nonce](ps); ok {
@@ -632,6 +716,9 @@ func (e *Endpoint) rekeyChildGroup(sa *ikeSA, c *child, g DHGroup) {
 			err = errors.New("answer without a nonce")
 		}
 		if err != nil {
+			if before != "" {
+				err = fmt.Errorf("%w (before: %s)", err, before)
+			}
 			e.rekeyFailed(latest(sa), c, err, notify(ps, CHILD_SA_NOT_FOUND) != nil)
 			return
 		}
@@ -681,6 +768,16 @@ func (e *Endpoint) rekeyFailed(sa *ikeSA, c *child, err error, notFound bool) {
 // fixed meanwhile, say), one the peer deleted, or, with old set, a fresh
 // one in place of old, whose rekey failed.
 func (e *Endpoint) createChild(sa *ikeSA, old *child) {
+	e.createChildGroup(sa, old, groupWhenSent, 0, "")
+}
+
+// groupWhenSent, as createChildGroup's group, is childGroup's when the
+// request goes out (an IKE SA rekey may come first).
+const groupWhenSent = DHGroup(0xffff)
+
+// createChildGroup is createChild with the KE in group g (0: none), tries
+// and before as for rekeyChildGroup.
+func (e *Endpoint) createChildGroup(sa *ikeSA, old *child, g DHGroup, tries int, before string) {
 	p := sa.peer
 	sa.creatingChild = true
 	if old != nil {
@@ -700,12 +797,11 @@ func (e *Endpoint) createChild(sa *ikeSA, old *child) {
 			done()
 			return nil
 		}
-		g := firstGroup(p.cfg.Child)
-		if sa.noPFS {
-			g = 0
+		if g == groupWhenSent {
+			g = childGroup(sa)
 		}
 		nc.sa.InSPI = e.newChildSPI()
-		nc.offer = offer(p.cfg.Child, ProtoESP, be32(nc.sa.InSPI), g == 0)
+		nc.offer = childOffer(p, be32(nc.sa.InSPI), g)
 		ni = e.random(32)
 		ps := []Payload{&SA{nc.offer}, &Nonce{Data: ni}}
 		if g != 0 {
@@ -719,6 +815,13 @@ func (e *Endpoint) createChild(sa *ikeSA, old *child) {
 		return append(ps, &TSi{selectors(p.cfg.LocalTS)}, &TSr{selectors(p.cfg.RemoteTS)})
 	}, handle: func(_ *Message, _ []byte, ps []Payload) {
 		done()
+		if tries < pfsFallbacks && latest(sa).state == stateEstablished && (old == nil || !old.replaced && !old.gone) {
+			if g2, why, ok := e.pfsRetry(sa, g, ps); ok {
+				e.logf("ike %s: CHILD SA: %s", p.cfg.Name, why)
+				e.createChildGroup(latest(sa), old, g2, tries+1, why)
+				return
+			}
+		}
 		var err error
 		if nr, ok := first[*Nonce](ps); ok {
 			err = e.finishChild(sa, nc, ps, dh, ni, nr.Data)
@@ -728,6 +831,9 @@ func (e *Endpoint) createChild(sa *ikeSA, old *child) {
 			err = errors.New("answer without a nonce")
 		}
 		if err != nil {
+			if before != "" {
+				err = fmt.Errorf("%w (before: %s)", err, before)
+			}
 			sa.err, p.lastErr = err.Error(), err.Error()
 			if old != nil {
 				if !old.replaced && !old.gone {

@@ -176,6 +176,11 @@ type Endpoint struct {
 	// tests stand it in for a peer whose proposals fit none of our
 	// rekeys, to check the fallback to a fresh CHILD SA.
 	refuseChildRekeys bool
+	// demandPFS, when set, answers a CREATE_CHILD_SA for a CHILD SA
+	// (rekey or new) without KE: tests stand it in for Libreswan's
+	// pfs=yes, which answers NO_PROPOSAL_CHOSEN, or for a peer naming
+	// its group with INVALID_KE_PAYLOAD.
+	demandPFS *Notify
 }
 
 type halfKey struct {

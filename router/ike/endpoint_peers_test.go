@@ -451,3 +451,120 @@ func TestEndpointChildDeletedByInitiator(t *testing.T) {
 		t.Errorf("B, which does not initiate, sent %d CREATE_CHILD_SA", n)
 	}
 }
+
+// TestEndpointPeerDemandsPFS: A's tunnel asks for no PFS (pfs: false:
+// its ESP proposals list no group), B demands it, as Libreswan's default
+// pfs=yes does: B refuses a CREATE_CHILD_SA without KE. A redoes its rekey
+// (or the CHILD SA it makes again after B deleted its one) at once with a
+// KE, in the IKE SA's group or the one B names, and starts its later
+// rekeys with it. Before, A retried the same proposal without KE with a
+// backoff until the fresh-CHILD SA fallback, which B refused too, so the
+// kernel's hard lifetime ended the tunnel (the Libreswan test's skipped
+// pfs-pluto-yes-ocfw-no/ocfw-rekeys).
+func TestEndpointPeerDemandsPFS(t *testing.T) {
+	cases := []struct {
+		name string
+		// B's ESP groups and its answer to a request without KE.
+		groups []DHGroup
+		answer *Notify
+		// The group the CHILD SA gets, and the CREATE_CHILD_SA requests
+		// A sends for its first rekey (each refusal redone once more).
+		want     DHGroup
+		requests int
+	}{
+		// B takes the IKE SA's group (Curve25519), as pluto does.
+		{"no-proposal-chosen", []DHGroup{Curve25519}, &Notify{Notify: NO_PROPOSAL_CHOSEN}, Curve25519, 2},
+		// B wants another group: after the IKE SA's, the one it names.
+		{"no-proposal-chosen-then-invalid-ke", []DHGroup{ECP256}, &Notify{Notify: NO_PROPOSAL_CHOSEN}, ECP256, 3},
+		{"invalid-ke", []DHGroup{ECP256}, InvalidKE(ECP256), ECP256, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t, func(a, b *Config) { b.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, c.groups...) })
+			p.b.ep.demandPFS = c.answer
+			p.mustComeUp()
+			for i, want := range []int{c.requests, 1} {
+				oa, _ := p.checkChildren()
+				before := p.net.count(CREATE_CHILD_SA, false, aIP)
+				if err := p.a.ep.RekeyChild("b"); err != nil {
+					t.Fatal(err)
+				}
+				ok := p.run(3*time.Second, func() bool {
+					la := p.a.sink.live()
+					return len(la) == 1 && la[0].InSPI != oa.InSPI && len(p.b.sink.live()) == 1
+				})
+				if !ok {
+					t.Fatalf("rekey %d: no new CHILD SA within 3 s: A %+v", i+1, p.a.ep.Status())
+				}
+				p.checkChildren()
+				if got := established(p.a)[0].Children[0].Proposal; !strings.Contains(got, c.want.String()) {
+					t.Errorf("rekey %d: the CHILD SA runs %s, want PFS in %s", i+1, got, c.want)
+				}
+				if n := p.net.count(CREATE_CHILD_SA, false, aIP) - before; n != want {
+					t.Errorf("rekey %d: A sent %d CREATE_CHILD_SA requests, want %d", i+1, n, want)
+				}
+				if e := p.a.ep.Status()[0].LastError; e != "" {
+					t.Errorf("rekey %d: A's status says %q once the CHILD SA is in", i+1, e)
+				}
+			}
+		})
+	}
+
+	t.Run("new-child", func(t *testing.T) {
+		// B deletes the CHILD SA; A makes a new one with CREATE_CHILD_SA
+		// (no REKEY_SA), which B refuses without KE too.
+		p := newPair(t, func(a, b *Config) { b.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, Curve25519) })
+		p.b.ep.demandPFS = &Notify{Notify: NO_PROPOSAL_CHOSEN}
+		p.mustComeUp()
+		oa, _ := p.checkChildren()
+		p.b.ep.mu.Lock()
+		for _, sa := range p.b.ep.sas {
+			for _, c := range sa.children {
+				p.b.ep.deleteChild(sa, c)
+			}
+		}
+		p.b.ep.mu.Unlock()
+		if !p.run(5*time.Second, p.up) {
+			t.Fatalf("no new CHILD SA within 5 s: A %+v", p.a.ep.Status())
+		}
+		na, _ := p.checkChildren()
+		if na.InSPI == oa.InSPI || !strings.Contains(established(p.a)[0].Children[0].Proposal, "Curve25519") {
+			t.Errorf("the CHILD SA: %+v, want a new one with PFS in Curve25519", established(p.a)[0].Children)
+		}
+	})
+
+	t.Run("refused-with-KE-too", func(t *testing.T) {
+		// B takes no KE either (its list says NONE outright): A's KE is
+		// tried once, then the backoff as before, and A's status says
+		// both refusals; the next try goes without KE only.
+		p := newPair(t, func(a, b *Config) { b.Peers[0].Child = suiteESP(aes128T, AUTH_HMAC_SHA2_256_128, DHGroup(0)) })
+		p.b.ep.demandPFS = &Notify{Notify: NO_PROPOSAL_CHOSEN}
+		p.mustComeUp()
+		oa, _ := p.checkChildren()
+		before := p.net.count(CREATE_CHILD_SA, false, aIP)
+		if err := p.a.ep.RekeyChild("b"); err != nil {
+			t.Fatal(err)
+		}
+		var why string
+		p.run(3*time.Second, func() bool {
+			why = p.a.ep.Status()[0].LastError
+			return why != ""
+		})
+		for _, s := range []string{"rekey failed 1 time(s)", "NO_PROPOSAL_CHOSEN", "without PFS", "with a KE in the IKE SA's Curve25519", "trying again in 5s"} {
+			if !strings.Contains(why, s) {
+				t.Errorf("A's status %q does not say %q", why, s)
+			}
+		}
+		if n := p.net.count(CREATE_CHILD_SA, false, aIP) - before; n != 2 {
+			t.Errorf("A sent %d CREATE_CHILD_SA requests for the rekey, want 2 (without KE, then with)", n)
+		}
+		before = p.net.count(CREATE_CHILD_SA, false, aIP)
+		p.run(6*time.Second, func() bool { return false })
+		if n := p.net.count(CREATE_CHILD_SA, false, aIP) - before; n != 1 {
+			t.Errorf("A's next try sent %d CREATE_CHILD_SA requests, want 1", n)
+		}
+		if la := p.a.sink.live(); len(la) != 1 || la[0].InSPI != oa.InSPI {
+			t.Errorf("A's CHILD SAs: %v, want the old one still", la)
+		}
+	})
+}

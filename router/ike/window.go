@@ -82,6 +82,13 @@ type ikeSA struct {
 	// SA on this IKE SA (or its predecessor); noPFS: it refused our PFS
 	// rekey, so ours go without KE, as the IKE_AUTH CHILD SA did.
 	peerPFS, noPFS bool
+	// pfsGroup: our CHILD proposals list no group (pfs: false) and the
+	// peer demands PFS (Libreswan's pfs=yes refuses a rekey without KE):
+	// our CREATE_CHILD_SA requests carry a KE in this group. pfsTried:
+	// a KE was offered to this peer after it refused none, so a refusal
+	// of none is not redone with one again on this IKE SA.
+	pfsGroup DHGroup
+	pfsTried bool
 }
 
 // request is one exchange we start. build makes its payloads when the
