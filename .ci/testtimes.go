@@ -30,8 +30,9 @@ type event struct {
 }
 
 type timing struct {
-	name    string
-	elapsed float64
+	name       string
+	elapsed    float64
+	start, end time.Time // a test's, when known
 }
 
 func main() {
@@ -41,6 +42,11 @@ func main() {
 		tests       []timing
 		failed      []string
 		held        = map[string][]string{} // a running test's output, printed if it fails
+		// A test whose subtests run in parallel ends before they do
+		// (its Elapsed is its own body's): its time is taken from its
+		// start to its last subtest's end.
+		started = map[string]time.Time{}
+		ended   = map[string]time.Time{}
 	)
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
@@ -57,6 +63,14 @@ func main() {
 			last = e.Time
 		}
 		key := e.Package + " " + e.Test
+		top, _, _ := strings.Cut(e.Test, "/")
+		topKey := e.Package + " " + top
+		if e.Test != "" && (e.Action == "run" || e.Action == "cont") && top == e.Test {
+			started[topKey] = e.Time // cont: the end of its pause as a parallel test
+		}
+		if e.Test != "" && (e.Action == "pass" || e.Action == "fail") && e.Time.After(ended[topKey]) {
+			ended[topKey] = e.Time
+		}
 		switch {
 		case e.Action == "build-output":
 			fmt.Print(e.Output)
@@ -66,12 +80,12 @@ func main() {
 				fmt.Print(e.Output)
 			}
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail"):
-			packages = append(packages, timing{e.Package, e.Elapsed})
+			packages = append(packages, timing{name: e.Package, elapsed: e.Elapsed})
 		case e.Action == "output":
 			held[key] = append(held[key], e.Output)
 		case e.Action == "pass" || e.Action == "skip":
 			if e.Action == "pass" && !strings.Contains(e.Test, "/") {
-				tests = append(tests, timing{short(e.Package) + " " + e.Test, e.Elapsed})
+				tests = append(tests, timing{short(e.Package) + " " + e.Test, e.Elapsed, started[key], ended[key]})
 			}
 			delete(held, key)
 		case e.Action == "fail":
@@ -79,7 +93,7 @@ func main() {
 			delete(held, key)
 			failed = append(failed, short(e.Package)+" "+e.Test)
 			if !strings.Contains(e.Test, "/") {
-				tests = append(tests, timing{short(e.Package) + " " + e.Test + " (FAIL)", e.Elapsed})
+				tests = append(tests, timing{short(e.Package) + " " + e.Test + " (FAIL)", e.Elapsed, started[key], ended[key]})
 			}
 		}
 	}
@@ -96,6 +110,11 @@ func main() {
 			return 1
 		}
 		return strings.Compare(a.name, b.name)
+	}
+	for i, t := range tests {
+		if span := t.end.Sub(t.start).Seconds(); !t.start.IsZero() && span > t.elapsed {
+			tests[i].elapsed = span
+		}
 	}
 	slices.SortFunc(packages, byTime)
 	slices.SortFunc(tests, byTime)
