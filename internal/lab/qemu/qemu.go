@@ -410,7 +410,7 @@ func (vm *VM) wait(ctx context.Context, what string, match func(string) (int, []
 			if timedOut {
 				return nil, &TimeoutError{After: vm.timeout, Tail: vm.Tail(20)}
 			}
-			return nil, fmt.Errorf("qemu: exited (%v) before the console showed %s; %slast console lines:\n%s", exitText(werr), what, vm.stderrNote(), vm.Tail(20))
+			return nil, fmt.Errorf("qemu: exited (%v) before the console showed %s; %slast console lines:\n%s", exitText(werr), what, vm.stderrNote(), FailureText(vm.Console(), 20))
 		}
 		select {
 		case <-changed:
@@ -461,7 +461,7 @@ func (vm *VM) Wait() error {
 		return &TimeoutError{After: vm.timeout, Tail: vm.Tail(20)}
 	}
 	if err != nil {
-		return fmt.Errorf("qemu: %v; %slast console lines:\n%s", err, vm.stderrNote(), vm.Tail(20))
+		return fmt.Errorf("qemu: %v; %slast console lines:\n%s", err, vm.stderrNote(), FailureText(vm.Console(), 20))
 	}
 	return nil
 }

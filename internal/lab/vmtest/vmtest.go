@@ -84,7 +84,7 @@ func Start(t testing.TB, image string, o Options) *qemu.VM {
 		vm.Kill()
 		closeLog()
 		if t.Failed() {
-			t.Logf("%s: last console lines:\n%s", o.Name, vm.Tail(o.TailLines))
+			t.Logf("%s: last console lines:\n%s", o.Name, qemu.FailureText(vm.Console(), o.TailLines))
 		}
 	})
 	return vm
