@@ -239,6 +239,13 @@ func (n *network) engine(ctx context.Context, e Engine, rows []esp.Row, tun ipse
 		}
 		*tag++
 		n.step(ctx, &rows[j], *tag, w)
+		if rows[j].Packets == 0 && ctx.Err() == nil {
+			// Nothing came through in the window although the
+			// warm-up's datagram did: the receiver was not run
+			// (a starved guest). Once more, then the row says so.
+			*tag++
+			n.step(ctx, &rows[j], *tag, w)
+		}
 	}
 	return rows
 }
@@ -579,7 +586,12 @@ func heldAEAD(pre, post []afalg.Entry, name, driver string, sas int) (string, er
 func (n *network) warmUp(ctx context.Context, limit time.Duration) error {
 	n.tag.Store(0)
 	n.pkts.Store(0)
-	deadline := time.Now().Add(max(limit, 200*time.Millisecond))
+	// At least warmUpFloor: a guest starved by its host (QEMU beside
+	// other guests) took over 0.9 s for the first datagram; the
+	// warm-up ends at the first one, so a long floor costs nothing on
+	// a board.
+	limit = max(limit, warmUpFloor)
+	deadline := time.Now().Add(limit)
 	msg := make([]byte, 64)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		n.send.SetWriteDeadline(deadline)
@@ -590,8 +602,11 @@ func (n *network) warmUp(ctx context.Context, limit time.Duration) error {
 			}
 		}
 	}
-	return fmt.Errorf("no datagram came through the SAs within %v", max(limit, 200*time.Millisecond).Round(time.Millisecond))
+	return fmt.Errorf("no datagram came through the SAs within %v", limit.Round(time.Millisecond))
 }
+
+// warmUpFloor is the least time warmUp gives the first datagram.
+const warmUpFloor = 3 * time.Second
 
 // step measures one row: datagrams of row.Size tagged with tag, sent for
 // window; then it waits (at most an eighth of the window) for the
@@ -600,6 +615,7 @@ func (n *network) step(ctx context.Context, row *esp.Row, tag uint32, window tim
 	n.tag.Store(tag)
 	n.bytes.Store(0)
 	n.pkts.Store(0)
+	row.Err = "" // a step measured again starts clean
 	msg := n.payload[:row.Size]
 	binary.LittleEndian.PutUint32(msg, tag)
 	cpu0, cpuErr := readCPU()
