@@ -36,43 +36,6 @@ PASS`
 	}
 }
 
-func TestParseSpeedMR(t *testing.T) {
-	tests := []struct {
-		name, out string
-		want      map[int]float64
-		err       string
-	}{
-		{"all sizes", "+DT:AES-128-CBC:1:16\n+R:1:AES-128-CBC:1.0\n+H:16:64:256:1024:8192:16384\n+F:25:AES-128-CBC:620595344.00:1200000000.00:1.1e9:1.2e9:1.21e9:1.22e9\n",
-			map[int]float64{16: 620.595344, 64: 1200, 256: 1100, 1024: 1200, 8192: 1210, 16384: 1220}, ""},
-		{"hmac", "+H:16\n+F:9:hmac(sha1):38085552.00\n", map[int]float64{16: 38.085552}, ""},
-		{"no rows", "Error: unknown cipher\n", nil, "no +H/+F"},
-		{"count mismatch", "+H:16:64\n+F:1:X:5\n", nil, "2 sizes but 1 figures"},
-		{"bad figure", "+H:16\n+F:1:X:fast\n", nil, "figure"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseSpeedMR(tc.out)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-			for s, v := range tc.want {
-				if d := got[s] - v; d > 1e-6 || d < -1e-6 {
-					t.Errorf("size %d: %v MB/s, want %v", s, got[s], v)
-				}
-			}
-		})
-	}
-}
-
 func TestGeodeCapCheck(t *testing.T) {
 	tests := []struct {
 		out  string
