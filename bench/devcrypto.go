@@ -25,6 +25,8 @@ func runDevCrypto(ctx context.Context, r *runner) error {
 	out, err := r.run(ctx, []string{refspeed.EnvBench + "=" + strconv.Itoa(rounds)},
 		"go", "test", "-count=1", "-timeout", "60m", "-run", "^TestBenchDevCrypto$", "-v", "./internal/lab/testengine")
 	if err != nil {
+		// The guest's own messages are what says why.
+		r.logf("devcrypto: the test's output ends:\n%s", tail(out, 4000))
 		return err
 	}
 	if strings.Contains(out, "--- SKIP: TestBenchDevCrypto") {

@@ -9,7 +9,7 @@ import (
 // EnvBench, set to the number of rounds, makes internal/lab/testengine's
 // TestBenchDevCrypto boot the benchmark (bench/run -only devcrypto);
 // EnvSeconds sets the seconds per cell of openssl speed and ocf speed
-// (default 1; tests/speed's are its own 5).
+// (default 3, openssl speed's own; tests/speed's are its own 5).
 const (
 	EnvBench   = "OCFW_DEVCRYPTO_BENCH"
 	EnvSeconds = "OCFW_DEVCRYPTO_SECONDS"
