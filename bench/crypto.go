@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ocfw/ocfw/internal/lab/refspeed"
 )
 
 // cryptoCiphers are the ciphers compared with openssl speed in benchmark
@@ -130,7 +132,7 @@ func (r *runner) opensslSide(openssl []string, env []string) side {
 		if err != nil {
 			return nil, nil, err
 		}
-		m, err := parseSpeedMR(out)
+		m, err := refspeed.ParseOpenSSL(out)
 		return m, nil, err
 	}
 }

@@ -9,14 +9,16 @@
 // throughput of an IKEv2-keyed tunnel against a manual one, and the IKE
 // daemon's memory built for the NSLU2 under qemu-arm; and ocfw push and
 // ocfw upgrade against rebuilding and reflashing, time and the downtime
-// a world VM sees.
+// a world VM sees; and the seeds' own tools through the kernel (Debian's
+// i386 openssl with the afalg engine, cryptodev-linux's tests/speed)
+// against ocf speed in one QEMU boot.
 //
 // Figures are ratios of runs made side by side, interleaved, best of
 // -trials: the host is shared, and noise only ever slows a run down.
 // The IKE section's ESP throughput is the median of back-to-back pairs'
 // ratios instead, and the manage section runs each way once.
 //
-//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage]
+//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage,devcrypto]
 //
 // A full run also writes its tables into the marked section of
 // docs/benchmarks-results.md (-doc), where the docs show them; a run with
@@ -53,6 +55,7 @@ var sections = []struct {
 	{"ike", runIKE},
 	{"ikemem", runIKEMem},
 	{"manage", runManage},
+	{"devcrypto", runDevCrypto},
 }
 
 func main() {
@@ -64,7 +67,7 @@ func main() {
 		return
 	}
 	trials := flag.Int("trials", 3, "runs per side; the best counts")
-	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage")
+	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage,devcrypto")
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
 	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")

@@ -26,49 +26,6 @@ func speedArgs(cipher string) ([]string, error) {
 	return append([]string{"speed", "-mr", "-elapsed", "-seconds", "1"}, a...), nil
 }
 
-// parseSpeedMR reads `openssl speed -mr` output for one algorithm: the
-// "+H:size:size..." header and the "+F:idx:name:bytes/s:..." row. It
-// returns MB/s (10^6 bytes per second, as Go's benchmarks report) by size.
-func parseSpeedMR(out string) (map[int]float64, error) {
-	var sizes []int
-	var vals []string
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "+H:"):
-			sizes = sizes[:0]
-			for _, s := range strings.Split(line[3:], ":") {
-				n, err := strconv.Atoi(s)
-				if err != nil {
-					return nil, fmt.Errorf("openssl speed header %q: %v", line, err)
-				}
-				sizes = append(sizes, n)
-			}
-		case strings.HasPrefix(line, "+F:"):
-			f := strings.Split(line, ":")
-			if len(f) < 4 {
-				return nil, fmt.Errorf("openssl speed row %q: too short", line)
-			}
-			vals = f[3:]
-		}
-	}
-	if len(sizes) == 0 || len(vals) == 0 {
-		return nil, fmt.Errorf("no +H/+F lines in openssl speed output: %q", tail(out, 300))
-	}
-	if len(sizes) != len(vals) {
-		return nil, fmt.Errorf("openssl speed: %d sizes but %d figures", len(sizes), len(vals))
-	}
-	res := map[int]float64{}
-	for i, s := range sizes {
-		v, err := strconv.ParseFloat(vals[i], 64)
-		if err != nil {
-			return nil, fmt.Errorf("openssl speed figure %q: %v", vals[i], err)
-		}
-		res[s] = v / 1e6
-	}
-	return res, nil
-}
-
 // parseIA32Cap reads the capability vector `openssl version -a` prints
 // ("CPUINFO: OPENSSL_ia32cap=0x...:0x..."; with the environment variable
 // set, "... env:..." follows): the first 64-bit word is CPUID.1 EDX (low

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ocfw/ocfw/internal/lab/refspeed"
 )
 
 func TestParseGoBench(t *testing.T) {
@@ -33,43 +35,6 @@ PASS`
 		if got[i].Name != w.name || got[i].Metrics[w.unit] != w.metric {
 			t.Errorf("result %d = %s %v, want %s %s=%v", i, got[i].Name, got[i].Metrics, w.name, w.unit, w.metric)
 		}
-	}
-}
-
-func TestParseSpeedMR(t *testing.T) {
-	tests := []struct {
-		name, out string
-		want      map[int]float64
-		err       string
-	}{
-		{"all sizes", "+DT:AES-128-CBC:1:16\n+R:1:AES-128-CBC:1.0\n+H:16:64:256:1024:8192:16384\n+F:25:AES-128-CBC:620595344.00:1200000000.00:1.1e9:1.2e9:1.21e9:1.22e9\n",
-			map[int]float64{16: 620.595344, 64: 1200, 256: 1100, 1024: 1200, 8192: 1210, 16384: 1220}, ""},
-		{"hmac", "+H:16\n+F:9:hmac(sha1):38085552.00\n", map[int]float64{16: 38.085552}, ""},
-		{"no rows", "Error: unknown cipher\n", nil, "no +H/+F"},
-		{"count mismatch", "+H:16:64\n+F:1:X:5\n", nil, "2 sizes but 1 figures"},
-		{"bad figure", "+H:16\n+F:1:X:fast\n", nil, "figure"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseSpeedMR(tc.out)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-			for s, v := range tc.want {
-				if d := got[s] - v; d > 1e-6 || d < -1e-6 {
-					t.Errorf("size %d: %v MB/s, want %v", s, got[s], v)
-				}
-			}
-		})
 	}
 }
 
@@ -258,5 +223,35 @@ func TestParseIKEPairs(t *testing.T) {
 	}
 	if _, err := parseIKE(line("1", "0")); err == nil {
 		t.Error("a result without a pair with a manual figure was accepted")
+	}
+}
+
+// The devcrypto section's ratios, goal sizes and tables.
+func TestDevCryptoTable(t *testing.T) {
+	res := &refspeed.Result{Kernel: "6.1.0-57-686", OpenSSL: "OpenSSL 3.0.22", Rounds: 1, Seconds: 1, Rows: []refspeed.Row{
+		{Path: refspeed.PathAFALG, Cipher: "aes-128-cbc", Engine: "ocfw_testaes_cbc", Reference: "openssl speed -evp aes-128-cbc -engine afalg",
+			Ref: map[int]float64{16: 0.1, 8192: 2, 16384: 4}, OCF: map[int]float64{16: 0.2, 8192: 1.6, 16384: 1}},
+		{Path: refspeed.PathDevCrypto, Cipher: "aes-128-cbc", Engine: "ocfw_testaes_cbc", Reference: "cryptodev-linux tests/speed",
+			Ref: map[int]float64{512: 1, 65536: 8}, OCF: map[int]float64{512: 0.95, 65536: 1}},
+		{Path: refspeed.PathAFALG, Cipher: "des-ede3-cbc", Engine: "cbc(des3_ede-generic)", Note: "not the same work",
+			Ref: map[int]float64{16: 1}, OCF: map[int]float64{16: 0.1}},
+	}}
+	// 16384 and 65536 bytes are outside the goal's 16-8192.
+	for i, want := range []struct {
+		ratio float64
+		size  int
+	}{{0.8, 8192}, {0.95, 512}} {
+		r, s := worstRatio(res.Rows[i])
+		if math.Abs(r-want.ratio) > 1e-9 || s != want.size {
+			t.Errorf("row %d: worst %v at %d, want %v at %d", i, r, s, want.ratio, want.size)
+		}
+	}
+	var b strings.Builder
+	devCryptoTable(&b, res)
+	for _, want := range []string{"| aes-128-cbc | ocfw_testaes_cbc | 2.00 (0.2/0.1) | 0.80 (1.6/2) | 0.25 (1/4) |",
+		"| aes-128-cbc | ocfw_testaes_cbc | 0.95 (0.95/1) | 0.12 (1/8) |", "des-ede3-cbc on cbc(des3_ede-generic): not the same work."} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
 	}
 }

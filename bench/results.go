@@ -8,28 +8,30 @@ import (
 	"strings"
 
 	"github.com/ocfw/ocfw/internal/atomicfile"
+	"github.com/ocfw/ocfw/internal/lab/refspeed"
 )
 
 // results is bench.json; bench.md is rendered from it.
 type results struct {
-	Command   string          `json:"command"`
-	Started   string          `json:"started"`
-	Seconds   float64         `json:"seconds"`
-	Host      hostInfoT       `json:"host"`
-	Trials    int             `json:"trials"`
-	Sections  []sectionStatus `json:"sections"`
-	Goals     []goal          `json:"goals"`
-	Crypto    *cryptoResult   `json:"crypto,omitempty"`
-	Crypto386 *cryptoResult   `json:"crypto386,omitempty"`
-	Dispatch  []dispatchCell  `json:"dispatch,omitempty"`
-	AFALG     *afalgResult    `json:"afalg,omitempty"`
-	Build     *buildResult    `json:"build,omitempty"`
-	Rebuild   *rebuildResult  `json:"rebuild,omitempty"`
-	Boot      *bootResult     `json:"boot,omitempty"`
-	ESP       *espResult      `json:"esp,omitempty"`
-	IKE       *ikeResult      `json:"ike,omitempty"`
-	IKEMem    *ikeMemResult   `json:"ikemem,omitempty"`
-	Manage    *manageResult   `json:"manage,omitempty"`
+	Command   string           `json:"command"`
+	Started   string           `json:"started"`
+	Seconds   float64          `json:"seconds"`
+	Host      hostInfoT        `json:"host"`
+	Trials    int              `json:"trials"`
+	Sections  []sectionStatus  `json:"sections"`
+	Goals     []goal           `json:"goals"`
+	Crypto    *cryptoResult    `json:"crypto,omitempty"`
+	Crypto386 *cryptoResult    `json:"crypto386,omitempty"`
+	Dispatch  []dispatchCell   `json:"dispatch,omitempty"`
+	AFALG     *afalgResult     `json:"afalg,omitempty"`
+	Build     *buildResult     `json:"build,omitempty"`
+	Rebuild   *rebuildResult   `json:"rebuild,omitempty"`
+	Boot      *bootResult      `json:"boot,omitempty"`
+	ESP       *espResult       `json:"esp,omitempty"`
+	IKE       *ikeResult       `json:"ike,omitempty"`
+	IKEMem    *ikeMemResult    `json:"ikemem,omitempty"`
+	Manage    *manageResult    `json:"manage,omitempty"`
+	DevCrypto *refspeed.Result `json:"devcrypto,omitempty"`
 }
 
 type sectionStatus struct {
@@ -173,6 +175,9 @@ func (r *results) markdown() string {
 	}
 	if r.Manage != nil {
 		manageTable(&b, r.Manage)
+	}
+	if r.DevCrypto != nil {
+		devCryptoTable(&b, r.DevCrypto)
 	}
 	var notes []string
 	for _, s := range r.Sections {

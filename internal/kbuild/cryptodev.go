@@ -95,18 +95,11 @@ func Cryptodev(ctx context.Context, opt CryptodevOptions) (*Module, error) {
 			return nil, err
 		}
 	}
-	tgz, err := os.ReadFile(src)
+	files, err := CryptodevFiles(src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoSource, err)
+		return nil, err
 	}
-	files, sum, err := readSource(tgz)
-	if err != nil {
-		return nil, fmt.Errorf("kbuild: %s: %w", src, err)
-	}
-	if sum != CryptodevContent {
-		return nil, fmt.Errorf("kbuild: %s: content hash %s, want cryptodev-linux %s's %s", src, sum, CryptodevVersion, CryptodevContent)
-	}
-	key := sha256.Sum256([]byte(recipe + "\x00" + k.CC + "\x00" + sum))
+	key := sha256.Sum256([]byte(recipe + "\x00" + k.CC + "\x00" + CryptodevContent))
 	outDir := filepath.Join(opt.CacheDir, "kbuild", CryptodevModule, k.Release+"_"+k.Version+"_"+hex.EncodeToString(key[:8]))
 	if opt.OutDir != "" {
 		outDir = opt.OutDir
@@ -229,6 +222,25 @@ func storeSource(cacheDir string, tgz []byte, from string) error {
 		return err
 	}
 	return atomicfile.WriteFile(p, tgz, 0o644)
+}
+
+// CryptodevFiles reads the cryptodev-linux source tarball file and
+// checks it is release CryptodevVersion (CryptodevContent): its regular
+// files by path below the top directory. Builds of the source's other
+// parts (its tests/speed, for the benchmarks) start here.
+func CryptodevFiles(file string) (map[string][]byte, error) {
+	tgz, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoSource, err)
+	}
+	files, sum, err := readSource(tgz)
+	if err != nil {
+		return nil, fmt.Errorf("kbuild: %s: %w", file, err)
+	}
+	if sum != CryptodevContent {
+		return nil, fmt.Errorf("kbuild: %s: content hash %s, want cryptodev-linux %s's %s", file, sum, CryptodevVersion, CryptodevContent)
+	}
+	return files, nil
 }
 
 // readSource reads a source tarball's regular files, by path below its

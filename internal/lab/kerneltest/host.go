@@ -41,6 +41,10 @@ type Options struct {
 	Args []string
 	// Env is passed to the guest's tests (names: letters, digits, _).
 	Env map[string]string
+	// Trees are host directories put at the guest's / after the
+	// harness's files (WriteTree): programs the tests run, such as a
+	// tree of Debian i386 packages with its own loader and libraries.
+	Trees []string
 
 	// KernelPackage is the Debian kernel package; "" means
 	// linux-image-686 for i386 and, for armel, the ARM stand-in's
@@ -202,16 +206,8 @@ func Boot(t testing.TB, opts Options) (*Result, error) {
 		return nil, err
 	}
 	initrd := filepath.Join(dir, "initramfs.cpio")
-	f, err := os.Create(initrd)
-	if err != nil {
-		return nil, err
-	}
 	ir := &Initramfs{Init: bin, Kernel: kernel, Modules: mods, ModuleFiles: opts.ModuleFiles}
-	if err := ir.Write(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeInitrd(initrd, ir, opts.Trees); err != nil {
 		return nil, err
 	}
 
@@ -284,6 +280,27 @@ func Boot(t testing.TB, opts Options) (*Result, error) {
 	}
 	finish()
 	return res, nil
+}
+
+// writeInitrd writes the guest's initramfs to name: the harness's
+// archive, then one archive per tree (the kernel unpacks concatenated
+// archives in order).
+func writeInitrd(name string, ir *Initramfs, trees []string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := ir.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	for _, tree := range trees {
+		if err := WriteTree(f, tree); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 var exitRe = regexp.MustCompile(ExitMarker + ` (-?\d+)`)

@@ -69,3 +69,51 @@ func TestWriteTree(t *testing.T) {
 		t.Errorf("a FIFO: %v, want it refused by name", err)
 	}
 }
+
+// Options.Trees reach the guest: the initramfs is the harness's archive
+// followed by each tree's, in order.
+func TestTreesInInitramfs(t *testing.T) {
+	init := filepath.Join(t.TempDir(), "init")
+	if err := os.WriteFile(init, []byte("\x7fELF test binary"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var trees []string
+	for _, prog := range []string{"usr/bin/openssl", "usr/local/bin/speed"} {
+		d := t.TempDir()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(d, prog)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, prog), []byte(prog), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		trees = append(trees, d)
+	}
+	ir := &Initramfs{Init: init}
+	var want bytes.Buffer
+	if err := ir.Write(&want); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range trees {
+		if err := WriteTree(&want, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := filepath.Join(t.TempDir(), "initramfs.cpio")
+	if err := writeInitrd(name, ir, trees); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Errorf("initramfs with trees: %d bytes, want the harness's archive and both trees' (%d bytes)", len(got), want.Len())
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "init"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeInitrd(name, ir, []string{bad}); err == nil || !strings.Contains(err.Error(), "harness's") {
+		t.Errorf("a tree with its own /init: %v, want it refused", err)
+	}
+}

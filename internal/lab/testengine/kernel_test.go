@@ -41,12 +41,8 @@ func TestKernelInTheLoop(t *testing.T) {
 	mod := buildOrSkip(t, Options{Log: t.Logf})
 	devCrypto := devCryptoModule(t)
 	vc, _ := catalog.LookupEngine(catalog.VirtioCrypto)
-	// crypto_user: the guest changes which engine the kernel (and so
-	// /dev/crypto) picks; hmac and the SHAs: the MACs through /dev/crypto;
-	// des_generic: TDES's CAVP files through /dev/crypto.
 	kerneltest.Run(t, kerneltest.Options{
-		Modules: append([]string{"af_alg", "algif_skcipher", "cbc", "aes_generic", "crypto_user", "hmac", "sha1_generic", "sha256_generic", "des_generic"},
-			VirtioCryptoModules...),
+		Modules:     guestModules(),
 		ModuleFiles: []string{mod.Path, devCrypto},
 		QEMUArgs:    vc.QEMU,
 		Run:         "TestGuest",
