@@ -62,7 +62,7 @@ var upgradeCuts = []cut{
 	{name: "stream middle (half into ssh)", sent: 0.5, want: "old"},
 	{name: "stream end (all into ssh)", sent: -1, want: "old", unless: "arming the one-time boot"},
 	{name: "sha256 check", at: "reading it back to check its sha256", n: 1, want: "old"},
-	{name: "pending record write", at: "store: writing value upgrade", n: 2, want: "old"},
+	{name: "pending record write", at: "store: writing value upgrade", n: 2, want: "old", unless: "arming the one-time boot"},
 	{name: "arming BOOTONCE (ADV write)", at: "arming the one-time boot", n: 1, want: "either"},
 	{name: "armed, before the reset", at: "boots once at the next reset", n: 1, want: "new"},
 	{name: "the trial's kernel (loader cleared BOOTONCE)", inTrial: true, at: "Kernel command line:", n: 1, want: "old"},
