@@ -116,6 +116,7 @@ func Run(ctx context.Context, cfg Config) *Outcome {
 	b.startNetwork()
 	b.selfTestAndSpeed()
 	b.espThroughput()
+	b.devCryptoEngines()
 	b.finishReport()
 	summary(&cfg, b.out.Report)
 	if b.out.Log != nil {
@@ -157,6 +158,7 @@ type sequence struct {
 
 	engineNotes []string
 	choice      *report.EngineChoice
+	devCrypto   *devCryptoResult // each engine through /dev/crypto (step 6)
 	netNotes    []string
 	site        *site.Site
 	start       time.Time // when the sequence started

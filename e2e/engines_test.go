@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/boards"
+	fwboot "github.com/ocfw/ocfw/boot"
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/lab/boardvm"
@@ -78,6 +79,17 @@ func TestEndToEndEngineChoice(t *testing.T) {
 		}
 		if row := speedRow(r, drv); row == nil || row.Err != "" || len(row.Cells) != len(speed.Sizes) {
 			t.Errorf("slow boot: speed row of %s: %+v", drv, row)
+		}
+	}
+	// /dev/crypto (cryptodev.ko, in the image for its hardware engines):
+	// each engine made the kernel's choice in turn, self-tested and
+	// measured through it at 16 to 8192 bytes, hardware flagged.
+	for _, drv := range []string{virtioDrv, testaesDrv} {
+		if st := result(r, fwboot.DevCryptoEngine+drv); st == nil || st.Status != selftest.Pass {
+			t.Errorf("slow boot: %s through /dev/crypto: self-test %+v, want PASS", drv, st)
+		}
+		if row := devCryptoRow(r, drv); row == nil || row.Err != "" || !row.Hardware || len(row.Cells) != len(fwboot.DevCryptoSizes) {
+			t.Errorf("slow boot: /dev/crypto speed row of %s: %+v, want a hardware row at every size", drv, row)
 		}
 	}
 	if ta, sw := kbpsAt(r, testaesDrv, 1024), bestSoftware(r, 1024); ta <= 0 || ta >= sw {
@@ -161,15 +173,22 @@ func TestEndToEndEngineChoice(t *testing.T) {
 	if got.Driver == testaesDrv || (got.Hardware && got.Driver != virtioDrv) {
 		t.Errorf("corrupting boot: the kernel resolves cbc(aes) to %s", got.Driver)
 	}
-	// /dev/crypto (cryptodev.ko, in the image for its hardware engines)
-	// asks the kernel by name: its self-test row, made after the engine
-	// choice, is the kernel's choice's, not the corrupting engine's, and
-	// passes.
-	if st := result(r, "/dev/crypto:"+got.Driver); st == nil || st.Status != selftest.Pass {
+	// /dev/crypto asks the kernel by name. Made the kernel's choice for
+	// a moment, the corrupting engine fails through /dev/crypto too, and
+	// is measured there no more than through ESP; after the engine
+	// choice /dev/crypto answers with the kernel's choice, which passed
+	// through it.
+	if st := result(r, fwboot.DevCryptoEngine+testaesDrv); st == nil || st.Status != selftest.Fail {
+		t.Errorf("corrupting boot: %s through /dev/crypto: %+v, want FAIL (caught there too)", testaesDrv, st)
+	}
+	if row := devCryptoRow(r, testaesDrv); row != nil {
+		t.Errorf("corrupting boot: a /dev/crypto speed row for the engine that failed: %+v", row)
+	}
+	if st := result(r, fwboot.DevCryptoEngine+got.Driver); st == nil || st.Status != selftest.Pass {
 		t.Errorf("corrupting boot: /dev/crypto self-test through %s: %+v, want PASS (rows: %+v)", got.Driver, st, r.SelfTest)
 	}
-	if st := result(r, "/dev/crypto:"+testaesDrv); st != nil {
-		t.Errorf("corrupting boot: /dev/crypto answered with the engine that failed: %+v", st)
+	if !strings.Contains(con, "ocfw: /dev/crypto: aes-128-cbc answers with "+got.Driver+": pass") {
+		t.Errorf("corrupting boot: the console does not say /dev/crypto answers aes-128-cbc with %s, which passed", got.Driver)
 	}
 	// The failed engine is not measured through ESP; the others are.
 	espRows(t, "corrupting boot", r, []string{esp.Software, "virtio-crypto"})
@@ -323,6 +342,16 @@ func speedRow(r *report.Report, engine string) *speed.Row {
 	for i, row := range r.Speed {
 		if row.Engine == engine && row.Cipher == "aes-128-cbc" {
 			return &r.Speed[i]
+		}
+	}
+	return nil
+}
+
+// devCryptoRow is driver's aes-128-cbc row in the /dev/crypto table.
+func devCryptoRow(r *report.Report, driver string) *speed.Row {
+	for i, row := range r.DevCryptoSpeed {
+		if row.Engine == fwboot.DevCryptoEngine+driver && row.Cipher == "aes-128-cbc" {
+			return &r.DevCryptoSpeed[i]
 		}
 	}
 	return nil

@@ -41,8 +41,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ocfw/ocfw/drivers/catalog"
 	"github.com/ocfw/ocfw/ocf/afalg"
 	"github.com/ocfw/ocfw/ocf/esp"
@@ -487,43 +485,8 @@ func (n *network) removeTunnel() {
 // mirror) and returns the AEAD the SAs hold, checked to be built on e's
 // driver.
 func (n *network) choose(e Engine, tun ipsec.Tunnel, name, typ string, built map[string]int) (string, error) {
-	algs, err := kcrypto.List("")
-	if err != nil {
+	if err := kcrypto.MakeChoice(name, typ, e.Driver, built); err != nil {
 		return "", err
-	}
-	if _, ok := kcrypto.Find(algs, e.Driver); !ok {
-		if !strings.Contains(e.Driver, "(") {
-			return "", fmt.Errorf("the kernel has no driver %s registered (module not loaded, or the device absent?)", e.Driver)
-		}
-		// A template instance (software) not built yet: binding its
-		// driver name builds it, as any user's bind would.
-		fd, err := afalg.Bind(typ, e.Driver)
-		if err != nil {
-			return "", fmt.Errorf("building %s: %w", e.Driver, err)
-		}
-		unix.Close(fd)
-		if algs, err = kcrypto.List(""); err != nil {
-			return "", err
-		}
-		a, ok := kcrypto.Find(algs, e.Driver)
-		if !ok {
-			return "", fmt.Errorf("bound %s, but /proc/crypto does not list it", e.Driver)
-		}
-		built[a.Driver] = a.Priority
-	}
-	changes, err := kcrypto.PreferChanges(algs, e.Driver)
-	if err != nil {
-		return "", err
-	}
-	if err := kcrypto.Apply(changes); err != nil {
-		return "", fmt.Errorf("making %s the kernel's choice: %w", e.Driver, err)
-	}
-	r, err := kcrypto.Resolve(name, typ)
-	if err != nil {
-		return "", err
-	}
-	if r.Driver != e.Driver {
-		return "", fmt.Errorf("preferred %s, but the kernel resolves %s to %s", e.Driver, name, r.Driver)
 	}
 	pre, err := afalg.ReadProcCrypto("")
 	if err != nil {
@@ -727,40 +690,7 @@ func (t cpuTimes) busySince(t0 cpuTimes) float64 {
 // was built on the run's choices (the SAs' AEADs) is rebuilt on the
 // kernel's own choice. It returns notes for what did not go back.
 func restore(res *esp.Result, before []kcrypto.Alg, built map[string]int, typ string) []string {
-	var notes []string
-	now, err := kcrypto.List("")
-	if err != nil {
-		return []string{"restoring the kernel's choice: " + err.Error()}
-	}
-	var drvs []string
-	for _, a := range now {
-		if a.Name != res.Kernel || a.Internal || slices.Contains(drvs, a.Driver) {
-			continue
-		}
-		drvs = append(drvs, a.Driver)
-		want := a.Priority
-		if b, ok := kcrypto.Find(before, a.Driver); ok {
-			want = b.Priority
-		} else if p, ok := built[a.Driver]; ok {
-			want = p
-		} else if _, arg := split(a.Driver); arg != "" {
-			// An instance something else built during the run: the
-			// priority the kernel gives it, its inner implementation's.
-			if in, ok := kcrypto.Find(now, arg); ok {
-				want = in.Priority
-			}
-		}
-		if want != a.Priority {
-			if err := kcrypto.SetPriority(a.Driver, uint32(want)); err != nil {
-				notes = append(notes, fmt.Sprintf("could not put %s back at priority %d: %v", a.Driver, want, err))
-			}
-		}
-	}
-	for _, d := range drvs {
-		if err := kcrypto.Flush(d); err != nil && !errors.Is(err, unix.ENOENT) {
-			notes = append(notes, fmt.Sprintf("could not flush %s: %v", d, err))
-		}
-	}
+	notes := kcrypto.Restore(res.Kernel, before, built)
 	r, err := kcrypto.Resolve(res.Kernel, typ)
 	if err != nil {
 		return append(notes, fmt.Sprintf("what the kernel resolves %s to after the run: %v", res.Kernel, err))
