@@ -485,7 +485,14 @@ func (r *Router) applyFirewall() error {
 		r.svc.mu.Lock()
 		lans := r.svc.lan6Prefixes
 		r.svc.mu.Unlock()
-		if err := firewall.AddIPv6(rs, r.wanIf, r.lanIf, firewall.IPv6{LANPrefixes: lans}); err != nil {
+		// The v6 port forwards do not depend on the prefixes: they
+		// are in place before the delegation and stay through a
+		// change of it.
+		fwds, errs := sc.IPv6Forwards()
+		if len(errs) > 0 {
+			return fmt.Errorf("firewall: %v", errs[0])
+		}
+		if err := firewall.AddIPv6(rs, r.wanIf, r.lanIf, firewall.IPv6{LANPrefixes: lans, Forwards: fwds}); err != nil {
 			return err
 		}
 	}
@@ -519,6 +526,9 @@ func wanOpen(s *site.Site) string {
 			to = f.Port
 		}
 		out += fmt.Sprintf(", %s %d to %s:%d", f.Proto, f.Port, f.To, to)
+		if f.IPv6Host != "" && s.IPv6.On() {
+			out += " and over v6 to " + f.IPv6Host
+		}
 	}
 	return out
 }

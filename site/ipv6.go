@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 )
 
 // IPv6 is the site's IPv6: on unless turned off, and with nothing
@@ -342,15 +343,10 @@ func (c *checker) ipv6(s *Site) {
 				macs[mac] = i
 			}
 		}
-		id, err := netip.ParseAddr(h.ID)
-		a := id.As16()
+		id, err := ParseIPv6ID(h.ID)
 		switch {
-		case err != nil || !id.Is6() || id.Is4In6() || id.Zone() != "":
-			c.bad(p+".id", "%q: want an interface identifier written as an IPv6 address with the high 64 bits zero, e.g. ::10", h.ID)
-		case [8]byte(a[:8]) != [8]byte{}:
-			c.bad(p+".id", "%s: want only the low 64 bits (the interface identifier), e.g. ::10; the prefix comes from the LAN", id)
-		case id.Compare(netip.MustParseAddr("::1")) <= 0:
-			c.bad(p+".id", "%s: ::1 is the router's own, :: the subnet-router anycast; want another, e.g. ::10", id)
+		case err != nil:
+			c.bad(p+".id", "%v", err)
 		case ids[id] != 0:
 			c.bad(p+".id", "%s is ipv6.hosts[%d]'s already", id, ids[id]-1)
 		default:
@@ -380,4 +376,92 @@ func notUnicast6(a netip.Addr) string {
 		return "an IPv4-mapped address"
 	}
 	return ""
+}
+
+// IPv6Forward is a port forward's IPv6 side (firewall.port_forwards[i]
+// with ipv6_host): new connections from the WAN over IPv6 to the host's
+// interface identifier ID, in whatever global prefix the LAN has, on
+// Proto and Port, are let in. The port is the host's own: IPv6 has no
+// translation (no NAT66).
+type IPv6Forward struct {
+	Index int    // in firewall.port_forwards
+	Proto string // tcp or udp
+	Port  int
+	Host  string     // the ipv6.hosts entry's name
+	ID    netip.Addr // its interface identifier, ::10
+}
+
+// IPv6Forwards resolves the port forwards' ipv6_host fields: ocfw
+// validate and the board (through Validate) and the firewall (which
+// builds its v6 rules from the result) share this one check. Errors are
+// at the forward's field paths; a forward with an error is left out.
+// The forward's other fields (proto, port, to) are checked by Validate's
+// firewall step and again by the firewall itself.
+func (s *Site) IPv6Forwards() ([]IPv6Forward, []Error) {
+	var out []IPv6Forward
+	var errs []Error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	for i, f := range s.Firewall.PortForwards {
+		if f.IPv6Host == "" {
+			continue
+		}
+		p := fmt.Sprintf("firewall.port_forwards[%d]", i)
+		ok := true
+		if f.ToPort != 0 && f.ToPort != f.Port {
+			bad(p+".to_port", "%d differs from port %d: over IPv6 the WAN reaches %s's own address and port, nothing is translated (no NAT66); leave to_port out or set it to %d, or drop ipv6_host", f.ToPort, f.Port, f.IPv6Host, f.Port)
+			ok = false
+		}
+		switch {
+		case !s.IPv6.On():
+			bad(p+".ipv6_host", "%q: ipv6 is off (ipv6.enable: false): there is no IPv6 to open the port over", f.IPv6Host)
+			continue
+		case s.IPv6.WAN.WANMode() == IPv6ModeOff:
+			bad(p+".ipv6_host", "%q: ipv6.wan.mode is off: nothing comes in over IPv6 on the WAN", f.IPv6Host)
+			continue
+		}
+		h, j := IPv6Host{}, -1
+		var names []string
+		for k, x := range s.IPv6.Hosts {
+			names = append(names, x.Name)
+			if x.Name == f.IPv6Host && j < 0 {
+				h, j = x, k
+			}
+		}
+		if j < 0 {
+			known := "ipv6.hosts is empty"
+			if len(names) > 0 {
+				known = "its names: " + strings.Join(names, ", ")
+			}
+			bad(p+".ipv6_host", "%q is not a name in ipv6.hosts (%s)", f.IPv6Host, known)
+			continue
+		}
+		id, err := ParseIPv6ID(h.ID)
+		if err != nil {
+			bad(p+".ipv6_host", "%s's id (ipv6.hosts[%d].id) is not usable: %v", h.Name, j, err)
+			continue
+		}
+		if ok {
+			out = append(out, IPv6Forward{Index: i, Proto: f.Proto, Port: f.Port, Host: h.Name, ID: id})
+		}
+	}
+	return out, errs
+}
+
+// ParseIPv6ID parses an ipv6.hosts id: an interface identifier written
+// as an IPv6 address with the high 64 bits zero (::10), neither :: nor
+// ::1 (the subnet-router anycast address, the router's own).
+func ParseIPv6ID(s string) (netip.Addr, error) {
+	id, err := netip.ParseAddr(s)
+	a := id.As16()
+	switch {
+	case err != nil || !id.Is6() || id.Is4In6() || id.Zone() != "":
+		return netip.Addr{}, fmt.Errorf("%q: want an interface identifier written as an IPv6 address with the high 64 bits zero, e.g. ::10", s)
+	case [8]byte(a[:8]) != [8]byte{}:
+		return netip.Addr{}, fmt.Errorf("%s: want only the low 64 bits (the interface identifier), e.g. ::10; the prefix comes from the LAN", id)
+	case id.Compare(netip.MustParseAddr("::1")) <= 0:
+		return netip.Addr{}, fmt.Errorf("%s: ::1 is the router's own, :: the subnet-router anycast; want another, e.g. ::10", id)
+	}
+	return id, nil
 }

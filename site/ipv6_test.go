@@ -200,3 +200,75 @@ func TestIPv6JSONOmitted(t *testing.T) {
 		t.Errorf("round trip: %+v, %v\n%s", back, errs, j)
 	}
 }
+
+// TestIPv6PortForwardValidate: a port forward's ipv6_host, checked by
+// Validate (ocfw validate and the board alike) at the forward's field,
+// and what IPv6Forwards resolves for the firewall from a good one.
+func TestIPv6PortForwardValidate(t *testing.T) {
+	with := func(fwds, ipv6 string) string {
+		s := strings.Replace(goodSite, `"ssh": {`, `"firewall": {"port_forwards": [`+fwds+`]}, "ssh": {`, 1)
+		if ipv6 != "" {
+			s = strings.Replace(s, `"ssh": {`, `"ipv6": `+ipv6+`, "ssh": {`, 1)
+		}
+		return s
+	}
+	const hosts = `{"hosts": [{"name": "nas", "id": "::10"}, {"name": "tv", "id": "::a:b:c:d"}]}`
+	for _, tc := range []struct {
+		name, fwds, ipv6 string
+		want             string        // an error's text; "" for a good config
+		fwd6             []IPv6Forward // what IPv6Forwards gives a good one
+	}{
+		{name: "v4 only", fwds: `{"proto": "tcp", "port": 80, "to": "192.168.1.10"}`, ipv6: hosts},
+		{name: "one host", fwds: `{"proto": "tcp", "port": 443, "to": "192.168.1.10", "ipv6_host": "nas"}`, ipv6: hosts,
+			fwd6: []IPv6Forward{{Index: 0, Proto: "tcp", Port: 443, Host: "nas", ID: netip.MustParseAddr("::10")}}},
+		{name: "to_port the same", fwds: `{"proto": "udp", "port": 51820, "to": "192.168.1.10", "to_port": 51820, "ipv6_host": "tv"},
+			{"proto": "tcp", "port": 80, "to": "192.168.1.11", "to_port": 8080}`, ipv6: hosts,
+			fwd6: []IPv6Forward{{Index: 0, Proto: "udp", Port: 51820, Host: "tv", ID: netip.MustParseAddr("::a:b:c:d")}}},
+		{name: "second forward", fwds: `{"proto": "tcp", "port": 80, "to": "192.168.1.11", "to_port": 8080},
+			{"proto": "tcp", "port": 22, "to": "192.168.1.10", "ipv6_host": "nas"}`, ipv6: hosts,
+			fwd6: []IPv6Forward{{Index: 1, Proto: "tcp", Port: 22, Host: "nas", ID: netip.MustParseAddr("::10")}}},
+
+		{name: "unknown host", fwds: `{"proto": "tcp", "port": 443, "to": "192.168.1.10", "ipv6_host": "nsa"}`, ipv6: hosts,
+			want: `firewall.port_forwards[0].ipv6_host: "nsa" is not a name in ipv6.hosts (its names: nas, tv)`},
+		{name: "no hosts", fwds: `{"proto": "tcp", "port": 443, "to": "192.168.1.10", "ipv6_host": "nas"}`,
+			want: `firewall.port_forwards[0].ipv6_host: "nas" is not a name in ipv6.hosts (ipv6.hosts is empty)`},
+		{name: "ipv6 off", fwds: `{"proto": "tcp", "port": 443, "to": "192.168.1.10", "ipv6_host": "nas"}`,
+			ipv6: `{"enable": false, "hosts": [{"name": "nas", "id": "::10"}]}`,
+			want: `firewall.port_forwards[0].ipv6_host: "nas": ipv6 is off (ipv6.enable: false)`},
+		{name: "WAN off", fwds: `{"proto": "tcp", "port": 443, "to": "192.168.1.10", "ipv6_host": "nas"}`,
+			ipv6: `{"wan": {"mode": "off"}, "hosts": [{"name": "nas", "id": "::10"}]}`,
+			want: `firewall.port_forwards[0].ipv6_host: "nas": ipv6.wan.mode is off`},
+		{name: "host's bad id", fwds: `{"proto": "tcp", "port": 443, "to": "192.168.1.10", "ipv6_host": "nas"}`,
+			ipv6: `{"hosts": [{"name": "nas", "id": "2001:db8::10"}]}`,
+			want: `firewall.port_forwards[0].ipv6_host: nas's id (ipv6.hosts[0].id) is not usable: 2001:db8::10: want only the low 64 bits`},
+		{name: "port translated", fwds: `{"proto": "tcp", "port": 80, "to": "192.168.1.10"}, {"proto": "tcp", "port": 8080, "to": "192.168.1.10", "to_port": 80, "ipv6_host": "nas"}`, ipv6: hosts,
+			want: `firewall.port_forwards[1].to_port: 80 differs from port 8080: over IPv6 the WAN reaches nas's own address and port, nothing is translated (no NAT66)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, errs := Read("site.json", []byte(with(tc.fwds, tc.ipv6)), alixPorts)
+			var all []string
+			for _, e := range errs {
+				all = append(all, e.Error())
+			}
+			got := strings.Join(all, "\n")
+			if tc.want != "" {
+				if s != nil || !strings.Contains(got, tc.want) {
+					t.Errorf("got %q; want an error with %q", got, tc.want)
+				}
+				return
+			}
+			if s == nil {
+				t.Fatalf("refused a good config: %s", got)
+			}
+			fwd6, errs6 := s.IPv6Forwards()
+			if len(errs6) != 0 || len(fwd6) != len(tc.fwd6) {
+				t.Fatalf("IPv6Forwards: %+v %v, want %+v", fwd6, errs6, tc.fwd6)
+			}
+			for i := range fwd6 {
+				if fwd6[i] != tc.fwd6[i] {
+					t.Errorf("IPv6Forwards[%d]: %+v, want %+v", i, fwd6[i], tc.fwd6[i])
+				}
+			}
+		})
+	}
+}

@@ -118,6 +118,12 @@ type PortForward struct {
 	Port   int    `yaml:"port" json:"port"`
 	To     string `yaml:"to" json:"to"` // LAN address
 	ToPort int    `yaml:"to_port" json:"to_port,omitempty"`
+	// IPv6Host names an entry of ipv6.hosts: the same port is opened to
+	// that host over IPv6 too, at its interface identifier in the LAN's
+	// global prefix. No translation (no NAT66): the WAN reaches the
+	// host's own address and port, so to_port must be the port or left
+	// out (IPv6Forwards).
+	IPv6Host string `yaml:"ipv6_host" json:"ipv6_host,omitempty"`
 }
 
 // SSH is management access: keys only, never passwords.
@@ -209,6 +215,8 @@ func (s *Site) Validate(ports []plan.Port) []Error {
 	c.firewall(s)
 	c.ssh(s.SSH)
 	c.ipv6(s)
+	_, errs := s.IPv6Forwards()
+	c.errs = append(c.errs, errs...)
 	for i, n := range s.NTP.Servers {
 		if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " /") {
 			c.bad(fmt.Sprintf("ntp.servers[%d]", i), "%q: want a host name or address", n)

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
+
+	"github.com/ocfw/ocfw/site"
 )
 
 // IPv6 is what the v6 rules need to know: the LAN's prefixes (each /64
@@ -11,6 +14,18 @@ import (
 // global (allowed out of the WAN; a ULA never is).
 type IPv6 struct {
 	LANPrefixes []netip.Prefix
+	// Forwards are the port forwards opened over IPv6 (ipv6_host, from
+	// site.Site.IPv6Forwards): each lets new connections from the WAN
+	// to a LAN host's interface identifier, proto and port in. They do
+	// not depend on LANPrefixes.
+	Forwards []site.IPv6Forward
+}
+
+// Fwd6Counter is the named counter of the v6 port forward for proto and
+// port ("fwd6_tcp_443"): the connections it let in, as dnat_PROTO_PORT
+// counts the v4 forward's.
+func Fwd6Counter(proto string, port int) string {
+	return "fwd6_" + proto + "_" + strconv.Itoa(port)
 }
 
 // ula is RFC 4193's fc00::/7; linkLocal6 fe80::/10.
@@ -61,8 +76,11 @@ var icmpv6Errors = []string{"destination-unreachable", "packet-too-big", "time-e
 // forward: ICMPv6 errors both ways; from the LAN out of the WAN only its
 // global prefixes (a ULA or link-local source, or a ULA destination,
 // never leaves: dropped and counted); the WAN's replies pass the
-// existing established rule. No NAT66: a v6 port forward will be an
-// accept to a host and port, not a translation.
+// existing established rule. The port forwards (v.Forwards) are
+// accepts, not translations (no NAT66): from the WAN into the LAN, a new
+// connection to a host's interface identifier, proto and port, counted
+// in fwd6_PROTO_PORT; a ULA destination from the WAN is dropped and
+// counted before them.
 func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
 	if err := checkIfName("WAN", wan); err != nil {
 		return err
@@ -77,6 +95,30 @@ func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
 	}
 	if len(v.LANPrefixes) > 0 && lan == "" {
 		return errors.New("firewall: LAN prefixes without a LAN interface")
+	}
+	if len(v.Forwards) > 0 && lan == "" {
+		return errors.New("firewall: v6 port forwards without a LAN interface")
+	}
+	seen := map[string]bool{}
+	for _, f := range v.Forwards {
+		// Checked again here, as Build checks the v4 forwards: a
+		// ruleset that cannot be built is better than one that opens
+		// something else.
+		what := fmt.Sprintf("firewall: v6 port forward %d (%s)", f.Index, f.Host)
+		if f.Proto != "tcp" && f.Proto != "udp" {
+			return fmt.Errorf("%s: protocol %q: want tcp or udp", what, f.Proto)
+		}
+		if f.Port < 1 || f.Port > 65535 {
+			return fmt.Errorf("%s: port %d out of range", what, f.Port)
+		}
+		if _, err := site.ParseIPv6ID(f.ID.String()); err != nil || f.ID.Zone() != "" {
+			return fmt.Errorf("%s: interface identifier %v: want only the low 64 bits, above ::1", what, f.ID)
+		}
+		c := Fwd6Counter(f.Proto, f.Port)
+		if seen[c] {
+			return fmt.Errorf("%s: %s %d is forwarded twice", what, f.Proto, f.Port)
+		}
+		seen[c] = true
 	}
 	chains := map[string]*Chain{}
 	for i := range rs.Chains {
@@ -138,6 +180,28 @@ func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
 			}
 			forward = append(forward, Rule{IIf: lan, OIf: wan, IPv6: true, SAddr: p.Masked(), Verdict: "accept",
 				Comment: "the LAN goes out over v6, from its global prefix only"})
+		}
+		if len(v.Forwards) > 0 {
+			// The forwards below match the host by its interface
+			// identifier in any prefix routed into the LAN; the ULA's
+			// /64 is one, and it is the site's own, never the WAN's
+			// to reach.
+			forward = append(forward, Rule{IIf: wan, OIf: lan, IPv6: true, DAddr: ula6, Counter: CounterForwardDrop, Verdict: "drop",
+				Comment: "no ULA destination from the WAN: the v6 port forwards open the global prefix only"})
+		}
+		for _, f := range v.Forwards {
+			// No NAT66: the host's own address and port, accepted. By
+			// interface identifier, not by address: the rule stays the
+			// same when the ISP delegates another prefix (the
+			// oifname and the route into the LAN say which prefixes
+			// can match). New connections only, so the counter counts
+			// connections, as dnat_PROTO_PORT does; their further
+			// packets pass the established rule.
+			c := Fwd6Counter(f.Proto, f.Port)
+			rs.Counters = append(rs.Counters, c)
+			forward = append(forward, Rule{IIf: wan, OIf: lan, IPv6: true, DAddrID: f.ID, Proto: f.Proto, DPort: uint16(f.Port),
+				CTState: []string{"new"}, Counter: c, Verdict: "accept",
+				Comment: fmt.Sprintf("v6 port forward %s %d to %s (ipv6.hosts id %s; no NAT66)", f.Proto, f.Port, f.Host, f.ID)})
 		}
 	}
 

@@ -4,8 +4,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ocfw/ocfw/site"
 )
 
 var (
@@ -138,6 +141,178 @@ func TestIPv6FirewallRefuses(t *testing.T) {
 		{IPv4: true, HopLimit255: true, Verdict: "drop"},
 		{IPv4: true, Proto: "icmpv6", Verdict: "drop"},
 		{IPv6: true, Proto: "icmpv6", ICMPType: "nd-redirect", Verdict: "drop"},
+	} {
+		if _, err := r.exprs(); err == nil {
+			t.Errorf("%s translated", r)
+		}
+	}
+}
+
+// fwd6Site is the closed site with two port forwards, one of them also
+// opened over IPv6 to the v6 host nas (::10).
+func fwd6Site() *site.Site {
+	s := baseSite()
+	s.IPv6.Hosts = []site.IPv6Host{{Name: "nas", ID: "::10"}, {Name: "tv", ID: "::a:b:c:d"}}
+	s.Firewall.PortForwards = []site.PortForward{
+		{Proto: "tcp", Port: 443, To: "192.168.1.10", IPv6Host: "nas"},
+		{Proto: "tcp", Port: 8080, To: "192.168.1.11", ToPort: 80},
+		{Proto: "udp", Port: 51820, To: "192.168.1.12", IPv6Host: "tv"},
+	}
+	return s
+}
+
+func buildFwd6(t *testing.T, s *site.Site, prefixes ...netip.Prefix) *Ruleset {
+	t.Helper()
+	rs, err := Build(s, "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwds, errs := s.IPv6Forwards()
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := AddIPv6(rs, "eth0", "br0", IPv6{LANPrefixes: prefixes, Forwards: fwds}); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestIPv6PortForwardGolden: the v6 port forwards in nft's syntax
+// (testdata/forwards-ipv6.nft).
+func TestIPv6PortForwardGolden(t *testing.T) {
+	got := buildFwd6(t, fwd6Site(), v6Global, v6ULA).String()
+	file := filepath.Join("testdata", "forwards-ipv6.nft")
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("ruleset differs from %s (run with -update if intended):\n%s", file, got)
+	}
+}
+
+// TestIPv6PortForwardRules: what each site's v6 forwards become, apart
+// from the golden file: the accept rules (by interface identifier, WAN
+// into the LAN, new connections, their own counter), the ULA drop before
+// them, both before the chain's counted drop; the same rules whatever
+// the LAN's prefixes (none yet, the first delegation, another one).
+func TestIPv6PortForwardRules(t *testing.T) {
+	other := netip.MustParsePrefix("2001:db8:2:20::/64")
+	for _, tc := range []struct {
+		name     string
+		site     func() *site.Site
+		prefixes []netip.Prefix
+		want     []string // the v6 forward rules, in order, after the ULA drop
+	}{
+		{"no forwards", baseSite, []netip.Prefix{v6Global, v6ULA}, nil},
+		{"v4 forward only", func() *site.Site {
+			s := fwd6Site()
+			for i := range s.Firewall.PortForwards {
+				s.Firewall.PortForwards[i].IPv6Host = ""
+			}
+			return s
+		}, []netip.Prefix{v6Global}, nil},
+		{"two hosts", fwd6Site, []netip.Prefix{v6Global, v6ULA}, []string{
+			`iifname "eth0" oifname "br0" meta nfproto ipv6 ip6 daddr & ::ffff:ffff:ffff:ffff == ::10 tcp dport 443 ct state new counter name "fwd6_tcp_443" accept`,
+			`iifname "eth0" oifname "br0" meta nfproto ipv6 ip6 daddr & ::ffff:ffff:ffff:ffff == ::a:b:c:d udp dport 51820 ct state new counter name "fwd6_udp_51820" accept`,
+		}},
+		{"before the delegation", fwd6Site, nil, []string{
+			`ip6 daddr & ::ffff:ffff:ffff:ffff == ::10 tcp dport 443 ct state new counter name "fwd6_tcp_443" accept`,
+			`ip6 daddr & ::ffff:ffff:ffff:ffff == ::a:b:c:d udp dport 51820 ct state new counter name "fwd6_udp_51820" accept`,
+		}},
+		{"another prefix", fwd6Site, []netip.Prefix{other, v6ULA}, []string{
+			`iifname "eth0" oifname "br0" meta nfproto ipv6 ip6 daddr & ::ffff:ffff:ffff:ffff == ::10 tcp dport 443 ct state new counter name "fwd6_tcp_443" accept`,
+			`iifname "eth0" oifname "br0" meta nfproto ipv6 ip6 daddr & ::ffff:ffff:ffff:ffff == ::a:b:c:d udp dport 51820 ct state new counter name "fwd6_udp_51820" accept`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := buildFwd6(t, tc.site(), tc.prefixes...)
+			var fwd Chain
+			for _, c := range rs.Chains {
+				if c.Name == "forward" {
+					fwd = c
+				}
+				for _, r := range c.Rules {
+					if r.DAddrID.IsValid() && c.Name != "forward" {
+						t.Errorf("a v6 forward in chain %s: %s", c.Name, r)
+					}
+				}
+			}
+			ulaDrop, last := -1, len(fwd.Rules)-1
+			var got []string
+			for i, r := range fwd.Rules {
+				if r.IIf == "eth0" && r.DAddr == ula6 && r.Verdict == "drop" && r.Counter == CounterForwardDrop {
+					ulaDrop = i
+				}
+				if !r.DAddrID.IsValid() {
+					continue
+				}
+				got = append(got, r.String())
+				if ulaDrop < 0 || i > last {
+					t.Errorf("rule %d %s: not after the ULA destination drop (%d)", i, r, ulaDrop)
+				}
+				if r.Verdict != "accept" || r.IIf != "eth0" || r.OIf != "br0" || !r.IPv6 || r.DPort == 0 ||
+					len(r.CTState) != 1 || r.CTState[0] != "new" || !slices.Contains(rs.Counters, r.Counter) {
+					t.Errorf("v6 forward %s: want WAN into LAN, v6, a port, new connections, a table counter", r)
+				}
+			}
+			if len(tc.want) == 0 && ulaDrop >= 0 {
+				t.Errorf("a ULA destination drop without forwards: %s", fwd.Rules[ulaDrop])
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("v6 forwards:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			for i := range got {
+				if !strings.Contains(got[i], tc.want[i]) {
+					t.Errorf("v6 forward %d:\n%s\nwant it to contain\n%s", i, got[i], tc.want[i])
+				}
+			}
+			if l := fwd.Rules[last]; l.Verdict != "drop" || l.Counter != CounterForwardDrop || l.IPv6 {
+				t.Errorf("forward ends in %s", l)
+			}
+			if err := rs.check(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestIPv6PortForwardRefuses: forwards AddIPv6 will not turn into rules,
+// whoever made them, and the interface identifier match's own checks.
+func TestIPv6PortForwardRefuses(t *testing.T) {
+	id := netip.MustParseAddr("::10")
+	for _, tc := range []struct {
+		lan  string
+		f    site.IPv6Forward
+		want string
+	}{
+		{"br0", site.IPv6Forward{Proto: "icmp", Port: 1, Host: "nas", ID: id}, `protocol "icmp"`},
+		{"br0", site.IPv6Forward{Proto: "tcp", Port: 0, Host: "nas", ID: id}, "port 0 out of range"},
+		{"br0", site.IPv6Forward{Proto: "tcp", Port: 70000, Host: "nas", ID: id}, "port 70000 out of range"},
+		{"br0", site.IPv6Forward{Proto: "tcp", Port: 443, Host: "nas", ID: netip.MustParseAddr("2001:db8::10")}, "interface identifier"},
+		{"br0", site.IPv6Forward{Proto: "tcp", Port: 443, Host: "nas", ID: netip.MustParseAddr("::1")}, "interface identifier"},
+		{"br0", site.IPv6Forward{Proto: "tcp", Port: 443, Host: "nas"}, "interface identifier"},
+		{"", site.IPv6Forward{Proto: "tcp", Port: 443, Host: "nas", ID: id}, "without a LAN"},
+	} {
+		rs, _ := Build(baseSite(), "eth0", "br0", lanAddr)
+		if err := AddIPv6(rs, "eth0", tc.lan, IPv6{Forwards: []site.IPv6Forward{tc.f}}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.f, err, tc.want)
+		}
+	}
+	rs, _ := Build(baseSite(), "eth0", "br0", lanAddr)
+	twice := []site.IPv6Forward{{Proto: "tcp", Port: 443, Host: "nas", ID: id}, {Index: 1, Proto: "tcp", Port: 443, Host: "tv", ID: netip.MustParseAddr("::11")}}
+	if err := AddIPv6(rs, "eth0", "br0", IPv6{Forwards: twice}); err == nil || !strings.Contains(err.Error(), "forwarded twice") {
+		t.Errorf("tcp 443 twice: %v", err)
+	}
+	for _, r := range []Rule{
+		{IPv4: true, DAddrID: id, Verdict: "accept"},
+		{IPv6: true, DAddrID: netip.MustParseAddr("2001:db8::10"), Verdict: "accept"},
+		{IPv6: true, DAddrID: netip.MustParseAddr("::ffff:10.0.0.1"), Verdict: "accept"},
 	} {
 		if _, err := r.exprs(); err == nil {
 			t.Errorf("%s translated", r)

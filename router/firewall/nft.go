@@ -300,6 +300,23 @@ func (r Rule) build(counted bool) ([]expr.Any, error) {
 		)
 		cmp(expr.CmpOpEq, addr)
 	}
+	if r.DAddrID.IsValid() {
+		id := r.DAddrID.As16()
+		if !r.IPv6 || !r.DAddrID.Is6() || r.DAddrID.Is4In6() || [8]byte(id[:8]) != [8]byte{} {
+			return nil, fmt.Errorf("daddr interface identifier %v needs the IPv6 match and only the low 64 bits set", r.DAddrID)
+		}
+		// The destination (IPv6 header offset 24), its high 64 bits
+		// masked off, compared with the identifier.
+		mask := make([]byte, 16)
+		for i := 8; i < 16; i++ {
+			mask[i] = 0xff
+		}
+		ex = append(ex,
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 16, Mask: mask, Xor: make([]byte, 16)},
+		)
+		cmp(expr.CmpOpEq, id[:])
+	}
 	if r.HopLimit255 {
 		if !r.IPv6 {
 			return nil, errors.New("ip6 hoplimit needs the IPv6 match")

@@ -104,6 +104,12 @@ type Rule struct {
 	IPv6     bool         // meta nfproto ipv6
 	SAddr    netip.Prefix // source network: IPv4 (needs IPv4) or IPv6 (needs IPv6)
 	DAddr    netip.Prefix // destination network, as SAddr
+	// DAddrID matches an IPv6 destination's interface identifier, its
+	// low 64 bits (::10), whatever its prefix (nft's "ip6 daddr &
+	// ::ffff:ffff:ffff:ffff == ::10"): a LAN host's address that
+	// follows the delegated prefix without the rule changing. Needs
+	// IPv6.
+	DAddrID netip.Addr
 	// HopLimit255 matches IPv6 packets with hop limit 255: neighbour
 	// discovery that was sent on this link, never routed (RFC 4861).
 	HopLimit255 bool
@@ -605,6 +611,9 @@ func (r Rule) String() string {
 	}
 	if r.DAddr.IsValid() {
 		w = append(w, ip+" daddr", prefixString(r.DAddr))
+	}
+	if r.DAddrID.IsValid() {
+		w = append(w, "ip6 daddr & ::ffff:ffff:ffff:ffff ==", r.DAddrID.String())
 	}
 	if r.HopLimit255 {
 		w = append(w, "ip6 hoplimit 255")
