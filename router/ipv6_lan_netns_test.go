@@ -114,3 +114,53 @@ func TestIPv6LANSSHAndNTP(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6DHCPv6StatefulLAN: with ipv6.hosts' nas listed by the LAN
+// host's MAC, the router's advertisements carry M (and A: the host
+// still has SLAAC), and Debian's dhclient -6 on the host gets nas's ::10
+// in the delegated /64 and in the ULA's from the router's DHCPv6 server.
+func TestIPv6DHCPv6StatefulLAN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("dhcpd -6, SLAAC and dhclient -6 in network namespaces (about 15 s)")
+	}
+	bin := realclient.Need(t, "dhclient")
+	realclient.Need(t, "ip")
+	pool := netip.MustParsePrefix("2001:db8:100::/56")
+	ula64 := netip.MustParsePrefix("fd12:3456:789a:3::/64")
+	l := newV6LabWith(t, v6LabOptions{subnetID: 3, staticWAN: true, hostMAC: true})
+	if err := l.link.Server.Route(pool.String(), netip.MustParseAddr(wan6), netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	srv := startDhcpd6(t, l.link, dhcpd6Conf("2001:db8:100::", "2001:db8:100:f0::"))
+	var lan1 netip.Prefix
+	if !waitUntil(90*time.Second, func() bool { var ok bool; lan1, ok = l.delegated(pool); return ok }) {
+		t.Fatalf("no LAN prefix from the delegation: status %+v\ndhcpd:\n%s", l.r.ipv6Status(), srv.Output())
+	}
+	if adv := l.r.svc.lan6.advert(); !adv.Managed || !adv.Other {
+		t.Errorf("advertisement M=%v O=%v, want both with a host's MAC listed", adv.Managed, adv.Other)
+	}
+	// SLAAC first (the A flag), which also means the link-local
+	// address dhclient binds to is usable.
+	if !waitUntil(60*time.Second, func() bool { return len(l.hostAddrs(lan1)) > 0 && len(l.hostAddrs(ula64)) > 0 }) {
+		t.Fatalf("the LAN host made no SLAAC address in %v and %v", lan1, ula64)
+	}
+	dir := t.TempDir()
+	script := realclient.Script(t, "dhclient-script", `case "$reason" in
+BOUND6|RENEW6|REBIND6) [ -n "$new_ip6_address" ] && ip -6 addr replace "$new_ip6_address/128" dev "$interface" valid_lft "$new_max_life" preferred_lft "$new_preferred_life" ;;
+esac
+exit 0
+`)
+	p := realclient.Start(t, l.host, realclient.Options{}, bin, "-6", "-d", "-v", "-lf", filepath.Join(dir, "leases"), "-pf", filepath.Join(dir, "pid"), "-sf", script, "eth0")
+	want := []netip.Addr{site.WithID(lan1, netip.MustParseAddr("::10")), site.WithID(ula64, netip.MustParseAddr("::10"))}
+	has := func(a netip.Addr) bool {
+		for _, x := range l.hostAddrs(netip.PrefixFrom(a, 128)) {
+			if ones, _ := x.Mask.Size(); ones == 128 {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitUntil(45*time.Second, func() bool { return has(want[0]) && has(want[1]) }) {
+		t.Fatalf("the LAN host has not %v by DHCPv6: %v %v\ndhclient:\n%s", want, l.hostAddrs(lan1), l.hostAddrs(ula64), p.Output())
+	}
+}

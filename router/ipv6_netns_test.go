@@ -96,6 +96,9 @@ type v6LabOptions struct {
 	// (its own netfilter; the host's is never touched), besides
 	// recording them.
 	firewall bool
+	// hostMAC lists the LAN host's MAC for ipv6.hosts' nas (::10): a
+	// stateful DHCPv6 address and the advertisements' M flag.
+	hostMAC bool
 	// beforeStart runs on the router before startIPv6 (the other
 	// services a test wants in place first).
 	beforeStart func(*Router)
@@ -130,6 +133,13 @@ func newV6LabWith(t *testing.T, o v6LabOptions) *v6Lab {
 		IPv6: site.IPv6{ULA: ula6Lab, LAN: site.IPv6LAN{SubnetID: o.subnetID}, Hosts: []site.IPv6Host{{Name: "nas", ID: "::10"}}}}
 	if o.noLAN {
 		s.LAN = site.LAN{}
+	}
+	if o.hostMAC {
+		ln, err := l.host.Netlink().LinkByName("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.IPv6.Hosts[0].MAC = ln.Attrs().HardwareAddr.String()
 	}
 	r := newRouter(Config{Site: s, Log: l.logf})
 	if !o.noLAN {
@@ -320,6 +330,11 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 		}
 	}
 	l.r.svc.mu.Unlock()
+	// No host has a MAC: no stateful DHCPv6, no M flag (O for the
+	// stateless server).
+	if adv := l.r.svc.lan6.advert(); adv.Managed || !adv.Other {
+		t.Errorf("advertisement M=%v O=%v, want M=0 O=1 with no host's MAC listed", adv.Managed, adv.Other)
+	}
 	// Hostile LAN: a host's own router advertisement (a prefix and a
 	// default route) changes nothing on the router: accept_ra 0 on the
 	// LAN, the router is the LAN's router.

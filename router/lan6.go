@@ -80,6 +80,33 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 	return addrs, adv, nil
 }
 
+// dhcp6Hosts are the site's ipv6.hosts that get a stateful DHCPv6
+// address: those with a MAC (checked by the site package).
+func dhcp6Hosts(v site.IPv6) []dhcp6.Host {
+	var out []dhcp6.Host
+	for _, h := range v.Hosts {
+		mac, err := net.ParseMAC(h.MAC)
+		id, err2 := netip.ParseAddr(h.ID)
+		if h.MAC == "" || err != nil || len(mac) != 6 || err2 != nil {
+			continue
+		}
+		out = append(out, dhcp6.Host{MAC: mac, ID: id})
+	}
+	return out
+}
+
+// dhcp6Prefixes are the /64s (and their lifetimes) an advertisement
+// gives hosts, for the DHCPv6 server's addresses.
+func dhcp6Prefixes(adv ra.Advert) []dhcp6.AddrPrefix {
+	var out []dhcp6.AddrPrefix
+	for _, p := range adv.Prefixes {
+		if p.Prefix.Bits() == 64 && p.Valid > 0 {
+			out = append(out, dhcp6.AddrPrefix{Prefix: p.Prefix, Valid: p.Valid, Preferred: p.Preferred})
+		}
+	}
+	return out
+}
+
 // lan6 keeps the LAN's IPv6 in step with the WAN's delegation: each
 // lease (or its loss) renumbers the router's LAN addresses, tells the
 // advertisement server (which deprecates a prefix that went away), and
@@ -176,6 +203,13 @@ func (n *lan6) renumber(l *dhcp6.Lease) ([]netip.Prefix, bool, error) {
 		// not read them off the advertisement (RFC 8106's RDNSS).
 		adv.Other = true
 		n.info.Set(adv.RDNSS, adv.DNSSL)
+		// Stateful addresses for the listed hosts, in the /64s the
+		// advertisement gives, with the same lifetimes. M tells hosts
+		// to ask; the prefixes keep their A flag, so every other host
+		// (told NoAddrsAvail) still has SLAAC, and a listed one has
+		// both (RFC 4861 4.2, RFC 8415 18.2.1).
+		adv.Managed = n.info.Stateful()
+		n.info.SetPrefixes(dhcp6Prefixes(adv))
 	}
 	if n.ra != nil {
 		if err := n.ra.Update(adv); err != nil {

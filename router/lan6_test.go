@@ -90,3 +90,34 @@ func TestIPv6LANPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestIPv6DHCPv6Hosts: only ipv6.hosts with a MAC get a stateful DHCPv6
+// address (and so make the advertisements' M flag), and the DHCPv6
+// server's /64s are the advertisement's with their lifetimes.
+func TestIPv6DHCPv6Hosts(t *testing.T) {
+	v := site.IPv6{Hosts: []site.IPv6Host{{Name: "tv", ID: "::a"}, {Name: "nas", MAC: "52-54-00-12-34-56", ID: "::10"}}}
+	hs := dhcp6Hosts(v)
+	if len(hs) != 1 || hs[0].MAC.String() != "52:54:00:12:34:56" || hs[0].ID != netip.MustParseAddr("::10") {
+		t.Errorf("dhcp6Hosts = %+v, want nas only", hs)
+	}
+	if hs := dhcp6Hosts(site.IPv6{Hosts: v.Hosts[:1]}); len(hs) != 0 {
+		t.Errorf("dhcp6Hosts without a MAC = %+v, want none", hs)
+	}
+	srv, err := dhcp6.NewInfoServer(dhcp6.InfoConfig{Interface: "lan0", Hosts: hs})
+	if err != nil || !srv.Stateful() {
+		t.Errorf("server for %+v: stateful %v, %v", hs, srv != nil && srv.Stateful(), err)
+	}
+	now := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	l := &dhcp6.Lease{Prefix: netip.MustParsePrefix("2001:db8:100:10::/60"), Obtained: now.Add(-10 * time.Second), PrefixPreferred: 20 * time.Second, PrefixValid: 40 * time.Second}
+	_, adv, err := lan6Plan(v, "lan.example", 1500, true, netip.MustParsePrefix("fd12:3456:789a::/48"), l, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []dhcp6.AddrPrefix{
+		{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit},
+		{Prefix: netip.MustParsePrefix("2001:db8:100:10::/64"), Valid: 30 * time.Second, Preferred: 10 * time.Second},
+	}
+	if got := dhcp6Prefixes(adv); !slices.Equal(got, want) {
+		t.Errorf("dhcp6Prefixes = %+v, want %+v", got, want)
+	}
+}

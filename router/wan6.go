@@ -119,7 +119,7 @@ func (r *Router) startIPv6(ctx context.Context) error {
 			n.ra, err = ra.New(ra.Config{Interface: r.lanIf, Log: r.serviceLog()}, adv)
 		}
 		if err == nil {
-			n.info, err = dhcp6.NewInfoServer(dhcp6.InfoConfig{Interface: r.lanIf, Log: r.serviceLog()})
+			n.info, err = dhcp6.NewInfoServer(dhcp6.InfoConfig{Interface: r.lanIf, Hosts: dhcp6Hosts(s.IPv6), Log: r.serviceLog()})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("ipv6: %w", err))

@@ -67,7 +67,10 @@ type IPv6LAN struct {
 // delegated prefix changes.
 type IPv6Host struct {
 	Name string `yaml:"name" json:"name"`
-	// MAC is the host's MAC address, for stateful DHCPv6 later.
+	// MAC is the host's MAC address (optional, unique, unicast): with
+	// it the LAN's DHCPv6 server gives the host its address (ID in each
+	// LAN /64) by stateful DHCPv6 too, and the advertisements set the M
+	// flag.
 	MAC string `yaml:"mac" json:"mac,omitempty"`
 	// ID is the interface identifier: the low 64 bits, as ::10.
 	ID string `yaml:"id" json:"id"`

@@ -81,6 +81,13 @@ func TestIPv6Validate(t *testing.T) {
 		{"host id router's", `{"hosts": [{"name": "a", "id": "::1"}]}`, "ipv6.hosts[0].id: ::1: ::1 is the router's own"},
 		{"host id garbage", `{"hosts": [{"name": "a", "id": "10"}]}`, `ipv6.hosts[0].id: "10": want an interface identifier`},
 		{"host bad mac", `{"hosts": [{"name": "a", "mac": "ff:ff:ff:ff:ff:ff", "id": "::10"}]}`, "ipv6.hosts[0].mac: ff:ff:ff:ff:ff:ff is the broadcast address"},
+		{"host multicast mac", `{"hosts": [{"name": "a", "mac": "33:33:00:00:00:01", "id": "::10"}]}`, "ipv6.hosts[0].mac: 33:33:00:00:00:01 is a multicast address"},
+		{"host zero mac", `{"hosts": [{"name": "a", "mac": "00:00:00:00:00:00", "id": "::10"}]}`, "ipv6.hosts[0].mac: 00:00:00:00:00:00 is the zero address"},
+		{"host mac garbage", `{"hosts": [{"name": "a", "mac": "52:54:00:12:34", "id": "::10"}]}`, `ipv6.hosts[0].mac: "52:54:00:12:34": want a MAC address`},
+		{"host mac twice", `{"hosts": [{"name": "a", "mac": "52:54:00:12:34:56", "id": "::10"}, {"name": "b", "mac": "52-54-00-12-34-56", "id": "::11"}]}`,
+			"ipv6.hosts[1].mac: 52:54:00:12:34:56 is ipv6.hosts[0]'s already"},
+		{"host mac twice, upper case", `{"hosts": [{"name": "a", "mac": "52:54:00:AB:CD:EF", "id": "::10"}, {"name": "b", "mac": "52:54:00:ab:cd:ef", "id": "::11"}]}`,
+			"ipv6.hosts[1].mac: 52:54:00:ab:cd:ef is ipv6.hosts[0]'s already"},
 		{"unknown field", `{"wan": {"pd": 60}}`, `unknown field "pd"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -103,7 +103,7 @@ func TestDHCPv6InfoServerIgnores(t *testing.T) {
 		{"garbage", []byte{11, 1, 2}, false},
 	}
 	for _, tt := range tests {
-		if got := s.answer(tt.req) != nil; got != tt.reply {
+		if got := s.answer(tt.req, netip.Addr{}) != nil; got != tt.reply {
 			t.Errorf("%s: answered %v, want %v", tt.name, got, tt.reply)
 		}
 	}
