@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +14,12 @@ import (
 // Debian's kernel prints at every boot with virtio-crypto (its
 // self-test of virtio-crypto-rsa, refused by QEMU), which is no oops;
 // an early panic of a loaded host's guest ("IO-APIC + timer doesn't
-// work!"); and the tail of CI's panic in TestEndToEndEngineChoice, whose
-// first 60 lines were all the log kept, under a page fault's header.
+// work!"); the tail of CI's panic in TestEndToEndEngineChoice, whose
+// first 60 lines were all the log kept, under a page fault's header;
+// and a divide error made on purpose in the test engine's completion,
+// with softirqs off, whose header names no marker of the list: before
+// the die() header pattern its report was only the panic line, as in
+// two CI failures of TestEndToEndEngineChoice.
 func TestKernelOops(t *testing.T) {
 	for _, tc := range []struct {
 		file      string
@@ -24,6 +29,7 @@ func TestKernelOops(t *testing.T) {
 		{"warning.console", "", nil},
 		{"ioapic.console", "Kernel panic - not syncing: IO-APIC + timer doesn't work!", []string{"setup_IO_APIC+0x719/0x73d", "Rebooting in 10 seconds"}},
 		{"pagefault.console", "BUG: unable to handle page fault for address: 6b6b6b6b", []string{"Oops: 0000 [#1]", "EIP: __kmem_cache_alloc_node+0x7e/0x380", "Fatal exception in interrupt"}},
+		{"divide.console", "divide error: 0000 [#1] PREEMPT SMP", []string{"EIP: testaes_work.cold+0x58/0xbf9 [ocfw_testaes]", "process_one_work+0x182/0x310", "Fatal exception in interrupt", "Rebooting in 10 seconds"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join("testdata", tc.file))
@@ -68,5 +74,35 @@ func TestKernelOopsBounded(t *testing.T) {
 	}
 	if !strings.HasPrefix(oops, "[ 1.0] BUG: kernel NULL pointer dereference") || strings.Contains(oops, "\r") {
 		t.Errorf("the report begins %.80q", oops)
+	}
+}
+
+// TestFailureTextBeforePanic: a panic line with no report before it
+// that KernelOops knows comes with the console lines before it, where
+// the kernel may have said why in words no marker has; a report that
+// begins before the panic comes without them.
+func TestFailureTextBeforePanic(t *testing.T) {
+	var b strings.Builder
+	for i := range 2 * PanicContext {
+		fmt.Fprintf(&b, "[ 5.%03d] line %d\r\n", i, i)
+	}
+	b.WriteString("[ 5.900] something went wrong in words no marker knows\r\n")
+	b.WriteString("[ 6.000] Kernel panic - not syncing: Fatal exception in interrupt\r\n[ 6.001] Kernel Offset: disabled\r\n")
+	text := FailureText(b.String(), 20)
+	for _, w := range []string{"the console before the guest kernel's panic:", "in words no marker knows", fmt.Sprintf("line %d\n", PanicContext+1), "the guest kernel's report:\n[ 6.000] Kernel panic", "Kernel Offset: disabled"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("FailureText lacks %q:\n%s", w, text)
+		}
+	}
+	if strings.Contains(text, fmt.Sprintf("line %d\n", PanicContext-1)) || strings.Contains(text, "\r") {
+		t.Errorf("FailureText keeps more than %d lines before the panic, or carriage returns:\n%s", PanicContext, text)
+	}
+
+	div, err := os.ReadFile(filepath.Join("testdata", "divide.console"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := FailureText(string(div), 20); strings.Contains(text, "before the guest kernel's panic") || !strings.HasPrefix(text, "the guest kernel's report:\n[    6.316554] divide error") {
+		t.Errorf("a report that begins before its panic:\n%s", text)
 	}
 }
