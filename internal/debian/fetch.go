@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // ErrNotCached reports that a package is not in the cache and fetching it
@@ -107,8 +108,7 @@ func (f *Fetcher) get(ctx context.Context, d *aptDirs, pkg string, download func
 	}
 	updated := false
 	if f.Refresh || !d.haveLists() {
-		f.logf("apt-get update for %s", d.arch)
-		if _, err := d.apt(ctx, "apt-get", "update"); err != nil {
+		if err := f.update(ctx, d); err != nil {
 			return "", err
 		}
 		updated = true
@@ -123,8 +123,8 @@ func (f *Fetcher) get(ctx context.Context, d *aptDirs, pkg string, download func
 		return "", err
 	}
 	if err != nil && !updated {
-		f.logf("%v; apt-get update for %s and retry", err, d.arch)
-		if _, uerr := d.apt(ctx, "apt-get", "update"); uerr != nil {
+		f.logf("%v; updating the package lists to retry", err)
+		if uerr := f.update(ctx, d); uerr != nil {
 			return "", uerr
 		}
 		got, err = download(tmp)
@@ -140,6 +140,33 @@ func (f *Fetcher) get(ctx context.Context, d *aptDirs, pkg string, download func
 		return "", err
 	}
 	return deb, nil
+}
+
+// updateWaits are the pauses before the second and third apt-get update
+// when one fails: a mirror caught mid-sync serves a Packages file whose size
+// does not match its Release file ("Mirror sync in progress?"), and a fresh
+// CI machine's first update failed that way once and succeeded a minute
+// later. A variable so that tests need not wait.
+var updateWaits = []time.Duration{10 * time.Second, 30 * time.Second}
+
+// update runs apt-get update for d's architecture, retrying after
+// updateWaits, and returns the last error when every try failed.
+func (f *Fetcher) update(ctx context.Context, d *aptDirs) error {
+	f.logf("apt-get update for %s", d.arch)
+	_, err := d.apt(ctx, "apt-get", "update")
+	for i, wait := range updateWaits {
+		if err == nil {
+			return nil
+		}
+		f.logf("%v; retrying in %v (try %d of %d)", err, wait, i+2, len(updateWaits)+1)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		_, err = d.apt(ctx, "apt-get", "update")
+	}
+	return err
 }
 
 // FetchExact returns the cached .deb of package pkg at exactly version,

@@ -3,10 +3,12 @@ package debian
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeApt puts apt-get and apt-cache stand-ins first in PATH. They log
@@ -19,7 +21,16 @@ func fakeApt(t *testing.T) (logFile string) {
 echo "$(basename "$0") $*" >> ` + logFile + `
 for a in "$@"; do last="$a"; done
 case "$*" in
-*" update") touch ` + filepath.Join(bin, "updated") + `; exit 0 ;;
+*" update")
+	if [ -n "$FAKE_APT_UPDATE_FAILS" ]; then
+		n=$(cat ` + filepath.Join(bin, "update-fails") + ` 2>/dev/null || echo 0)
+		echo $((n+1)) > ` + filepath.Join(bin, "update-fails") + `
+		if [ "$n" -lt "$FAKE_APT_UPDATE_FAILS" ]; then
+			echo "E: Failed to fetch bookworm-security/main/binary-i386/Packages  File has unexpected size (371952 != 372316). Mirror sync in progress?" >&2
+			exit 100
+		fi
+	fi
+	touch ` + filepath.Join(bin, "updated") + `; exit 0 ;;
 *" depends linux-image-686") printf 'linux-image-686\n  Depends: linux-image-9.9-686\n' ;;
 *" depends linux-image-9.9-686") printf 'linux-image-9.9-686\n  Depends: kmod\n |Depends: initramfs-tools\n' ;;
 *" depends "*) echo "E: No packages found" >&2; exit 100 ;;
@@ -137,6 +148,55 @@ func TestFetchKernelStaleLists(t *testing.T) {
 		"apt-cache linux-image-686|apt-cache linux-image-9.9-686|apt-get linux-image-9.9-686:i386"
 	if got := strings.Join(tools, "|"); got != want {
 		t.Errorf("calls:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestFetchKernelUpdateRetries: a failed apt-get update (a mirror caught
+// mid-sync) is tried again after a pause, up to three times in all.
+func TestFetchKernelUpdateRetries(t *testing.T) {
+	saved := updateWaits
+	updateWaits = []time.Duration{time.Millisecond, time.Millisecond}
+	t.Cleanup(func() { updateWaits = saved })
+	for _, tc := range []struct {
+		fails   string
+		updates int
+		wantErr bool
+	}{
+		{"1", 2, false},
+		{"2", 3, false},
+		{"3", 3, true},
+	} {
+		t.Run("fails"+tc.fails, func(t *testing.T) {
+			logFile := fakeApt(t)
+			t.Setenv("FAKE_APT_UPDATE_FAILS", tc.fails)
+			var logged []string
+			f := &Fetcher{CacheDir: t.TempDir(), Log: func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }}
+			deb, err := f.FetchKernel(context.Background(), "linux-image-686", "i386")
+			updates := 0
+			for _, c := range calls(t, logFile) {
+				if strings.HasSuffix(c, " update") {
+					updates++
+				}
+			}
+			if updates != tc.updates {
+				t.Errorf("apt-get update ran %d times, want %d", updates, tc.updates)
+			}
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "Mirror sync in progress") {
+					t.Fatalf("err = %v, want the last update's error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if filepath.Base(deb) != "linux-image-9.9-686_9.9-1_i386.deb" {
+				t.Errorf("deb = %s", deb)
+			}
+			if !strings.Contains(strings.Join(logged, "\n"), "retrying in") {
+				t.Errorf("no retry logged: %q", logged)
+			}
+		})
 	}
 }
 
