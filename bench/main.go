@@ -7,7 +7,9 @@
 // ESP throughput with ocfw's engine choice against the kernel's default;
 // IKEv2 tunnel setup with ocfw's endpoint against strongSwan's, ESP
 // throughput of an IKEv2-keyed tunnel against a manual one, and the IKE
-// daemon's memory built for the NSLU2 under qemu-arm; and ocfw push and
+// daemon's memory built for the NSLU2 under qemu-arm; the router's
+// memory with IPv6 on against off, the NSLU2's firmware booted on its ARM
+// stand-in; and ocfw push and
 // ocfw upgrade against rebuilding and reflashing, time and the downtime
 // a world VM sees; and the seeds' own tools through the kernel (Debian's
 // i386 openssl with the afalg engine, cryptodev-linux's tests/speed)
@@ -18,7 +20,7 @@
 // The IKE section's ESP throughput is the median of back-to-back pairs'
 // ratios instead, and the manage section runs each way once.
 //
-//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage,devcrypto]
+//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,v6mem,manage,devcrypto]
 //
 // A full run also writes its tables into the marked section of
 // docs/benchmarks-results.md (-doc), where the docs show them; a run with
@@ -54,6 +56,7 @@ var sections = []struct {
 	{"esp", runESP},
 	{"ike", runIKE},
 	{"ikemem", runIKEMem},
+	{"v6mem", runV6Mem},
 	{"manage", runManage},
 	{"devcrypto", runDevCrypto},
 }
@@ -67,7 +70,7 @@ func main() {
 		return
 	}
 	trials := flag.Int("trials", 3, "runs per side; the best counts")
-	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,manage,devcrypto")
+	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,v6mem,manage,devcrypto")
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
 	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")

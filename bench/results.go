@@ -30,6 +30,7 @@ type results struct {
 	ESP       *espResult       `json:"esp,omitempty"`
 	IKE       *ikeResult       `json:"ike,omitempty"`
 	IKEMem    *ikeMemResult    `json:"ikemem,omitempty"`
+	V6Mem     *v6memResult     `json:"v6mem,omitempty"`
 	Manage    *manageResult    `json:"manage,omitempty"`
 	DevCrypto *refspeed.Result `json:"devcrypto,omitempty"`
 }
@@ -172,6 +173,9 @@ func (r *results) markdown() string {
 	}
 	if r.IKEMem != nil {
 		ikeMemTable(&b, r.IKEMem)
+	}
+	if r.V6Mem != nil {
+		v6memTable(&b, r.V6Mem)
 	}
 	if r.Manage != nil {
 		manageTable(&b, r.Manage)
