@@ -28,13 +28,13 @@ func TestKernelInTheLoop(t *testing.T) {
 		t.Skip("inside the guest: this test only starts it")
 	}
 	res := kerneltest.Run(t, kerneltest.Options{
-		Modules: append(append([]string(nil), Modules...), "veth"),
+		Modules: append(append([]string(nil), Modules...), "veth", "esp6"),
 		Run:     "TestGuest",
 	})
 	if res == nil {
 		return
 	}
-	for _, name := range []string{"TestGuestTunnel", "TestGuestInstallIsIdempotent", "TestGuestTamperedKey", "TestGuestKernelWantsThisLayout",
+	for _, name := range []string{"TestGuestTunnel", "TestGuestTunnelIPv6", "TestGuestInstallIsIdempotent", "TestGuestTamperedKey", "TestGuestKernelWantsThisLayout",
 		"TestGuestRestartKeepsSeqs"} {
 		if !strings.Contains(res.Output, "--- PASS: "+name) {
 			t.Errorf("the guest did not pass %s", name)
@@ -217,8 +217,11 @@ func (s *sites) capture(t *testing.T, ns *netNS, ifname string) *capture {
 			}
 			f := buf[:n]
 			c.mu.Lock()
-			// Ethernet II, IPv4 (0x0800), protocol byte at 14+9.
-			if n > 14+20 && f[12] == 0x08 && f[13] == 0x00 && f[14+9] == unix.IPPROTO_ESP {
+			// Ethernet II, IPv4 (0x0800) with the protocol byte at
+			// 14+9, or IPv6 (0x86dd) with the next header at 14+6.
+			v4ESP := n > 14+20 && f[12] == 0x08 && f[13] == 0x00 && f[14+9] == unix.IPPROTO_ESP
+			v6ESP := n > 14+40 && f[12] == 0x86 && f[13] == 0xdd && f[14+6] == unix.IPPROTO_ESP
+			if v4ESP || v6ESP {
 				c.esp++
 				c.lastESP = append(c.lastESP[:0], f...)
 			}

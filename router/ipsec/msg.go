@@ -23,13 +23,14 @@ const (
 	attrAuthTrunc = 20   // XFRMA_ALG_AUTH_TRUNC
 	attrReplayESN = 23   // XFRMA_REPLAY_ESN_VAL
 
-	modeTunnel  = 1   // XFRM_MODE_TUNNEL
-	stateESN    = 128 // XFRM_STATE_ESN
-	policyIn    = 0   // XFRM_POLICY_IN
-	policyOut   = 1   // XFRM_POLICY_OUT
-	policyFwd   = 2   // XFRM_POLICY_FWD
-	policyAllow = 0   // XFRM_POLICY_ALLOW
-	protoESP    = unix.IPPROTO_ESP
+	modeTunnel    = 1   // XFRM_MODE_TUNNEL
+	stateESN      = 128 // XFRM_STATE_ESN
+	stateAFUnspec = 32  // XFRM_STATE_AF_UNSPEC: the selector's family stays unspecified
+	policyIn      = 0   // XFRM_POLICY_IN
+	policyOut     = 1   // XFRM_POLICY_OUT
+	policyFwd     = 2   // XFRM_POLICY_FWD
+	policyAllow   = 0   // XFRM_POLICY_ALLOW
+	protoESP      = unix.IPPROTO_ESP
 
 	xfrmInf = ^uint64(0) // XFRM_INF: no limit
 
@@ -55,6 +56,9 @@ type saMsg struct {
 	truncBits    uint32
 	replayWindow uint32 // packets; 0 = no anti-replay check
 	esn          bool
+	// crossFamily: the SA carries inner packets of the other family
+	// than its outer addresses (IPv6 in IPv4 or the reverse).
+	crossFamily bool
 	// oseq and seq start the SA's counters (xfrm_replay_state_esn,
 	// split into the low and, with ESN, high 32 bits): the last
 	// sequence number sent (the next packet carries oseq+1) and the
@@ -123,7 +127,12 @@ func encodeNewSA(a cabi.Arch, m saMsg) ([]byte, error) {
 	// The SA's selector stays empty (any inner addresses of the family):
 	// which traffic uses the SA is the policies' business, as in
 	// strongSwan's tunnel-mode SAs.
-	r.putU16("sel.family", fam)
+	// With crossFamily it stays AF_UNSPEC with XFRM_STATE_AF_UNSPEC
+	// (as strongSwan does for every tunnel-mode SA): a selector of the
+	// outer family would not describe the inner packets.
+	if !m.crossFamily {
+		r.putU16("sel.family", fam)
+	}
 	r.putBytes("id.daddr", addrBytes(m.dst))
 	r.putBE32("id.spi", m.spi)
 	r.putU8("id.proto", protoESP)
@@ -136,9 +145,14 @@ func encodeNewSA(a cabi.Arch, m saMsg) ([]byte, error) {
 	// With XFRMA_REPLAY_ESN_VAL the window is given there and this u8
 	// must be 0 (xfrm_user.c verify_replay).
 	r.putU8("replay_window", 0)
+	var flags uint8
 	if m.esn {
-		r.putU8("flags", stateESN)
+		flags |= stateESN
 	}
+	if m.crossFamily {
+		flags |= stateAFUnspec
+	}
+	r.putU8("flags", flags)
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -68,6 +68,9 @@ type SA struct {
 	// that stopped rekeying cannot keep using one key for ever. 0 means
 	// no limit (manual keys).
 	HardLifetime time.Duration
+	// crossFamily: the inner (selector) family differs from the outer
+	// one, e.g. IPv6 nets over IPv4 WAN addresses; set by resolve.
+	crossFamily bool
 }
 
 // reqid is the SA's request ID in the kernel.
@@ -139,9 +142,12 @@ func (t Tunnel) resolve() (out, in SA, err error) {
 			bad("%s missing", n.what)
 		case n.p != n.p.Masked():
 			bad("%s %s has host bits set (did you mean %s?)", n.what, n.p, n.p.Masked())
-		case t.Local.IsValid() && n.p.Addr().Is4() != t.Local.Is4():
-			bad("%s %s: the tunnel carries one address family, that of its WAN addresses", n.what, n.p)
 		}
+	}
+	// The nets may be of the other family than the WAN addresses (IPv6
+	// over IPv4 or the reverse: RFC 4301 tunnel mode), but both of one.
+	if t.LocalNet.IsValid() && t.RemoteNet.IsValid() && t.LocalNet.Addr().Is4() != t.RemoteNet.Addr().Is4() {
+		bad("local net %s and remote net %s: one address family for both", t.LocalNet, t.RemoteNet)
 	}
 	if t.LocalNet.IsValid() && t.RemoteNet.IsValid() && t.LocalNet.Overlaps(t.RemoteNet) {
 		bad("local net %s and remote net %s overlap", t.LocalNet, t.RemoteNet)
@@ -175,6 +181,7 @@ func (t Tunnel) resolve() (out, in SA, err error) {
 		}
 	}
 	for _, sa := range []*SA{&out, &in} {
+		sa.crossFamily = t.LocalNet.IsValid() && t.Local.IsValid() && t.LocalNet.Addr().Is4() != t.Local.Is4()
 		if sa.ReqID == 0 {
 			sa.ReqID = t.ReqID
 		}
@@ -223,7 +230,7 @@ func (sa SA) msg() saMsg {
 		src: sa.Src, dst: sa.Dst, spi: sa.SPI, reqid: sa.reqid(), mode: modeTunnel,
 		cryptName: c.Kernel, cryptKey: sa.EncKey,
 		authName: a.Kernel, authKey: sa.AuthKey, truncBits: a.TruncBits,
-		replayWindow: sa.ReplayWindow, esn: sa.ESN,
+		replayWindow: sa.ReplayWindow, esn: sa.ESN, crossFamily: sa.crossFamily,
 	}
 	if sa.ReplayWindow > 0 {
 		m.oseq, m.seq = sa.Seq, sa.Seq
