@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -212,6 +213,7 @@ func TestRouterEndToEnd(t *testing.T) {
 			t.Errorf("ocf net lacks %q", want)
 		}
 	}
+	checkULA(t, do, st)
 	// The DNS forwarder answers from the WAN's resolver.
 	if a := do("dns lan 192.168.1.1 example.test"); a != "198.51.100.7" {
 		t.Errorf("DNS through the forwarder: %q", a)
@@ -274,4 +276,64 @@ func TestRouterEndToEnd(t *testing.T) {
 	if string(b2) != string(built) {
 		t.Error("two builds from the same inputs differ")
 	}
+}
+
+// lan6Re finds the LAN's v6 addresses in ocf net's IPv6 line.
+var lan6Re = regexp.MustCompile(`(?m)^IPv6 \S+: LAN ([^,\n]*)`)
+
+// checkULA is IPv6 on the firmware image itself, in the router test's
+// boot: this world's WAN offers no IPv6, so there is no delegation, but
+// the LAN still gets the router's ULA /64 by router advertisements (the
+// site config says nothing of ipv6: on by default); the world's LAN
+// host, a separate kernel, numbers itself by its own SLAAC from them,
+// and the router's SSH and DNS answer on the ULA. st is ocf net's text.
+func checkULA(t *testing.T, do func(string) string, st string) {
+	t.Helper()
+	m := lan6Re.FindStringSubmatch(st)
+	var router netip.Prefix
+	if m != nil {
+		for _, f := range strings.Fields(m[1]) {
+			if p, err := netip.ParsePrefix(f); err == nil && netip.MustParsePrefix("fd00::/8").Contains(p.Addr()) {
+				router = p
+			}
+		}
+	}
+	if !router.IsValid() || router.Bits() != 64 {
+		t.Errorf("ocf net shows no ULA /64 on the LAN (IPv6 on by default):\n%s", st)
+		return
+	}
+	// The host's address: in the ULA /64, DAD done (not tentative). Its
+	// kernel solicited when eth1 came up; the router's answers and its
+	// initial advertisements (16 s apart) come well within the minute.
+	var host netip.Addr
+	var seen string
+	for deadline := time.Now().Add(time.Minute); !host.IsValid(); time.Sleep(2 * time.Second) {
+		seen = do("show6 lan")
+		for _, line := range strings.Split(seen, "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 || f[0] != "eth1" {
+				continue // another link, a route, or tentative/deprecated
+			}
+			if p, err := netip.ParsePrefix(f[1]); err == nil && p.Bits() == 64 && router.Masked().Contains(p.Addr()) {
+				host = p.Addr()
+			}
+		}
+		if !host.IsValid() && time.Now().After(deadline) {
+			t.Errorf("the LAN host got no SLAAC address in %s from the router's advertisements; its IPv6 view:\n%s", router.Masked(), seen)
+			return
+		}
+	}
+	if host == router.Addr() {
+		t.Errorf("the LAN host's SLAAC address %s is the router's", host)
+	}
+	out := do("ssh lan [" + router.Addr().String() + "]:22 root /key cat /proc/sys/kernel/hostname")
+	if !strings.HasPrefix(out, "exit 0") || !strings.Contains(out, "e2e-gw") {
+		t.Errorf("ssh to the router's ULA %s from the LAN host %s: %q", router.Addr(), host, out)
+	}
+	// The DNS forwarder listens on the ULA too and forwards over v4 to
+	// this world's resolver.
+	if a := do("dns lan " + router.Addr().String() + " example.test"); a != "198.51.100.7" {
+		t.Errorf("DNS to the router's ULA %s: %q, want 198.51.100.7", router.Addr(), a)
+	}
+	t.Logf("IPv6: the LAN host %s (SLAAC) reached the router's SSH and DNS on its ULA %s", host, router.Addr())
 }

@@ -280,3 +280,18 @@ func TestLongestOutage(t *testing.T) {
 		}
 	}
 }
+
+func TestFamilyFor(t *testing.T) {
+	for _, c := range []struct{ network, ip, want string }{
+		{"tcp4", "192.0.2.1", "tcp4"},
+		{"tcp4", "fd00::1", "tcp6"},
+		{"udp4", "2001:db8::7", "udp6"},
+		{"udp4", "::ffff:192.0.2.1", "udp4"}, // v4-mapped stays v4
+		{"tcp", "fd00::1", "tcp"},            // no family asked: none forced
+		{"tcp4", "", "tcp4"},
+	} {
+		if got := familyFor(c.network, net.ParseIP(c.ip)); got != c.want {
+			t.Errorf("familyFor(%s, %s) = %s, want %s", c.network, c.ip, got, c.want)
+		}
+	}
+}

@@ -101,6 +101,7 @@ func init() {
 		"up":          {"NS IF", 2, 2, 15 * time.Second, cmdUp},
 		"route":       {"NS default|CIDR GW [SRC]", 3, 4, 15 * time.Second, cmdRoute},
 		"show":        {"NS", 1, 1, 15 * time.Second, cmdShow},
+		"show6":       {"NS", 1, 1, 15 * time.Second, cmdShow6},
 		"sysctl":      {"NS KEY VALUE", 3, 3, 15 * time.Second, cmdSysctl},
 		"esp":         {"NS SRC DST SPI SEQ", 5, 5, 15 * time.Second, cmdESP},
 		"dhcp-server": {"NS IF FIRST LAST ROUTER|- DNS|- LEASE", 7, 7, 15 * time.Second, cmdDHCPServer},

@@ -367,6 +367,7 @@ func (n *netNS) dial(ctx context.Context, network, hostport string) (net.Conn, e
 	if err != nil || net.ParseIP(host) == nil {
 		return nil, kinded("usage", fmt.Errorf("%q: want IP:PORT", hostport))
 	}
+	network = familyFor(network, net.ParseIP(host))
 	var c net.Conn
 	err = n.run(func() (err error) {
 		var d net.Dialer
@@ -395,4 +396,77 @@ func (n *netNS) ifaceAddr(ifname string) (*net.IPNet, error) {
 		return nil, fmt.Errorf("%s in %s: %w: give it one with addr first", ifname, n.name, errNoAddr)
 	}
 	return addrs[0].IPNet, nil
+}
+
+// familyFor turns the commands' "tcp4"/"udp4" into "tcp6"/"udp6" for an
+// IPv6 literal: the commands name v4 so that nothing goes v6 by surprise,
+// and an address written in v6 asks for v6 itself.
+func familyFor(network string, ip net.IP) string {
+	if ip == nil || ip.To4() != nil || !strings.HasSuffix(network, "4") {
+		return network
+	}
+	return strings.TrimSuffix(network, "4") + "6"
+}
+
+func cmdShow6(_ context.Context, a *agent, args []string) (string, error) {
+	n, err := a.ns(args[0])
+	if err != nil {
+		return "", err
+	}
+	return n.show6()
+}
+
+// show6 lists the namespace's IPv6 addresses other than link-local and
+// loopback ones ("IF ADDR/LEN [deprecated|tentative]") and its IPv6
+// routes ("route6 DST [via GW] dev IF"), the view a LAN host's SLAAC
+// gives; show stays v4 only, as the tests that read it expect.
+func (n *netNS) show6() (string, error) {
+	links, err := n.nl.LinkList()
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	names := map[int]string{}
+	for _, l := range links {
+		at := l.Attrs()
+		names[at.Index] = at.Name
+		addrs, err := n.nl.AddrList(l, netlink.FAMILY_V6)
+		if err != nil {
+			return "", err
+		}
+		for _, ad := range addrs {
+			if ad.IP.IsLinkLocalUnicast() || ad.IP.IsLoopback() {
+				continue
+			}
+			line := at.Name + " " + ad.IPNet.String()
+			if ad.Flags&unix.IFA_F_DEPRECATED != 0 {
+				line += " deprecated"
+			}
+			if ad.Flags&unix.IFA_F_TENTATIVE != 0 {
+				line += " tentative"
+			}
+			lines = append(lines, line)
+		}
+	}
+	routes, err := n.nl.RouteList(nil, netlink.FAMILY_V6)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range routes {
+		if r.Dst != nil && (r.Dst.IP.IsLinkLocalUnicast() || r.Dst.IP.IsMulticast()) {
+			continue
+		}
+		line := "route6 "
+		if r.Dst == nil || r.Dst.String() == "::/0" {
+			line += "default"
+		} else {
+			line += r.Dst.String()
+		}
+		if r.Gw != nil {
+			line += " via " + r.Gw.String()
+		}
+		line += " dev " + names[r.LinkIndex]
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n"), nil
 }
