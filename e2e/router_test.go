@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/ocfw/ocfw/internal/lab/isp6"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/internal/lab/worldvm"
@@ -124,11 +126,14 @@ func TestRouterEndToEnd(t *testing.T) {
 	built, err := os.ReadFile(img)
 	must(t, err)
 
+	// The ISP's IPv6 side: Debian's dhcpd -6 and radvd in the world.
+	ispTree, err := isp6.Fetch(ctx, "", t.Logf)
+	must(t, err)
 	sock := t.TempDir()
 	w := worldvm.StartTest(t, worldvm.Config{Name: "world", NICs: []qemu.NIC{
 		{Listen: true, Socket: filepath.Join(sock, "wan.sock"), MAC: "52:54:00:0b:00:01"},
 		{Listen: true, Socket: filepath.Join(sock, "lan.sock"), MAC: "52:54:00:0b:00:02"}},
-		Files: map[string][]byte{"/key": priv}})
+		Files: map[string][]byte{"/key": priv}, Trees: []string{ispTree.Dir}})
 	do := func(cmd string) string { t.Helper(); return w.MustDo(t, cmd) }
 	fails := func(cmd string) error { t.Helper(); return w.MustFail(t, cmd) }
 	if _, err := w.WaitReady(ctx); err != nil {
@@ -142,6 +147,10 @@ func TestRouterEndToEnd(t *testing.T) {
 	do("dns-server wan example.test=198.51.100.7")
 	do("echo-server wan 7")
 	do("ntp-server wan")
+	isp.Start(do)
+	// The ISP routes the delegated prefixes to the router's WAN (dhcpd
+	// installs no routes): via its link-local address, EUI-64 from the MAC.
+	do("route wan " + isp.Pool.String() + " " + eui64LinkLocal(t, routerWANMAC) + "%eth0")
 
 	boot := func(name, image string) *qemu.VM {
 		t.Helper()
@@ -213,7 +222,7 @@ func TestRouterEndToEnd(t *testing.T) {
 			t.Errorf("ocf net lacks %q", want)
 		}
 	}
-	checkULA(t, do, st)
+	checkIPv6(t, do, fails, st)
 	// The DNS forwarder answers from the WAN's resolver.
 	if a := do("dns lan 192.168.1.1 example.test"); a != "198.51.100.7" {
 		t.Errorf("DNS through the forwarder: %q", a)
@@ -281,13 +290,61 @@ func TestRouterEndToEnd(t *testing.T) {
 // lan6Re finds the LAN's v6 addresses in ocf net's IPv6 line.
 var lan6Re = regexp.MustCompile(`(?m)^IPv6 \S+: LAN ([^,\n]*)`)
 
-// checkULA is IPv6 on the firmware image itself, in the router test's
-// boot: this world's WAN offers no IPv6, so there is no delegation, but
-// the LAN still gets the router's ULA /64 by router advertisements (the
-// site config says nothing of ipv6: on by default); the world's LAN
-// host, a separate kernel, numbers itself by its own SLAAC from them,
-// and the router's SSH and DNS answer on the ULA. st is ocf net's text.
-func checkULA(t *testing.T, do func(string) string, st string) {
+// isp is the world's IPv6 ISP on the router's WAN link: radvd
+// advertising the link's /64 and a default route, dhcpd -6 delegating
+// /60s. It names no v6 resolver: the world's DNS server answers v4 only.
+var isp = isp6.ISP{NS: "wan", Interface: "eth0",
+	Link: netip.MustParsePrefix("2001:db8:0:1::/64"), Addr: netip.MustParseAddr("2001:db8:0:1::1"),
+	Pool: netip.MustParsePrefix("2001:db8:1::/48"), PDLength: 60}
+
+// eui64LinkLocal is the link-local address the kernel gives an
+// interface with this MAC (RFC 4291 appendix A, addr_gen_mode 0).
+func eui64LinkLocal(t *testing.T, mac string) string {
+	t.Helper()
+	hw, err := net.ParseMAC(mac)
+	if err != nil || len(hw) != 6 {
+		t.Fatalf("MAC %q: %v", mac, err)
+	}
+	a := [16]byte{0: 0xfe, 1: 0x80, 8: hw[0] ^ 2, 9: hw[1], 10: hw[2], 11: 0xff, 12: 0xfe, 13: hw[3], 14: hw[4], 15: hw[5]}
+	return netip.AddrFrom16(a).String()
+}
+
+// delegatedRe finds the delegated prefix in ocf net's IPv6 line.
+var delegatedRe = regexp.MustCompile(`(?m)^IPv6 .*, delegated ([0-9a-f:]+/\d+)`)
+
+// lanHost6 waits for the world's LAN host to hold an address of its own
+// (DAD done) in p and returns it, or "" with the test failed.
+func lanHost6(t *testing.T, do func(string) string, p netip.Prefix, what string) netip.Addr {
+	t.Helper()
+	var seen string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Second) {
+		seen = do("show6 lan")
+		for _, line := range strings.Split(seen, "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 || f[0] != "eth1" {
+				continue // another link, a route, or tentative/deprecated
+			}
+			if a, err := netip.ParsePrefix(f[1]); err == nil && a.Bits() == 64 && p.Contains(a.Addr()) {
+				return a.Addr()
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the LAN host got no SLAAC address in %s (%s) from the router's advertisements; its IPv6 view:\n%s", p, what, seen)
+			return netip.Addr{}
+		}
+	}
+}
+
+// checkIPv6 is IPv6 on the firmware image itself, in the router test's
+// boot, the site config saying nothing of ipv6 (on by default, mode
+// auto): the LAN's ULA /64 by router advertisements, the world's LAN
+// host (a separate kernel) numbering itself by its own SLAAC from them
+// and reaching the router's SSH and DNS on the ULA; then the prefix
+// Debian's dhcpd -6 delegates from the world's ISP side, a /64 of it on
+// the LAN, the host's global address, TCP from it to a host behind the
+// ISP seen there with the LAN host's own source (no NAT66), and the v6
+// firewall dropping an inbound connection to it. st is ocf net's text.
+func checkIPv6(t *testing.T, do func(string) string, fails func(string) error, st string) {
 	t.Helper()
 	m := lan6Re.FindStringSubmatch(st)
 	var router netip.Prefix
@@ -302,26 +359,11 @@ func checkULA(t *testing.T, do func(string) string, st string) {
 		t.Errorf("ocf net shows no ULA /64 on the LAN (IPv6 on by default):\n%s", st)
 		return
 	}
-	// The host's address: in the ULA /64, DAD done (not tentative). Its
-	// kernel solicited when eth1 came up; the router's answers and its
-	// initial advertisements (16 s apart) come well within the minute.
-	var host netip.Addr
-	var seen string
-	for deadline := time.Now().Add(time.Minute); !host.IsValid(); time.Sleep(2 * time.Second) {
-		seen = do("show6 lan")
-		for _, line := range strings.Split(seen, "\n") {
-			f := strings.Fields(line)
-			if len(f) != 2 || f[0] != "eth1" {
-				continue // another link, a route, or tentative/deprecated
-			}
-			if p, err := netip.ParsePrefix(f[1]); err == nil && p.Bits() == 64 && router.Masked().Contains(p.Addr()) {
-				host = p.Addr()
-			}
-		}
-		if !host.IsValid() && time.Now().After(deadline) {
-			t.Errorf("the LAN host got no SLAAC address in %s from the router's advertisements; its IPv6 view:\n%s", router.Masked(), seen)
-			return
-		}
+	// The host's kernel solicited when eth1 came up; the router's answers
+	// and its initial advertisements come well within the minute.
+	host := lanHost6(t, do, router.Masked(), "the ULA")
+	if !host.IsValid() {
+		return
 	}
 	if host == router.Addr() {
 		t.Errorf("the LAN host's SLAAC address %s is the router's", host)
@@ -336,4 +378,42 @@ func checkULA(t *testing.T, do func(string) string, st string) {
 		t.Errorf("DNS to the router's ULA %s: %q, want 198.51.100.7", router.Addr(), a)
 	}
 	t.Logf("IPv6: the LAN host %s (SLAAC) reached the router's SSH and DNS on its ULA %s", host, router.Addr())
+
+	// The delegation: asked for at boot whatever radvd's flags say.
+	var delegated netip.Prefix
+	for deadline := time.Now().Add(2 * time.Minute); !delegated.IsValid(); time.Sleep(3 * time.Second) {
+		if m := delegatedRe.FindStringSubmatch(st); m != nil {
+			delegated, _ = netip.ParsePrefix(m[1])
+		} else if time.Now().After(deadline) {
+			t.Errorf("no prefix delegated by the world's dhcpd -6 in 2 min; ocf net:\n%s", st)
+			return
+		} else {
+			st = do("ssh lan 192.168.1.1:22 root /key ocf net")
+		}
+	}
+	if delegated.Bits() != isp.PDLength || !isp.Pool.Contains(delegated.Addr()) {
+		t.Errorf("delegated %s, want a /%d from the ISP's pool %s", delegated, isp.PDLength, isp.Pool)
+	}
+	// The WAN heard radvd (the world's eth0, its default route's source).
+	if ra := "ISP's RA " + eui64LinkLocal(t, "52:54:00:0b:00:01") + "%eth0 M=0 O=0"; !strings.Contains(st, ra) {
+		t.Errorf("ocf net lacks %q (radvd's advertisement on the WAN):\n%s", ra, st)
+	}
+	global := lanHost6(t, do, delegated, "the delegated prefix")
+	if !global.IsValid() {
+		return
+	}
+	if !strings.Contains(do("show6 lan"), "route6 default via fe80:") {
+		t.Errorf("the LAN host has no v6 default route via the router's link-local address:\n%s", do("show6 lan"))
+	}
+	wanHost := "[" + isp.Addr.String() + "]:7"
+	echo := do("tcp lan " + wanHost + " hello6")
+	if !strings.Contains(echo, "from ["+global.String()+"]:") || !strings.Contains(echo, "hello6") {
+		t.Errorf("TCP over v6 from the LAN host %s to %s: %q; want the server to see the host's own address", global, wanHost, echo)
+	}
+	// The v6 firewall: a connection from the WAN to the LAN host's
+	// global address (its echo server on 80) is dropped.
+	if err := fails("timeout=5s tcp wan [" + global.String() + "]:80 x"); worldvm.ErrorKind(err) != "timeout" {
+		t.Errorf("WAN to the LAN host's global address: %v, want a timeout (dropped)", err)
+	}
+	t.Logf("IPv6: delegated %s; the LAN host %s reached %s through the router", delegated, global, wanHost)
 }

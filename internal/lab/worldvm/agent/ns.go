@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"regexp"
 	"runtime"
 	"sort"
@@ -197,8 +198,13 @@ func cmdAddr(_ context.Context, a *agent, args []string) (string, error) {
 		return "", err
 	}
 	addr, err := netlink.ParseAddr(args[2])
-	if err != nil || addr.IP.To4() == nil {
-		return "", kinded("usage", fmt.Errorf("address %q: want IPv4 CIDR like 10.0.0.1/24", args[2]))
+	if err != nil {
+		return "", kinded("usage", fmt.Errorf("address %q: want a CIDR like 10.0.0.1/24 or 2001:db8::1/64", args[2]))
+	}
+	if addr.IP.To4() == nil {
+		// A v6 address set by hand is usable at once, as a static
+		// server's is: no duplicate address detection to wait for.
+		addr.Flags |= unix.IFA_F_NODAD
 	}
 	if err := n.nl.AddrAdd(l, addr); err != nil {
 		return "", fmt.Errorf("adding %s to %s: %w", args[2], args[1], err)
@@ -251,22 +257,38 @@ func cmdRoute(_ context.Context, a *agent, args []string) (string, error) {
 		return "", err
 	}
 	r := &netlink.Route{}
+	// v4 or v6, the gateway's family deciding; a link-local v6 gateway
+	// names its interface as a zone (fe80::1%eth0).
+	gw, err := netip.ParseAddr(args[2])
+	if err != nil || (gw.Zone() != "" && !gw.Is6()) {
+		return "", kinded("usage", fmt.Errorf("gateway %q: want an IPv4 or IPv6 address (fe80::...%%IF for a link-local one)", args[2]))
+	}
+	v6 := gw.Is6() && !gw.Is4In6()
+	if zone := gw.Zone(); zone != "" {
+		l, err := n.nl.LinkByName(zone)
+		if err != nil {
+			return "", kinded("usage", fmt.Errorf("gateway %q: no interface %s in %s", args[2], zone, n.name))
+		}
+		r.LinkIndex = l.Attrs().Index
+	}
+	r.Gw = net.IP(gw.WithZone("").AsSlice())
 	if args[1] != "default" {
 		_, dst, err := net.ParseCIDR(args[1])
-		if err != nil || dst.IP.To4() == nil {
-			return "", kinded("usage", fmt.Errorf("route %q: want default or an IPv4 CIDR", args[1]))
+		if err != nil || (dst.IP.To4() == nil) != v6 {
+			return "", kinded("usage", fmt.Errorf("route %q: want default or a CIDR of the gateway's family", args[1]))
 		}
 		r.Dst = dst
-	}
-	if r.Gw = net.ParseIP(args[2]).To4(); r.Gw == nil {
-		return "", kinded("usage", fmt.Errorf("gateway %q: want an IPv4 address", args[2]))
+	} else if v6 {
+		r.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
 	}
 	// SRC: the source address connections over this route take (one of
 	// the namespace's addresses), for a host with two on one link.
 	if len(args) > 3 {
-		if r.Src = net.ParseIP(args[3]).To4(); r.Src == nil {
-			return "", kinded("usage", fmt.Errorf("source %q: want an IPv4 address", args[3]))
+		src, err := netip.ParseAddr(args[3])
+		if err != nil || src.Is6() != v6 {
+			return "", kinded("usage", fmt.Errorf("source %q: want an address of the gateway's family", args[3]))
 		}
+		r.Src = net.IP(src.AsSlice())
 	}
 	if err := n.nl.RouteAdd(r); err != nil {
 		return "", fmt.Errorf("adding route %s via %s: %w", args[1], args[2], err)
