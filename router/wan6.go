@@ -135,6 +135,9 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		if err := n.apply(prevLease); err != nil {
 			errs = append(errs, err)
 		}
+		if err := r.setUnreachable6(unreachable6(ula, prevLease, time.Now())); err != nil {
+			errs = append(errs, err)
+		}
 		r.goService("ra", ctx, r.inNS6(n.ra.Serve))
 		r.goService("dhcp6-info", ctx, r.inNS6(n.info.Serve))
 	}
@@ -172,6 +175,13 @@ func (r *Router) startIPv6(ctx context.Context) error {
 			if err := n.apply(l); err != nil {
 				r.logf("%v", err)
 			}
+		}
+		lanULA := netip.Prefix{}
+		if n != nil {
+			lanULA = ula
+		}
+		if err := r.setUnreachable6(unreachable6(lanULA, l, time.Now())); err != nil {
+			r.logf("%v", err)
 		}
 	}
 	switch mode {
@@ -364,6 +374,82 @@ func (r *Router) staticWAN6(w site.IPv6WAN, update func(*dhcp6.Lease)) error {
 	}
 	update(l)
 	return errors.Join(errs...)
+}
+
+// unreachableMetric is the unreachable routes' metric: above any
+// other route's, so that one for the same prefix (a delegated /64 that
+// is also the LAN's) still wins.
+const unreachableMetric = 1 << 24
+
+// unreachable6 are the prefixes the router numbers its LAN from that
+// want an unreachable route: the delegated (or static) prefix while
+// the lease has valid time left, and the ULA /48 (invalid: none).
+// RFC 7084 WPD-5: a packet to a part of the delegated prefix that no
+// LAN has must not follow the default route back out of the WAN (the
+// ISP routes the prefix here: a loop until the hop limit runs out) but
+// be dropped with an ICMPv6 destination unreachable, which the
+// kernel's unreachable route type sends; section 4.1 asks the same of
+// the ULA (its traffic never goes out of the WAN). The LAN's /64s are
+// more specific and still route.
+func unreachable6(ula netip.Prefix, l *dhcp6.Lease, now time.Time) []netip.Prefix {
+	var out []netip.Prefix
+	if ula.IsValid() {
+		out = append(out, ula.Masked())
+	}
+	if l != nil && l.Prefix.IsValid() && l.Obtained.Add(l.PrefixValid).After(now) {
+		out = append(out, l.Prefix.Masked())
+	}
+	return out
+}
+
+// setUnreachable6 leaves exactly want's unreachable routes in place:
+// a prefix given up (a delegation that ended or changed, v6 turned
+// off) loses its route with it.
+func (r *Router) setUnreachable6(want []netip.Prefix) error {
+	r.svc.unreach6Mu.Lock()
+	defer r.svc.unreach6Mu.Unlock()
+	r.svc.mu.Lock()
+	had := r.svc.unreach6
+	r.svc.mu.Unlock()
+	var errs []error
+	kept := slices.Clone(want)
+	for _, p := range had {
+		if !slices.Contains(want, p) {
+			if err := r.links.unreachable6(p, false); err != nil {
+				errs = append(errs, err)
+				kept = append(kept, p) // still there: tried again next time
+			}
+		}
+	}
+	for _, p := range want {
+		if err := r.links.unreachable6(p, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.svc.mu.Lock()
+	r.svc.unreach6 = kept
+	r.svc.mu.Unlock()
+	if !slices.Equal(had, want) {
+		r.logf("ipv6: unreachable routes %v", want)
+	}
+	return errors.Join(errs...)
+}
+
+// unreachable6 adds (or refreshes) the unreachable route for p, or
+// removes it (one already gone is no error).
+func (l *links) unreachable6(p netip.Prefix, add bool) error {
+	rt := &netlink.Route{Family: netlink.FAMILY_V6, Type: unix.RTN_UNREACHABLE, Protocol: unix.RTPROT_STATIC,
+		Priority: unreachableMetric, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}}
+	if add {
+		if err := l.h.RouteReplace(rt); err != nil {
+			return fmt.Errorf("ipv6: unreachable route for %s: %w", p, err)
+		}
+		return nil
+	}
+	if err := l.h.RouteDel(rt); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("ipv6: removing the unreachable route for %s: %w", p, err)
+	}
+	return nil
 }
 
 // addAddr6 adds (or refreshes) one IPv6 address on name.
@@ -616,6 +702,9 @@ func (r *Router) stopIPv6(off bool) {
 		if err := r.links.setAddrs6(r.lanIf, nil); err != nil {
 			r.logf("ipv6: %v", err)
 		}
+	}
+	if err := r.setUnreachable6(nil); err != nil {
+		r.logf("%v", err)
 	}
 	if err := os.WriteFile(r.cfg.Root+"/proc/sys/net/ipv6/conf/all/forwarding", []byte("0\n"), 0o644); err != nil {
 		r.logf("ipv6: forwarding off: %v", err)
