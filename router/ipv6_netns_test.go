@@ -286,7 +286,9 @@ func (l *v6Lab) digAAAA(server netip.Addr, name string) []string {
 // the router drops its own old address, and the firewall's v6 rules
 // are rebuilt with only the new /64 and the ULA's as LAN sources (what
 // keeps the old prefix from being forwarded: TestGuestIPv6Firewall
-// proves those rules drop such sources in the kernel). Last, a push of
+// proves those rules drop such sources in the kernel), and the
+// unreachable route moves from the old delegated prefix to the new
+// one. Last, a push of
 // another subnet id (ocfw push: Reconfigure with the ipv6 part) moves
 // the LAN live the same way.
 func TestIPv6PrefixDelegationLAN(t *testing.T) {
@@ -403,6 +405,13 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	}
 	if st := l.r.ipv6Status(); slices.Contains(st.LAN, netip.PrefixFrom(site.WithID(lan1, routerID), 64).String()) {
 		t.Errorf("the router keeps its address in the old prefix: %v", st.LAN)
+	}
+	// RFC 7084 WPD-5's unreachable route follows the delegation: the
+	// old /60's is gone with it (TestIPv6PrefixDelegationUnreachable
+	// shows the route at work on the wire).
+	pd1, pd2 := netip.PrefixFrom(lan1.Addr(), 60).Masked(), netip.PrefixFrom(lan2.Addr(), 60).Masked()
+	if got, want := l.unreachableRoutes(), []netip.Prefix{pd2, netip.MustParsePrefix(ula6Lab)}; !slices.Equal(got, want) {
+		t.Errorf("unreachable routes after the change from %v: %v, want %v", pd1, got, want)
 	}
 	l.mu.Lock()
 	lastFW = l.fw[len(l.fw)-1]
