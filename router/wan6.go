@@ -132,6 +132,9 @@ func (r *Router) startIPv6(ctx context.Context) error {
 			n.noWANDefault = true // as the ISP said before a push
 		}
 		r.svc.mu.Unlock()
+		// Before the first advertisement: none offers a default route
+		// the WAN does not have.
+		n.noWANRoute = mode == site.IPv6ModeOff || !r.links.hasDefault6(r.wanIf)
 		if err := n.apply(prevLease); err != nil {
 			errs = append(errs, err)
 		}
@@ -140,6 +143,9 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		}
 		r.goService("ra", ctx, r.inNS6(n.ra.Serve))
 		r.goService("dhcp6-info", ctx, r.inNS6(n.info.Serve))
+		if mode != site.IPv6ModeOff {
+			r.goService("wan6-route", ctx, r.inNS6(func(ctx context.Context) error { return r.watchWANDefault(ctx, n) }))
+		}
 	}
 	r.svc.mu.Lock()
 	r.svc.lan6, r.svc.v6mode, r.svc.lease6 = n, mode, prevLease
@@ -452,6 +458,75 @@ func (l *links) unreachable6(p netip.Prefix, add bool) error {
 	return nil
 }
 
+// watchWANDefault follows the WAN's v6 default route (the ISP's
+// advertisement's or the static gateway's) and the WAN's link: the LAN
+// is offered a default route only while the WAN has a usable one, and
+// is told at once when it goes (RFC 7084 G-4, G-5): a route that ran
+// out or was removed, or a link that lost its carrier, comes with no
+// advertisement from the ISP to say so. Netlink's route and link
+// notices wake it; it runs in the router's namespace.
+func (r *Router) watchWANDefault(ctx context.Context, n *lan6) error {
+	routes, lks, done := make(chan netlink.RouteUpdate, 64), make(chan netlink.LinkUpdate, 16), make(chan struct{})
+	defer close(done)
+	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{}); err != nil {
+		return fmt.Errorf("ipv6: route notices: %w", err)
+	}
+	if err := netlink.LinkSubscribeWithOptions(lks, done, netlink.LinkSubscribeOptions{}); err != nil {
+		return fmt.Errorf("ipv6: link notices: %w", err)
+	}
+	was := true
+	check := func() {
+		ok := r.links.hasDefault6(r.wanIf)
+		if ok != was {
+			r.logf("ipv6: the WAN %s has a default route: %v", r.wanIf, ok)
+			was = ok
+		}
+		if err := n.setWANRoute(ok); err != nil {
+			r.logf("%v", err)
+		}
+	}
+	check()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-routes:
+			if !ok {
+				return errors.New("ipv6: route notices ended")
+			}
+		case _, ok := <-lks:
+			if !ok {
+				return errors.New("ipv6: link notices ended")
+			}
+		}
+		check()
+	}
+}
+
+// hasDefault6 says whether name is up with its carrier and holds a v6
+// default route through it that the kernel does not mark link-down.
+func (l *links) hasDefault6(name string) bool {
+	ln, err := l.h.LinkByName(name)
+	if err != nil || ln.Attrs().RawFlags&unix.IFF_LOWER_UP == 0 {
+		return false
+	}
+	rts, err := l.h.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{LinkIndex: ln.Attrs().Index}, netlink.RT_FILTER_OIF)
+	if err != nil {
+		return false
+	}
+	for _, rt := range rts {
+		if (rt.Dst == nil || rt.Dst.IP.IsUnspecified() && isZeroMask(rt.Dst.Mask)) && rt.Flags&unix.RTNH_F_LINKDOWN == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func isZeroMask(m net.IPMask) bool {
+	ones, _ := m.Size()
+	return ones == 0
+}
+
 // addAddr6 adds (or refreshes) one IPv6 address on name.
 func (l *links) addAddr6(name string, p netip.Prefix) error {
 	ln, err := l.h.LinkByName(name)
@@ -671,7 +746,7 @@ func (r *Router) lan6Addrs() []netip.Prefix {
 // v6Services are what startIPv6 runs, in the order a push stops them:
 // the WAN's advertisement listener first, so that it restarts no
 // DHCPv6 client after the client is stopped.
-var v6Services = []string{"ra-wan", "dhcp6", "dhcp6-info", "ra", "dns6", "ssh6", "ntp6"}
+var v6Services = []string{"ra-wan", "wan6-route", "dhcp6", "dhcp6-info", "ra", "dns6", "ssh6", "ntp6"}
 
 // stopIPv6 stops the v6 services for a push; startIPv6 follows unless
 // off. With off the LAN is told first: one last advertisement with
