@@ -326,10 +326,13 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	}
 	// The LAN's services run (a failed one says "stopped: why").
 	l.r.svc.mu.Lock()
-	for _, name := range []string{"ra", "dhcp6-info", "dhcp6", "dns6"} {
+	for _, name := range []string{"ra", "dhcp6-info", "dhcp6", "dns6", "wan6-route"} {
 		if st := l.r.svc.state[name]; strings.HasPrefix(st, "stopped") {
 			t.Errorf("service %s: %s", name, st)
 		}
+	}
+	if l.r.svc.running["wan6-route"] == nil {
+		t.Error("the WAN's default-route watch (service wan6-route) does not run")
 	}
 	l.r.svc.mu.Unlock()
 	// No host has a MAC: no stateful DHCPv6, no M flag (O for the
