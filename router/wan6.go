@@ -235,11 +235,11 @@ type wan6Want struct {
 // wan6Plan is what the WAN's DHCPv6 client asks for in mode (auto,
 // dhcpv6, slaac) with pd the prefix length the LAN wants (0: no LAN),
 // given the ISP's last advertisement (nil: none heard yet). RFC 4861
-// 4.2 and RFC 7084 WAA-2/WAA-3: the M flag says addresses are by DHCPv6
+// 4.2 and RFC 7084 WAA-7: the M flag says addresses are by DHCPv6
 // (an IA_NA in auto), the O flag other configuration (resolvers): that
 // comes with any stateful exchange, and alone by an Information-request
 // when there is nothing to ask for. The prefix is asked for whatever
-// the flags say (RFC 7084 WPD-1: IA_PD does not depend on M), and the
+// the flags say (RFC 7084 WPD-1, WPD-4: IA_PD does not depend on M), and the
 // WAN's SLAAC (the A flag) is the kernel's.
 func wan6Plan(mode string, pd int, heard *ra.Advert) wan6Want {
 	w := wan6Want{PDLength: pd}
