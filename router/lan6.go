@@ -44,6 +44,10 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 		}
 		addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
 		adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p, Valid: ra.ValidLimit, Preferred: ra.PreferredLimit})
+		// RFC 7084 L-3: the router routes to the whole ULA and
+		// delegated prefix (RFC 4191's route information), whether or
+		// not it is a default router.
+		adv.Routes = append(adv.Routes, ra.Route{Prefix: ula.Masked(), Lifetime: ra.ValidLimit})
 	}
 	if l != nil && l.Prefix.IsValid() {
 		valid := l.Obtained.Add(l.PrefixValid).Sub(now)
@@ -57,6 +61,7 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 			// never more than what is left of the delegation.
 			adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p,
 				Valid: min(valid, ra.ValidLimit), Preferred: max(0, min(preferred, ra.PreferredLimit))})
+			adv.Routes = append(adv.Routes, ra.Route{Prefix: l.Prefix.Masked(), Lifetime: min(valid, ra.ValidLimit)})
 			addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
 			adv.RouterLifetime = raRouterLifetime
 		}
