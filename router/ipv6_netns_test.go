@@ -286,7 +286,9 @@ func (l *v6Lab) digAAAA(server netip.Addr, name string) []string {
 // the router drops its own old address, and the firewall's v6 rules
 // are rebuilt with only the new /64 and the ULA's as LAN sources (what
 // keeps the old prefix from being forwarded: TestGuestIPv6Firewall
-// proves those rules drop such sources in the kernel). Last, a push of
+// proves those rules drop such sources in the kernel), and the
+// unreachable route moves from the old delegated prefix to the new
+// one. Last, a push of
 // another subnet id (ocfw push: Reconfigure with the ipv6 part) moves
 // the LAN live the same way.
 func TestIPv6PrefixDelegationLAN(t *testing.T) {
@@ -324,10 +326,13 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	}
 	// The LAN's services run (a failed one says "stopped: why").
 	l.r.svc.mu.Lock()
-	for _, name := range []string{"ra", "dhcp6-info", "dhcp6", "dns6"} {
+	for _, name := range []string{"ra", "dhcp6-info", "dhcp6", "dns6", "wan6-route"} {
 		if st := l.r.svc.state[name]; strings.HasPrefix(st, "stopped") {
 			t.Errorf("service %s: %s", name, st)
 		}
+	}
+	if l.r.svc.running["wan6-route"] == nil {
+		t.Error("the WAN's default-route watch (service wan6-route) does not run")
 	}
 	l.r.svc.mu.Unlock()
 	// No host has a MAC: no stateful DHCPv6, no M flag (O for the
@@ -403,6 +408,13 @@ func TestIPv6PrefixDelegationLAN(t *testing.T) {
 	}
 	if st := l.r.ipv6Status(); slices.Contains(st.LAN, netip.PrefixFrom(site.WithID(lan1, routerID), 64).String()) {
 		t.Errorf("the router keeps its address in the old prefix: %v", st.LAN)
+	}
+	// RFC 7084 WPD-5's unreachable route follows the delegation: the
+	// old /60's is gone with it (TestIPv6PrefixDelegationUnreachable
+	// shows the route at work on the wire).
+	pd1, pd2 := netip.PrefixFrom(lan1.Addr(), 60).Masked(), netip.PrefixFrom(lan2.Addr(), 60).Masked()
+	if got, want := l.unreachableRoutes(), []netip.Prefix{pd2, netip.MustParsePrefix(ula6Lab)}; !slices.Equal(got, want) {
+		t.Errorf("unreachable routes after the change from %v: %v, want %v", pd1, got, want)
 	}
 	l.mu.Lock()
 	lastFW = l.fw[len(l.fw)-1]

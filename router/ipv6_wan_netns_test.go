@@ -332,3 +332,55 @@ func (l *v6Lab) hostHasDefault() bool {
 	}
 	return false
 }
+
+// TestIPv6WANDefaultRouteLost: RFC 7084 G-4/G-5 when nothing from the
+// ISP says so: with the delegation in place the LAN host has its
+// default route through the router; the router's WAN default route
+// removed (as when the ISP's advertised lifetime runs out) makes the
+// router tell the LAN router lifetime 0 at once, and the host drops
+// its default route; the route back brings it back. The same when the
+// WAN's link loses its carrier (the ISP's end of the veth down) and
+// gets it again.
+func TestIPv6WANDefaultRouteLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("dhcpd -6 and SLAAC in network namespaces (about 20 s)")
+	}
+	l, _, _ := delegatedLab(t, v6LabOptions{})
+	if !waitUntil(30*time.Second, l.hostHasDefault) {
+		t.Fatal("the LAN host has no default route through the router")
+	}
+	nl := l.link.Client.Netlink()
+	wan, err := nl.LinkByName(l.link.ClientIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := &netlink.Route{LinkIndex: wan.Attrs().Index, Gw: net.ParseIP(isp6), Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}}
+	if err := nl.RouteDel(def); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(15*time.Second, func() bool { return !l.hostHasDefault() }) {
+		t.Errorf("the router's WAN default route is gone, the LAN host keeps its default route (router lifetime %v)", l.r.svc.lan6.advert().RouterLifetime)
+	}
+	if err := nl.RouteAdd(def); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(15*time.Second, l.hostHasDefault) {
+		t.Errorf("the WAN default route is back, the LAN host has none (router lifetime %v)", l.r.svc.lan6.advert().RouterLifetime)
+	}
+	isp, err := l.link.Server.Netlink().LinkByName(l.link.ServerIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.link.Server.Netlink().LinkSetDown(isp); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(15*time.Second, func() bool { return !l.hostHasDefault() }) {
+		t.Errorf("the WAN lost its carrier, the LAN host keeps its default route (router lifetime %v)", l.r.svc.lan6.advert().RouterLifetime)
+	}
+	if err := l.link.Server.Netlink().LinkSetUp(isp); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(15*time.Second, l.hostHasDefault) {
+		t.Errorf("the WAN's carrier is back, the LAN host has no default route (router lifetime %v)", l.r.svc.lan6.advert().RouterLifetime)
+	}
+}

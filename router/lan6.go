@@ -44,6 +44,10 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 		}
 		addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
 		adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p, Valid: ra.ValidLimit, Preferred: ra.PreferredLimit})
+		// RFC 7084 L-3: the router routes to the whole ULA and
+		// delegated prefix (RFC 4191's route information), whether or
+		// not it is a default router.
+		adv.Routes = append(adv.Routes, ra.Route{Prefix: ula.Masked(), Lifetime: ra.ValidLimit})
 	}
 	if l != nil && l.Prefix.IsValid() {
 		valid := l.Obtained.Add(l.PrefixValid).Sub(now)
@@ -57,6 +61,7 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 			// never more than what is left of the delegation.
 			adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p,
 				Valid: min(valid, ra.ValidLimit), Preferred: max(0, min(preferred, ra.PreferredLimit))})
+			adv.Routes = append(adv.Routes, ra.Route{Prefix: l.Prefix.Masked(), Lifetime: min(valid, ra.ValidLimit)})
 			addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
 			adv.RouterLifetime = raRouterLifetime
 		}
@@ -138,8 +143,11 @@ type lan6 struct {
 	addrs   []netip.Prefix
 	adv     ra.Advert // as last announced: a push's new server starts from it
 	// noWANDefault: the ISP's router said it is no default router
-	// (router lifetime 0), so the LAN is told the same of this one.
+	// (router lifetime 0); noWANRoute: the WAN has no usable v6
+	// default route (none, or its link is down). Either way the LAN is
+	// told the same of this one.
 	noWANDefault bool
+	noWANRoute   bool
 }
 
 // advert is what the LAN was last told.
@@ -181,7 +189,7 @@ func (n *lan6) renumber(l *dhcp6.Lease) ([]netip.Prefix, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if n.noWANDefault {
+	if n.noWANDefault || n.noWANRoute {
 		// RFC 7084 G-4/G-5: no default route offered to the LAN
 		// while the WAN has none.
 		adv.RouterLifetime = 0
@@ -271,11 +279,25 @@ func (l *links) setAddrs6(name string, want []netip.Prefix) error {
 // tells the LAN at once: an advertisement with router lifetime 0 makes
 // hosts drop the router as their default route.
 func (n *lan6) setWANDefault(ok bool) error {
+	return n.setNo(&n.noWANDefault, !ok)
+}
+
+// setWANRoute says whether the WAN has a usable v6 default route and,
+// when that changed, tells the LAN at once, as setWANDefault does: a
+// default route that ran out, was removed or lost its link comes with
+// no advertisement from the ISP (RFC 7084 G-5).
+func (n *lan6) setWANRoute(ok bool) error {
+	return n.setNo(&n.noWANRoute, !ok)
+}
+
+// setNo sets one of the no-default flags (under n.mu) and renumbers
+// when it changed.
+func (n *lan6) setNo(flag *bool, no bool) error {
 	n.applyMu.Lock()
 	defer n.applyMu.Unlock()
 	n.mu.Lock()
-	changed := n.noWANDefault == ok
-	n.noWANDefault = !ok
+	changed := *flag != no
+	*flag = no
 	l := n.lease
 	n.mu.Unlock()
 	if !changed {

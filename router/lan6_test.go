@@ -28,27 +28,33 @@ func TestIPv6LANPlan(t *testing.T) {
 		lease     *dhcp6.Lease
 		addrs     []string
 		prefixes  []ra.Prefix
+		routes    []ra.Route
 		routerLft time.Duration
 		err       bool
 	}{
 		{name: "ULA only", ula: ula, addrs: []string{"fd12:3456:789a::1/64"},
-			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}}},
+			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}},
+			routes:   []ra.Route{{Prefix: ula, Lifetime: ra.ValidLimit}}},
 		{name: "delegated, subnet 3", subnet: 3, ula: ula, lease: pd("2001:db8:100:10::/60", 10*time.Second, 20*time.Second, 40*time.Second),
 			addrs: []string{"fd12:3456:789a:3::1/64", "2001:db8:100:13::1/64"},
 			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a:3::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit},
 				{Prefix: netip.MustParsePrefix("2001:db8:100:13::/64"), Valid: 30 * time.Second, Preferred: 10 * time.Second}},
+			routes:    []ra.Route{{Prefix: ula, Lifetime: ra.ValidLimit}, {Prefix: netip.MustParsePrefix("2001:db8:100:10::/60"), Lifetime: 30 * time.Second}},
 			routerLft: raRouterLifetime},
 		{name: "long lease capped", ula: netip.Prefix{}, lease: pd("2001:db8::/56", 0, 7*24*time.Hour, 30*24*time.Hour),
 			addrs:     []string{"2001:db8::1/64"},
 			prefixes:  []ra.Prefix{{Prefix: netip.MustParsePrefix("2001:db8::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}},
+			routes:    []ra.Route{{Prefix: netip.MustParsePrefix("2001:db8::/56"), Lifetime: ra.ValidLimit}},
 			routerLft: raRouterLifetime},
 		{name: "preferred over, still valid", lease: pd("2001:db8::/60", 30*time.Second, 20*time.Second, 40*time.Second),
 			addrs:     []string{"2001:db8::1/64"},
 			prefixes:  []ra.Prefix{{Prefix: netip.MustParsePrefix("2001:db8::/64"), Valid: 10 * time.Second, Preferred: 0}},
+			routes:    []ra.Route{{Prefix: netip.MustParsePrefix("2001:db8::/60"), Lifetime: 10 * time.Second}},
 			routerLft: raRouterLifetime},
 		{name: "expired: withdrawn", ula: ula, lease: pd("2001:db8::/60", 50*time.Second, 20*time.Second, 40*time.Second),
 			addrs:    []string{"fd12:3456:789a::1/64"},
-			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}}},
+			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}},
+			routes:   []ra.Route{{Prefix: ula, Lifetime: ra.ValidLimit}}},
 		{name: "subnet id beyond a /64", subnet: 1, lease: pd("2001:db8::/64", 0, 20*time.Second, 40*time.Second), err: true},
 	}
 	for _, tt := range tests {
@@ -73,6 +79,11 @@ func TestIPv6LANPlan(t *testing.T) {
 			}
 			if !slices.Equal(adv.Prefixes, tt.prefixes) {
 				t.Errorf("prefixes %+v, want %+v", adv.Prefixes, tt.prefixes)
+			}
+			// RFC 7084 L-3: the ULA /48 and the delegated prefix as
+			// routes (RFC 4191), for as long as the /64s in them.
+			if !slices.Equal(adv.Routes, tt.routes) {
+				t.Errorf("routes %+v, want %+v", adv.Routes, tt.routes)
 			}
 			if adv.RouterLifetime != tt.routerLft {
 				t.Errorf("router lifetime %v, want %v", adv.RouterLifetime, tt.routerLft)

@@ -52,6 +52,10 @@ type services struct {
 	lease6       *dhcp6.Lease
 	v6mode       string
 	lan6Prefixes []netip.Prefix
+	// unreach6 are the unreachable routes in place for the prefixes the
+	// router numbers from (setUnreachable6, under unreach6Mu).
+	unreach6   []netip.Prefix
+	unreach6Mu sync.Mutex
 	// wanRA is the ISP's last advertisement (nil: none heard);
 	// dhcp6Want what the WAN's DHCPv6 client asks for, restarted under
 	// dhcp6Mu when that changes; upstreams the forwarder's resolvers

@@ -132,11 +132,20 @@ func (r *Router) startIPv6(ctx context.Context) error {
 			n.noWANDefault = true // as the ISP said before a push
 		}
 		r.svc.mu.Unlock()
+		// Before the first advertisement: none offers a default route
+		// the WAN does not have.
+		n.noWANRoute = mode == site.IPv6ModeOff || !r.links.hasDefault6(r.wanIf)
 		if err := n.apply(prevLease); err != nil {
+			errs = append(errs, err)
+		}
+		if err := r.setUnreachable6(unreachable6(ula, prevLease, time.Now())); err != nil {
 			errs = append(errs, err)
 		}
 		r.goService("ra", ctx, r.inNS6(n.ra.Serve))
 		r.goService("dhcp6-info", ctx, r.inNS6(n.info.Serve))
+		if mode != site.IPv6ModeOff {
+			r.goService("wan6-route", ctx, r.inNS6(func(ctx context.Context) error { return r.watchWANDefault(ctx, n) }))
+		}
 	}
 	r.svc.mu.Lock()
 	r.svc.lan6, r.svc.v6mode, r.svc.lease6 = n, mode, prevLease
@@ -172,6 +181,13 @@ func (r *Router) startIPv6(ctx context.Context) error {
 			if err := n.apply(l); err != nil {
 				r.logf("%v", err)
 			}
+		}
+		lanULA := netip.Prefix{}
+		if n != nil {
+			lanULA = ula
+		}
+		if err := r.setUnreachable6(unreachable6(lanULA, l, time.Now())); err != nil {
+			r.logf("%v", err)
 		}
 	}
 	switch mode {
@@ -219,11 +235,11 @@ type wan6Want struct {
 // wan6Plan is what the WAN's DHCPv6 client asks for in mode (auto,
 // dhcpv6, slaac) with pd the prefix length the LAN wants (0: no LAN),
 // given the ISP's last advertisement (nil: none heard yet). RFC 4861
-// 4.2 and RFC 7084 WAA-2/WAA-3: the M flag says addresses are by DHCPv6
+// 4.2 and RFC 7084 WAA-7: the M flag says addresses are by DHCPv6
 // (an IA_NA in auto), the O flag other configuration (resolvers): that
 // comes with any stateful exchange, and alone by an Information-request
 // when there is nothing to ask for. The prefix is asked for whatever
-// the flags say (RFC 7084 WPD-1: IA_PD does not depend on M), and the
+// the flags say (RFC 7084 WPD-1, WPD-4: IA_PD does not depend on M), and the
 // WAN's SLAAC (the A flag) is the kernel's.
 func wan6Plan(mode string, pd int, heard *ra.Advert) wan6Want {
 	w := wan6Want{PDLength: pd}
@@ -364,6 +380,151 @@ func (r *Router) staticWAN6(w site.IPv6WAN, update func(*dhcp6.Lease)) error {
 	}
 	update(l)
 	return errors.Join(errs...)
+}
+
+// unreachableMetric is the unreachable routes' metric: above any
+// other route's, so that one for the same prefix (a delegated /64 that
+// is also the LAN's) still wins.
+const unreachableMetric = 1 << 24
+
+// unreachable6 are the prefixes the router numbers its LAN from that
+// want an unreachable route: the delegated (or static) prefix while
+// the lease has valid time left, and the ULA /48 (invalid: none).
+// RFC 7084 WPD-5: a packet to a part of the delegated prefix that no
+// LAN has must not follow the default route back out of the WAN (the
+// ISP routes the prefix here: a loop until the hop limit runs out) but
+// be dropped with an ICMPv6 destination unreachable, which the
+// kernel's unreachable route type sends; section 4.1 asks the same of
+// the ULA (its traffic never goes out of the WAN). The LAN's /64s are
+// more specific and still route.
+func unreachable6(ula netip.Prefix, l *dhcp6.Lease, now time.Time) []netip.Prefix {
+	var out []netip.Prefix
+	if ula.IsValid() {
+		out = append(out, ula.Masked())
+	}
+	if l != nil && l.Prefix.IsValid() && l.Obtained.Add(l.PrefixValid).After(now) {
+		out = append(out, l.Prefix.Masked())
+	}
+	return out
+}
+
+// setUnreachable6 leaves exactly want's unreachable routes in place:
+// a prefix given up (a delegation that ended or changed, v6 turned
+// off) loses its route with it.
+func (r *Router) setUnreachable6(want []netip.Prefix) error {
+	r.svc.unreach6Mu.Lock()
+	defer r.svc.unreach6Mu.Unlock()
+	r.svc.mu.Lock()
+	had := r.svc.unreach6
+	r.svc.mu.Unlock()
+	var errs []error
+	kept := slices.Clone(want)
+	for _, p := range had {
+		if !slices.Contains(want, p) {
+			if err := r.links.unreachable6(p, false); err != nil {
+				errs = append(errs, err)
+				kept = append(kept, p) // still there: tried again next time
+			}
+		}
+	}
+	for _, p := range want {
+		if err := r.links.unreachable6(p, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.svc.mu.Lock()
+	r.svc.unreach6 = kept
+	r.svc.mu.Unlock()
+	if !slices.Equal(had, want) {
+		r.logf("ipv6: unreachable routes %v", want)
+	}
+	return errors.Join(errs...)
+}
+
+// unreachable6 adds (or refreshes) the unreachable route for p, or
+// removes it (one already gone is no error).
+func (l *links) unreachable6(p netip.Prefix, add bool) error {
+	rt := &netlink.Route{Family: netlink.FAMILY_V6, Type: unix.RTN_UNREACHABLE, Protocol: unix.RTPROT_STATIC,
+		Priority: unreachableMetric, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}}
+	if add {
+		if err := l.h.RouteReplace(rt); err != nil {
+			return fmt.Errorf("ipv6: unreachable route for %s: %w", p, err)
+		}
+		return nil
+	}
+	if err := l.h.RouteDel(rt); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("ipv6: removing the unreachable route for %s: %w", p, err)
+	}
+	return nil
+}
+
+// watchWANDefault follows the WAN's v6 default route (the ISP's
+// advertisement's or the static gateway's) and the WAN's link: the LAN
+// is offered a default route only while the WAN has a usable one, and
+// is told at once when it goes (RFC 7084 G-4, G-5): a route that ran
+// out or was removed, or a link that lost its carrier, comes with no
+// advertisement from the ISP to say so. Netlink's route and link
+// notices wake it; it runs in the router's namespace.
+func (r *Router) watchWANDefault(ctx context.Context, n *lan6) error {
+	routes, lks, done := make(chan netlink.RouteUpdate, 64), make(chan netlink.LinkUpdate, 16), make(chan struct{})
+	defer close(done)
+	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{}); err != nil {
+		return fmt.Errorf("ipv6: route notices: %w", err)
+	}
+	if err := netlink.LinkSubscribeWithOptions(lks, done, netlink.LinkSubscribeOptions{}); err != nil {
+		return fmt.Errorf("ipv6: link notices: %w", err)
+	}
+	was := true
+	check := func() {
+		ok := r.links.hasDefault6(r.wanIf)
+		if ok != was {
+			r.logf("ipv6: the WAN %s has a default route: %v", r.wanIf, ok)
+			was = ok
+		}
+		if err := n.setWANRoute(ok); err != nil {
+			r.logf("%v", err)
+		}
+	}
+	check()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-routes:
+			if !ok {
+				return errors.New("ipv6: route notices ended")
+			}
+		case _, ok := <-lks:
+			if !ok {
+				return errors.New("ipv6: link notices ended")
+			}
+		}
+		check()
+	}
+}
+
+// hasDefault6 says whether name is up with its carrier and holds a v6
+// default route through it that the kernel does not mark link-down.
+func (l *links) hasDefault6(name string) bool {
+	ln, err := l.h.LinkByName(name)
+	if err != nil || ln.Attrs().RawFlags&unix.IFF_LOWER_UP == 0 {
+		return false
+	}
+	rts, err := l.h.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{LinkIndex: ln.Attrs().Index}, netlink.RT_FILTER_OIF)
+	if err != nil {
+		return false
+	}
+	for _, rt := range rts {
+		if (rt.Dst == nil || rt.Dst.IP.IsUnspecified() && isZeroMask(rt.Dst.Mask)) && rt.Flags&unix.RTNH_F_LINKDOWN == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func isZeroMask(m net.IPMask) bool {
+	ones, _ := m.Size()
+	return ones == 0
 }
 
 // addAddr6 adds (or refreshes) one IPv6 address on name.
@@ -585,7 +746,7 @@ func (r *Router) lan6Addrs() []netip.Prefix {
 // v6Services are what startIPv6 runs, in the order a push stops them:
 // the WAN's advertisement listener first, so that it restarts no
 // DHCPv6 client after the client is stopped.
-var v6Services = []string{"ra-wan", "dhcp6", "dhcp6-info", "ra", "dns6", "ssh6", "ntp6"}
+var v6Services = []string{"ra-wan", "wan6-route", "dhcp6", "dhcp6-info", "ra", "dns6", "ssh6", "ntp6"}
 
 // stopIPv6 stops the v6 services for a push; startIPv6 follows unless
 // off. With off the LAN is told first: one last advertisement with
@@ -616,6 +777,9 @@ func (r *Router) stopIPv6(off bool) {
 		if err := r.links.setAddrs6(r.lanIf, nil); err != nil {
 			r.logf("ipv6: %v", err)
 		}
+	}
+	if err := r.setUnreachable6(nil); err != nil {
+		r.logf("%v", err)
 	}
 	if err := os.WriteFile(r.cfg.Root+"/proc/sys/net/ipv6/conf/all/forwarding", []byte("0\n"), 0o644); err != nil {
 		r.logf("ipv6: forwarding off: %v", err)

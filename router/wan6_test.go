@@ -71,3 +71,34 @@ func TestIPv6WANResolvers(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6UnreachablePrefixes: which prefixes get an unreachable route
+// (RFC 7084 WPD-5): the ULA /48 when the LAN numbers from it, and the
+// delegated prefix only while the lease has valid time left.
+func TestIPv6UnreachablePrefixes(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ula := netip.MustParsePrefix("fd12:3456:789a::/48")
+	pd := netip.MustParsePrefix("2001:db8:100::/60")
+	lease := func(obtained time.Time) *dhcp6.Lease {
+		return &dhcp6.Lease{Prefix: pd, Obtained: obtained, PrefixValid: time.Hour, PrefixPreferred: time.Hour / 2}
+	}
+	for _, c := range []struct {
+		name string
+		ula  netip.Prefix
+		l    *dhcp6.Lease
+		want []netip.Prefix
+	}{
+		{"nothing", netip.Prefix{}, nil, nil},
+		{"ULA only", ula, nil, []netip.Prefix{ula}},
+		{"a lease without a prefix", ula, &dhcp6.Lease{Obtained: now, Address: netip.MustParseAddr("2001:db8:ffff::9")}, []netip.Prefix{ula}},
+		{"delegated", ula, lease(now.Add(-time.Minute)), []netip.Prefix{ula, pd}},
+		{"delegated, no LAN", netip.Prefix{}, lease(now), []netip.Prefix{pd}},
+		{"run out", ula, lease(now.Add(-time.Hour)), []netip.Prefix{ula}},
+		{"unmasked static prefix", netip.Prefix{}, &dhcp6.Lease{Prefix: netip.MustParsePrefix("2001:db8:5::1/56"), Obtained: now, PrefixValid: staticLifetime},
+			[]netip.Prefix{netip.MustParsePrefix("2001:db8:5::/56")}},
+	} {
+		if got := unreachable6(c.ula, c.l, now); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

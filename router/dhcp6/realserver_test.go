@@ -247,3 +247,55 @@ func TestDHCPv6PrefixDelegationChange(t *testing.T) {
 		t.Errorf("after the change: %+v, want %s kept", l, got.Prefix)
 	}
 }
+
+// TestDHCPv6PrefixDelegationSameIdentity: RFC 7084 W-5 and RFC 9096
+// WPD-9/WPD-10 against dhcpd -6: a client stopped and started again
+// with nothing kept (no hint, as after a reboot that lost the store)
+// is known again by its DUID and IAID alone and gets the prefix it had
+// (a client the server did not know would get another one of the pool:
+// that prefix is still bound), and stopping sent no Release (dhcpd's
+// log shows none).
+func TestDHCPv6PrefixDelegationSameIdentity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs dhcpd -6: a few seconds")
+	}
+	link := realclient.NewLink(t, wanServer)
+	srv := dhcpd(t, link, dhcpdConf("2001:db8:100::", "2001:db8:100:f0::"))
+	run := func() (*Lease, func()) {
+		t.Helper()
+		got := make(chan *Lease, 8)
+		c, err := New(Config{Interface: link.ClientIf, PDLength: 60, Store: &memStore{},
+			Update: func(l *Lease) {
+				select {
+				case got <- l:
+				default:
+				}
+			},
+			Log: func(string, ...any) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- link.Client.Do(func() error { return c.Run(ctx) }) }()
+		stop := func() { cancel(); <-done }
+		select {
+		case l := <-got:
+			return l, stop
+		case <-time.After(60 * time.Second):
+			stop()
+			t.Fatalf("no lease within 60 s\ndhcpd:\n%s", srv.Output())
+			return nil, nil
+		}
+	}
+	first, stop := run()
+	stop()
+	second, stop := run()
+	defer stop()
+	if first == nil || second == nil || !first.Prefix.IsValid() || second.Prefix != first.Prefix {
+		t.Errorf("restarted with nothing kept: %+v, want the prefix of %+v\ndhcpd:\n%s", second, first, srv.Output())
+	}
+	if strings.Contains(srv.Output(), "Release") {
+		t.Errorf("dhcpd saw a Release:\n%s", srv.Output())
+	}
+}

@@ -30,6 +30,7 @@ const (
 	optSourceLL = 1
 	optPrefix   = 3
 	optMTU      = 5
+	optRoute    = 24
 	optRDNSS    = 25
 	optDNSSL    = 31
 )
@@ -49,6 +50,10 @@ type Advert struct {
 	// link-layer address option); nil for none.
 	SourceMAC net.HardwareAddr
 	Prefixes  []Prefix
+	// Routes are route information options (RFC 4191): prefixes beyond
+	// the link the router routes to, whether or not it is a default
+	// router.
+	Routes []Route
 	// RDNSS and DNSSL are the resolvers and search domains, valid for
 	// DNSLifetime.
 	RDNSS       []netip.Addr
@@ -62,6 +67,13 @@ type Prefix struct {
 	Prefix             netip.Prefix
 	Valid, Preferred   time.Duration
 	NoSLAAC, NotOnLink bool
+}
+
+// Route is one route information option (RFC 4191 2.3): hosts may
+// send to Prefix through the router for Lifetime, at medium preference.
+type Route struct {
+	Prefix   netip.Prefix
+	Lifetime time.Duration
 }
 
 // seconds is d in whole seconds for a 32-bit lifetime field, capped at
@@ -128,6 +140,26 @@ func (a Advert) Marshal() ([]byte, error) {
 		binary.BigEndian.PutUint32(o[8:], seconds(pref))
 		a16 := p.Prefix.Masked().Addr().As16()
 		copy(o[16:], a16[:])
+		b = append(b, o...)
+	}
+	for _, r := range a.Routes {
+		if !r.Prefix.Addr().Is6() || r.Prefix.Addr().Is4In6() {
+			return nil, fmt.Errorf("ra: route %s is no IPv6 prefix", r.Prefix)
+		}
+		// RFC 4191 2.3: the option's length in 8-octet units is 1, 2
+		// or 3 as the prefix needs 0, 8 or 16 octets.
+		n := 3
+		switch bits := r.Prefix.Bits(); {
+		case bits == 0:
+			n = 1
+		case bits <= 64:
+			n = 2
+		}
+		o := make([]byte, n*8)
+		o[0], o[1], o[2] = optRoute, byte(n), byte(r.Prefix.Bits())
+		binary.BigEndian.PutUint32(o[4:], seconds(r.Lifetime))
+		a16 := r.Prefix.Masked().Addr().As16()
+		copy(o[8:], a16[:(n-1)*8])
 		b = append(b, o...)
 	}
 	if len(a.RDNSS) > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,11 @@ func TestRouterAdvertMarshal(t *testing.T) {
 		Prefixes: []Prefix{
 			{Prefix: netip.MustParsePrefix("2001:db8:1:10::1/64"), Valid: ValidLimit, Preferred: PreferredLimit},
 			{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: time.Hour, Preferred: 2 * time.Hour, NoSLAAC: true},
+		},
+		Routes: []Route{
+			{Prefix: netip.MustParsePrefix("2001:db8:1:10::/60"), Lifetime: ValidLimit},
+			{Prefix: netip.MustParsePrefix("fd12:3456:789a::/48"), Lifetime: 0},
+			{Prefix: netip.MustParsePrefix("2001:db8:1:10:8000::/65"), Lifetime: time.Minute},
 		},
 		RDNSS:       []netip.Addr{netip.MustParseAddr("2001:db8:1:10::1"), netip.MustParseAddr("fd12:3456:789a::1")},
 		DNSSL:       []string{"home.example", "lan."},
@@ -68,6 +74,25 @@ func TestRouterAdvertMarshal(t *testing.T) {
 		got, _ := netip.AddrFromSlice(p[16:32])
 		if p[2] != 64 || p[3] != want.flags || binary.BigEndian.Uint32(p[4:]) != want.valid || binary.BigEndian.Uint32(p[8:]) != want.pref || got.String() != want.prefix {
 			t.Errorf("prefix %d: len %d flags %#x valid %d preferred %d %s; want %+v", i, p[2], p[3], binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:]), got, want)
+		}
+	}
+	// RFC 4191 2.3: length 2 for up to 64 bits of prefix, 3 beyond;
+	// preference medium (0); the prefix's bytes only.
+	ri := o[optRoute]
+	if len(ri) != 3 {
+		t.Fatalf("%d route information options", len(ri))
+	}
+	for i, want := range []struct {
+		units, bits byte
+		lifetime    uint32
+		prefix      string
+	}{{2, 60, 5400, "2001:db8:1:10::"}, {2, 48, 0, "fd12:3456:789a::"}, {3, 65, 60, "2001:db8:1:10:8000::"}} {
+		p := ri[i]
+		var a16 [16]byte
+		copy(a16[:], p[8:])
+		got := netip.AddrFrom16(a16)
+		if p[1] != want.units || p[2] != want.bits || p[3] != 0 || binary.BigEndian.Uint32(p[4:]) != want.lifetime || got.String() != want.prefix {
+			t.Errorf("route %d: % x, want %+v", i, p, want)
 		}
 	}
 	r := o[optRDNSS]
@@ -157,6 +182,24 @@ func TestRouterAdvertDeprecate(t *testing.T) {
 	a = s.current(time.Now(), nil)
 	if len(a.Prefixes) != 2 || a.Prefixes[0] != old || a.Prefixes[1].Prefix != nw.Prefix || a.Prefixes[1].Preferred != 0 {
 		t.Errorf("back and forth: %+v", a.Prefixes)
+	}
+	// Routes (RFC 4191): one taken out is announced with lifetime 0
+	// until the lifetime it had would have run out, then dropped; one
+	// put back is announced with its lifetime again.
+	r1 := Route{Prefix: netip.MustParsePrefix("2001:db8:1::/60"), Lifetime: time.Hour}
+	r2 := Route{Prefix: netip.MustParsePrefix("2001:db8:2::/60"), Lifetime: time.Hour}
+	s.Update(Advert{Routes: []Route{r1}})
+	s.Update(Advert{Routes: []Route{r2}})
+	if a := s.current(time.Now(), nil); len(a.Routes) != 2 || a.Routes[0] != r2 || a.Routes[1] != (Route{Prefix: r1.Prefix}) {
+		t.Errorf("route withdrawn: %+v", a.Routes)
+	}
+	if a := s.current(time.Now().Add(time.Hour+time.Second), nil); len(a.Routes) != 1 || a.Routes[0] != r2 {
+		t.Errorf("withdrawn route after its lifetime: %+v", a.Routes)
+	}
+	s.Update(Advert{Routes: []Route{r2}})
+	s.Update(Advert{Routes: []Route{r1, r2}})
+	if a := s.current(time.Now(), nil); !slices.Equal(a.Routes, []Route{r1, r2}) {
+		t.Errorf("route back: %+v", a.Routes)
 	}
 	if _, err := New(Config{Interface: "lan", MaxInterval: time.Second}, Advert{}); err == nil {
 		t.Error("a 1 s interval taken")

@@ -122,11 +122,13 @@ const clientTimeout = 60 * time.Second
 
 // TestRouterAdvertRdisc6: ndisc6's rdisc6 solicits on the client's link
 // and prints the advertisement it got off the wire: flags, router
-// lifetime, MTU, both prefixes with SLAAC, the resolver and the search
-// domain.
+// lifetime, MTU, both prefixes with SLAAC, the routes (RFC 4191), the
+// resolver and the search domain.
 func TestRouterAdvertRdisc6(t *testing.T) {
 	rdisc6 := realclient.Need(t, "rdisc6")
-	l := newRALab(t, labAdvert(labPrefix, labULA))
+	adv := labAdvert(labPrefix, labULA)
+	adv.Routes = []Route{{Prefix: netip.MustParsePrefix("2001:db8:1::/56"), Lifetime: ValidLimit}, {Prefix: netip.MustParsePrefix("fd12:3456:789a::/48"), Lifetime: ValidLimit}}
+	l := newRALab(t, adv)
 	var out string
 	// rdisc6 gives up after its tries; under load the server's
 	// link-local address may still be tentative, so run it again.
@@ -145,6 +147,8 @@ func TestRouterAdvertRdisc6(t *testing.T) {
 		`Prefix\s*:\s*2001:db8:1:10::/64\s+On-link\s*:\s*Yes\s+Autonomous address conf\.\s*:\s*Yes\s+Valid time\s*:\s*5400 \S+ seconds\s+Pref\. time\s*:\s*2700 `,
 		`Prefix\s*:\s*fd12:3456:789a:10::/64`,
 		`Recursive DNS server\s*:\s*2001:db8:1:10::1`,
+		`Route\s*:\s*2001:db8:1::/56\s+Route preference\s*:\s*medium\s+Route lifetime\s*:\s*5400 `, // RFC 4191
+		`Route\s*:\s*fd12:3456:789a::/48`,
 		`DNS search list\s*:\s*home\.example`,
 		`from fe80::`, // a link-local source, as hosts require
 	} {

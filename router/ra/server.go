@@ -74,6 +74,10 @@ type Server struct {
 	lastMC  time.Time // last multicast advertisement
 	ucount  int       // unicast answers in ucStart's second
 	ucStart time.Time
+
+	// goneRoutes are routes withdrawn: announced with lifetime 0 until
+	// the lifetime hosts were last given would have run out.
+	goneRoutes []staleRoute
 }
 
 // stalePrefix is a prefix taken out of the advertisements: announced
@@ -82,6 +86,11 @@ type Server struct {
 // it when it runs out (RFC 7084 L-13, RFC 9096 section 3.5).
 type stalePrefix struct {
 	p     Prefix
+	until time.Time
+}
+
+type staleRoute struct {
+	p     netip.Prefix
 	until time.Time
 }
 
@@ -132,7 +141,22 @@ func (s *Server) Update(a Advert) error {
 			s.cfg.Log("ra: %s withdrawn from %s: announced deprecated for %v", p.Prefix, s.cfg.Interface, p.Valid)
 		}
 	}
-	s.adv, s.stale = a, stale
+	keepRoute := map[netip.Prefix]bool{}
+	for _, r := range a.Routes {
+		keepRoute[r.Prefix.Masked()] = true
+	}
+	var gone []staleRoute
+	for _, g := range s.goneRoutes {
+		if !keepRoute[g.p] && g.until.After(now) {
+			gone = append(gone, g)
+		}
+	}
+	for _, r := range s.adv.Routes {
+		if !keepRoute[r.Prefix.Masked()] && r.Lifetime > 0 {
+			gone = append(gone, staleRoute{p: r.Prefix.Masked(), until: now.Add(r.Lifetime)})
+		}
+	}
+	s.adv, s.stale, s.goneRoutes = a, stale, gone
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -174,6 +198,15 @@ func (s *Server) current(now time.Time, mac net.HardwareAddr) Advert {
 		a.Prefixes = append(a.Prefixes, p)
 	}
 	s.stale = live
+	a.Routes = append([]Route(nil), a.Routes...)
+	gone := s.goneRoutes[:0]
+	for _, g := range s.goneRoutes {
+		if g.until.After(now) {
+			gone = append(gone, g)
+			a.Routes = append(a.Routes, Route{Prefix: g.p})
+		}
+	}
+	s.goneRoutes = gone
 	return a
 }
 
