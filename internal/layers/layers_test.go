@@ -103,7 +103,7 @@ var helpers = []string{"internal/atomicfile", "internal/cabi", "internal/fat", "
 // Test-only packages: helpers for tests, imported by tests, by each
 // other, and by the benchmarks; package testing is theirs only.
 var testOnly = []string{"internal/lab/labtest", "internal/lab/vmtest", "internal/lab/kerneltest", "internal/lab/worldvm",
-	"internal/lab/strongswan", "internal/lab/libreswan", "internal/lab/refspeed", "internal/lab/proctest", "internal/lab/realclient", "ocf/ocftest"}
+	"internal/lab/strongswan", "internal/lab/libreswan", "internal/lab/isp6", "internal/lab/refspeed", "internal/lab/proctest", "internal/lab/realclient", "ocf/ocftest"}
 
 // Board side: what goes into the firmware.
 var boardSide = []string{"boot", "router", "store", "ocf", "plan", "site", "internal/ocfcmd", "cmd/ocf", "cmd/ocfsh", "cmd/ping"}
