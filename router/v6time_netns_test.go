@@ -274,7 +274,7 @@ esac
 			"v4-lease": func() bool {
 				a, ok := firstAddr(host, "eth0", netlink.FAMILY_V4, netip.MustParsePrefix("192.168.1.0/24"))
 				if ok {
-					host4 = a
+					watch.setAddr(&host4, a)
 				}
 				return ok
 			},
@@ -311,7 +311,7 @@ esac
 			"v6-addr": func() bool {
 				a, ok := firstAddr(host, "eth0", netlink.FAMILY_V6, pool)
 				if ok {
-					host6 = a
+					watch.setAddr(&host6, a)
 				}
 				return ok
 			},
@@ -365,29 +365,40 @@ func (m *moments) set(name string) {
 	}
 }
 
-// addr reads an address a poll condition wrote, under the lock.
+// setAddr and addr write and read an address the poll's conditions and
+// the pings share.
+func (m *moments) setAddr(p *netip.Addr, a netip.Addr) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	*p = a
+}
+
 func (m *moments) addr(a *netip.Addr) netip.Addr {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return *a
 }
 
-// poll checks the conditions every 10 ms until each has held or timeout
-// passes.
+// poll checks each condition every 5 ms, each in a goroutine of its
+// own (one that waits on the router's locks delays no other), until
+// each has held or timeout passes.
 func (m *moments) poll(timeout time.Duration, conds map[string]func() bool) {
 	end := time.Now().Add(timeout)
-	for len(conds) > 0 && time.Now().Before(end) {
-		for name, c := range conds {
-			m.mu.Lock()
-			ok := c()
-			m.mu.Unlock()
-			if ok {
-				m.set(name)
-				delete(conds, name)
+	var wg sync.WaitGroup
+	for name, c := range conds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				if c() {
+					m.set(name)
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
-		}
-		time.Sleep(10 * time.Millisecond)
+		}()
 	}
+	wg.Wait()
 }
 
 func (m *moments) since(t0 time.Time) map[string]time.Duration {
