@@ -66,11 +66,12 @@ func BenchmarkFirstGlobalPacket(b *testing.B) {
 // firstPacketMetrics are the moments a trial records, in the order they
 // usually come: for v4 the router's WAN lease, the host's lease, the
 // first answered ping; for v6 the router's WAN link-local address out
-// of DAD (its DHCPv6 client can send from then on), the router's WAN
+// of DAD (its DHCPv6 client can send from then on), its LAN one (the
+// source of its advertisements), the router's WAN
 // default route (from the ISP's advertisement), the delegation, the host's address in it (the
 // router's advertisement heard), that address out of DAD, the first
 // answered ping6.
-var firstPacketMetrics = []string{"v4-wan", "v4-lease", "v4", "v6-wanll", "v6-wanroute", "v6-pd", "v6-ra", "v6-addr", "v6"}
+var firstPacketMetrics = []string{"v4-wan", "v4-lease", "v4", "v6-wanll", "v6-lanll", "v6-wanroute", "v6-pd", "v6-ra", "v6-addr", "v6"}
 
 const (
 	fpWAN4    = "198.51.100.1"
@@ -280,6 +281,10 @@ esac
 			},
 			"v6-wanll": func() bool {
 				_, ok := firstAddr(rt, "cli0", netlink.FAMILY_V6, netip.MustParsePrefix("fe80::/64"))
+				return ok
+			},
+			"v6-lanll": func() bool {
+				_, ok := firstAddr(rt, "lan0", netlink.FAMILY_V6, netip.MustParsePrefix("fe80::/64"))
 				return ok
 			},
 			"v6-wanroute": func() bool { return hasDefault6(rt, "cli0") },
