@@ -24,7 +24,6 @@ var v6timeMoments = []struct{ name, what string }{
 	{"v4-lease", "v4: the host's lease from the router (Debian's dhclient)"},
 	{"v4", "v4: the host's first ping to the ISP answered (through the router's NAT)"},
 	{"v6-wanll", "v6: the router's WAN link-local address out of DAD"},
-	{"v6-lanll", "v6: the router's LAN link-local address out of DAD (its advertisements' source)"},
 	{"v6-wanroute", "v6: the router's WAN default route (radvd's advertisement)"},
 	{"v6-pd", "v6: the delegation on the LAN (ISC dhcpd -6, a /60)"},
 	{"v6-ra", "v6: the host heard the prefix (its SLAAC address appears, tentative)"},
@@ -39,10 +38,8 @@ type v6timeResult struct {
 	Ratios []float64 `json:"ratios"`
 	Ratio  float64   `json:"ratio"` // their median
 	// DAD is each run's time spent in duplicate address detection on
-	// the v6 path: the router's WAN link-local (v6-wanll), its LAN one
-	// when the delegation had to wait for it to advertise (v6-lanll -
-	// v6-pd, if positive), and the host's new address (v6-addr -
-	// v6-ra). Rest is v6 minus DAD.
+	// the v6 path: the router's WAN link-local (v6-wanll) and the
+	// host's new address (v6-addr - v6-ra). Rest is v6 minus DAD.
 	DAD  []float64 `json:"dad_ms"`
 	Rest []float64 `json:"rest_ms"`
 }
@@ -68,7 +65,7 @@ func v6timeSummary(out string) (*v6timeResult, error) {
 		}
 		res.Runs = append(res.Runs, run)
 		res.Ratios = append(res.Ratios, run["v6"]/run["v4"])
-		dad := run["v6-wanll"] + max(run["v6-lanll"]-run["v6-pd"], 0) + max(run["v6-addr"]-run["v6-ra"], 0)
+		dad := run["v6-wanll"] + max(run["v6-addr"]-run["v6-ra"], 0)
 		res.DAD = append(res.DAD, dad)
 		res.Rest = append(res.Rest, run["v6"]-dad)
 	}
@@ -132,7 +129,7 @@ func v6timeTable(b *strings.Builder, x *v6timeResult) {
 		fmt.Fprintf(b, "| %s | %.0f | %s |\n", m.what, medianF(v), joinF(v, "%.0f"))
 	}
 	fmt.Fprintf(b, "| v6 / v4 | **%.1fx** | %s |\n", x.Ratio, joinF(x.Ratios, "%.1fx"))
-	fmt.Fprintf(b, "| v6: of it in DAD (the router's WAN link-local, its LAN one past the delegation, the host's new address) | %.0f | %s |\n", medianF(x.DAD), joinF(x.DAD, "%.0f"))
+	fmt.Fprintf(b, "| v6: of it in DAD (the router's WAN link-local, the host's new address) | %.0f | %s |\n", medianF(x.DAD), joinF(x.DAD, "%.0f"))
 	fmt.Fprintf(b, "| v6: the rest (exchanges, advertisements, the ping) | %.0f | %s |\n\n", medianF(x.Rest), joinF(x.Rest, "%.0f"))
 }
 
