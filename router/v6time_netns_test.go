@@ -34,14 +34,16 @@ import (
 //     dhcpd -4 (the router's WAN lease), ISC dhcpd -6 (a /60 delegated)
 //     and radvd (the WAN's advertisements: SLAAC, default route), and
 //     a route for the delegated pool to the router;
-//   - the router, its own code in-process: LAN address, firewall (with
-//     the v4 NAT, in its own netfilter), forwarding, its WAN link down;
+//   - the router, its own code in-process, as Start leaves it: LAN
+//     address, firewall (with the v4 NAT, in its own netfilter),
+//     forwarding, the WAN DHCP client, the LAN DHCP server and IPv6
+//     (the LAN's advertisements with the ULA, the WAN's DHCPv6 client)
+//     running, the WAN port up but without carrier (the ISP's end of
+//     the cable is down), the LAN's link-local address settled;
 //   - a LAN host, its link down.
 //
-// At t0 the host's link and the router's WAN link come up, the host's
-// Debian dhclient starts, and the router starts its WAN DHCP client,
-// LAN DHCP server and IPv6 (as Start does after bringing the WAN up).
-// Done over v4: the host holds the router's lease and a ping to the ISP
+// At t0 the WAN gets carrier (the ISP's end comes up), the host's link
+// comes up and its Debian dhclient starts. Done over v4: the host holds the router's lease and a ping to the ISP
 // answers; over v6: the host holds a SLAAC address, out of DAD, in the
 // delegated prefix and a ping6 from it to the ISP answers. The pings
 // are sent every 50 ms until one answers. Reported per iteration, in
@@ -139,7 +141,8 @@ func firstPacketTrial(b *testing.B) map[string]time.Duration {
 	// link-local addresses are out of DAD before t0 (the ISP's servers
 	// answer from it; the router's advertisements leave from its own).
 	// The LAN keeps it while the host's link is down (carrier lost, not
-	// the interface); the router's WAN and the host lose theirs.
+	// the interface); the router's WAN (the ISP's end goes down) and the
+	// host lose theirs.
 	ll := netip.MustParsePrefix("fe80::/64")
 	if !waitUntil(10*time.Second, func() bool {
 		_, isp := firstAddr(isp, "isp0", netlink.FAMILY_V6, ll)
@@ -148,7 +151,10 @@ func firstPacketTrial(b *testing.B) map[string]time.Duration {
 	}) {
 		b.Fatal("the ISP's bridge or the router's LAN has no link-local address out of DAD")
 	}
+	// The WAN port is up without carrier and has never had it: no
+	// link-local address until the ISP's end comes up.
 	linkDown(rt, "cli0")
+	linkDown(isp, "svc0")
 	linkDown(host, "eth0")
 	dir := b.TempDir()
 	write := func(name, text string) string {
@@ -241,6 +247,22 @@ subnet6 2001:db8:ffff::/64 {
 		return enableForwarding("", "cli0", "lan0")
 	}))
 
+	// The rest of Start: the WAN port up (no carrier yet) and the
+	// services.
+	check(r.links.up("cli0", 0))
+	check(rt.Do(func() error {
+		r.startDHCPClient(ctx)
+		if errs := r.startDHCPServer(ctx); len(errs) > 0 {
+			return errs[0]
+		}
+		return r.startIPv6(ctx)
+	}))
+	// The LAN's advertisements (the ULA) and the DHCPv6 client waiting
+	// for the WAN's link-local address are under way before t0.
+	if !waitUntil(10*time.Second, func() bool { return r.svc.lan6 != nil && r.svc.lan6.ra.Stats().Sent > 0 }) {
+		b.Fatal("the router sent no advertisement on its LAN")
+	}
+
 	dhclient := realclient.Need(b, "dhclient")
 	script := realclient.Script(b, "dhclient-script", `case "$reason" in
 BOUND|RENEW|REBOOT)
@@ -309,19 +331,12 @@ esac
 			},
 		})
 	}()
-	// t0.
+	// t0: the ISP's end of the WAN comes up, the host plugs in.
 	t0 := time.Now()
+	check(isp.Netlink().LinkSetUp(mustLink(b, isp, "svc0")))
 	check(host.Netlink().LinkSetUp(mustLink(b, host, "eth0")))
-	check(r.links.up("cli0", 0))
 	realclient.Start(b, host, realclient.Options{}, dhclient, "-d", "-1", "-v", "-cf", cf, "-sf", script,
 		"-lf", filepath.Join(dir, "dhclient.leases"), "-pf", filepath.Join(dir, "dhclient.pid"), "eth0")
-	check(rt.Do(func() error {
-		r.startDHCPClient(ctx)
-		if errs := r.startDHCPServer(ctx); len(errs) > 0 {
-			return errs[0]
-		}
-		return r.startIPv6(ctx)
-	}))
 
 	ping := realclient.Need(b, "ping")
 	pingUntil := func(name, family string, src func() netip.Addr, dst string) {

@@ -196,8 +196,14 @@ func (c *Client) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// linkPoll is how often waitRunning looks at the link.
-const linkPoll = 50 * time.Millisecond
+// linkPoll is how often waitRunning looks at the link, for its first
+// linkPollFast; then every linkPollSlow (a WAN without a cable costs a
+// board next to nothing, and a cable plugged in later waits a second).
+const (
+	linkPoll     = 50 * time.Millisecond
+	linkPollFast = 10 * time.Second
+	linkPollSlow = time.Second
+)
 
 // waitRunning holds a DISCOVER until the WAN link runs: one sent before
 // it has carrier (a PHY still negotiating, or just after the kernel
@@ -209,12 +215,17 @@ func (c *Client) waitRunning(ctx context.Context) {
 		return
 	}
 	logged := false
+	start := c.now()
 	for !c.running() {
 		if !logged {
 			c.cfg.Log("dhcp client: %s: no carrier yet (waiting)", c.cfg.Interface)
 			logged = true
 		}
-		if !c.sleep(ctx, linkPoll) {
+		d := linkPoll
+		if c.now().Sub(start) >= linkPollFast {
+			d = linkPollSlow
+		}
+		if !c.sleep(ctx, d) {
 			return
 		}
 	}

@@ -306,4 +306,33 @@ func TestClientWaitsForCarrier(t *testing.T) {
 	if waiting != 1 {
 		t.Errorf("%d waiting lines in %q, want one", waiting, logs)
 	}
+
+	// A link without carrier for long is looked at once a second.
+	f = &fakeWAN{discover: []*dhcpv4.DHCPv4{ack("198.51.100.1", "198.51.100.7", time.Hour)}}
+	f.start, f.clock = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	c = NewClient(ClientConfig{Interface: "wan0"})
+	c.open = func() (exchanger, error) { return f, nil }
+	c.now = func() time.Time { return f.clock }
+	c.sleep = func(ctx context.Context, d time.Duration) bool {
+		pauses = append(pauses, d)
+		f.clock = f.clock.Add(d)
+		return ctx.Err() == nil
+	}
+	pauses, checks = nil, 0
+	c.running = func() bool { checks++; return checks > 300 }
+	ctx, cancel = context.WithCancel(context.Background())
+	f.cancel = cancel
+	c.Run(ctx)
+	fast, slow := 0, 0
+	for _, p := range pauses {
+		switch p {
+		case linkPoll:
+			fast++
+		case linkPollSlow:
+			slow++
+		}
+	}
+	if fast != int(linkPollFast/linkPoll) || slow != 300-fast {
+		t.Errorf("%d pauses of %v and %d of %v, want %d and %d", fast, linkPoll, slow, linkPollSlow, linkPollFast/linkPoll, 300-int(linkPollFast/linkPoll))
+	}
 }
