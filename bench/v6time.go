@@ -118,8 +118,8 @@ func medianF(v []float64) float64 {
 func v6timeTable(b *strings.Builder, x *v6timeResult) {
 	fmt.Fprintf(b, "### v6time. WAN link up to a LAN host's first packet to the WAN: IPv6 against IPv4\n\n"+
 		"`go test ./router -bench %s` in network namespaces on this host: the ISP (ISC dhcpd -4, ISC dhcpd -6 delegating /60s, radvd), the router's own code in-process (dual stack, as it ships; its firewall with NAT in its namespace), one LAN host (Debian's dhclient, the kernel's SLAAC). "+
-		"At t0 the router's WAN link and the host's link come up and the router starts its WAN and LAN services; both families are timed from that one moment, %d run(s), a new lab each. "+
-		"Pings are sent every 50 ms until one is answered. Goal: v6 at most %.1fx v4. Times in ms from t0.\n\n", v6timeBench, len(x.Runs), v6timeGoal)
+		"Before t0 the router runs as Start leaves it, its WAN port up without carrier, its LAN settled; at t0 the ISP's end of the WAN comes up and the host plugs in. Both families are timed from that one moment, %d run(s), a new lab each; "+
+		"pings are sent every 50 ms until one is answered. Goal: v6 at most %.1fx v4. Times in ms from t0; the median is the upper middle one of an even count.\n\n", v6timeBench, len(x.Runs), v6timeGoal)
 	fmt.Fprintf(b, "| moment | median ms | runs (ms) |\n|---|---|---|\n")
 	for _, m := range v6timeMoments {
 		var v []float64
