@@ -69,9 +69,9 @@ func BenchmarkFirstGlobalPacket(b *testing.B) {
 // usually come: for v4 the router's WAN lease, the host's lease, the
 // first answered ping; for v6 the router's WAN link-local address out
 // of DAD (its DHCPv6 client can send from then on), the router's WAN
-// default route (from the ISP's advertisement), the delegation, the host's address in it (the
-// router's advertisement heard), that address out of DAD, the first
-// answered ping6.
+// default route (from the ISP's advertisement), the delegation, the
+// host's address in it (the router's advertisement heard), that
+// address out of DAD, the first answered ping6.
 var firstPacketMetrics = []string{"v4-wan", "v4-lease", "v4", "v6-wanll", "v6-wanroute", "v6-pd", "v6-ra", "v6-addr", "v6"}
 
 const (
