@@ -9,7 +9,8 @@
 // throughput of an IKEv2-keyed tunnel against a manual one, and the IKE
 // daemon's memory built for the NSLU2 under qemu-arm; the router's
 // memory with IPv6 on against off, the NSLU2's firmware booted on its ARM
-// stand-in; and ocfw push and
+// stand-in; the time from the WAN link up to a LAN host's first packet to
+// the WAN, IPv6 against IPv4, in network namespaces; and ocfw push and
 // ocfw upgrade against rebuilding and reflashing, time and the downtime
 // a world VM sees; and the seeds' own tools through the kernel (Debian's
 // i386 openssl with the afalg engine, cryptodev-linux's tests/speed)
@@ -20,7 +21,7 @@
 // The IKE section's ESP throughput is the median of back-to-back pairs'
 // ratios instead, and the manage section runs each way once.
 //
-//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,v6mem,manage,devcrypto]
+//	bench/run [-trials 3] [-only crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,v6mem,v6time,manage,devcrypto]
 //
 // A full run also writes its tables into the marked section of
 // docs/benchmarks-results.md (-doc), where the docs show them; a run with
@@ -57,6 +58,7 @@ var sections = []struct {
 	{"ike", runIKE},
 	{"ikemem", runIKEMem},
 	{"v6mem", runV6Mem},
+	{"v6time", runV6Time},
 	{"manage", runManage},
 	{"devcrypto", runDevCrypto},
 }
@@ -70,7 +72,7 @@ func main() {
 		return
 	}
 	trials := flag.Int("trials", 3, "runs per side; the best counts")
-	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,v6mem,manage,devcrypto")
+	only := flag.String("only", "", "comma-separated sections to run (default all): crypto,crypto386,dispatch,afalg,build,rebuild,boot,esp,ike,ikemem,v6mem,v6time,manage,devcrypto")
 	out := flag.String("out", "bench/results", "directory for bench.md and bench.json")
 	benchtime := flag.String("benchtime", "200ms", "Go -test.benchtime per benchmark on the host")
 	cold := flag.Bool("cold", true, "measure cold builds (empty Go build cache); they take minutes")

@@ -31,6 +31,7 @@ type results struct {
 	IKE       *ikeResult       `json:"ike,omitempty"`
 	IKEMem    *ikeMemResult    `json:"ikemem,omitempty"`
 	V6Mem     *v6memResult     `json:"v6mem,omitempty"`
+	V6Time    *v6timeResult    `json:"v6time,omitempty"`
 	Manage    *manageResult    `json:"manage,omitempty"`
 	DevCrypto *refspeed.Result `json:"devcrypto,omitempty"`
 }
@@ -176,6 +177,9 @@ func (r *results) markdown() string {
 	}
 	if r.V6Mem != nil {
 		v6memTable(&b, r.V6Mem)
+	}
+	if r.V6Time != nil {
+		v6timeTable(&b, r.V6Time)
 	}
 	if r.Manage != nil {
 		manageTable(&b, r.Manage)

@@ -114,8 +114,9 @@ type Router struct {
 	eventsOnce sync.Once
 	limiter    *eventLimiter // of eventf, made at its first use
 
-	// inNS runs the IPv6 services' bodies (the DHCPv6 client, the RA
-	// server) where their sockets belong; nil runs them as they are.
+	// inNS runs the services' bodies that open sockets on the WAN or
+	// the LAN (the DHCP and DHCPv6 clients and servers, the RA server)
+	// where their sockets belong; nil runs them as they are.
 	// Tests put them in a network namespace.
 	inNS func(func() error) error
 	// applyRules installs a ruleset; nil means firewall.Apply. Tests in

@@ -560,7 +560,7 @@ func (r *Router) startDHCPClient(ctx context.Context) {
 				}
 			}})
 		r.svc.set("dhcp-client", dhcpClientState(r.wanIf, nil))
-		r.goService("dhcp-client", ctx, c.Run)
+		r.goService("dhcp-client", ctx, r.inNS6(c.Run))
 	}
 }
 
@@ -593,7 +593,7 @@ func (r *Router) startDHCPServer(ctx context.Context) []error {
 	r.svc.mu.Unlock()
 	r.logf("dhcp: serving %s-%s on %s, %d lease(s) kept from before", cfg.Pool.First, cfg.Pool.Last, r.lanIf, len(srv.Leases()))
 	r.svc.set("dhcp", fmt.Sprintf("serving %s-%s on %s", cfg.Pool.First, cfg.Pool.Last, r.lanIf))
-	r.goService("dhcp", ctx, srv.Serve)
+	r.goService("dhcp", ctx, r.inNS6(srv.Serve))
 	return errs
 }
 

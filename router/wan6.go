@@ -603,7 +603,7 @@ func (r *Router) ipv6Status() *IPv6Status {
 	return st
 }
 
-// inNS6 is fn run through r.inNS.
+// inNS6 is fn run through r.inNS (the v4 DHCP services use it too).
 func (r *Router) inNS6(fn func(context.Context) error) func(context.Context) error {
 	if r.inNS == nil {
 		return fn

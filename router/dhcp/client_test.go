@@ -267,3 +267,72 @@ func TestRetryWait(t *testing.T) {
 		}
 	}
 }
+
+// TestClientWaitsForCarrier: no DISCOVER goes out before the WAN link
+// runs (one sent into a link without carrier is lost and costs the first
+// exchange's 2 s); the client looks again every linkPoll, says so once,
+// and discovers as soon as the link runs.
+func TestClientWaitsForCarrier(t *testing.T) {
+	f := &fakeWAN{discover: []*dhcpv4.DHCPv4{ack("198.51.100.1", "198.51.100.7", time.Hour)}}
+	f.start = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	f.clock = f.start
+	var logs []string
+	c := NewClient(ClientConfig{Interface: "wan0", Log: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }})
+	c.open = func() (exchanger, error) { return f, nil }
+	c.now = func() time.Time { return f.clock }
+	var pauses []time.Duration
+	c.sleep = func(ctx context.Context, d time.Duration) bool {
+		pauses = append(pauses, d)
+		f.clock = f.clock.Add(d)
+		return ctx.Err() == nil
+	}
+	checks := 0
+	c.running = func() bool { checks++; return checks > 3 }
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	c.Run(ctx)
+	if len(pauses) < 3 || pauses[0] != linkPoll || pauses[1] != linkPoll || pauses[2] != linkPoll {
+		t.Fatalf("pauses %v, want three of %v first", pauses, linkPoll)
+	}
+	if len(f.events) == 0 || f.events[0] != "discover +150ms" {
+		t.Errorf("exchanges %v, want the first DISCOVER at +150ms, when the link ran", f.events)
+	}
+	waiting := 0
+	for _, l := range logs {
+		if strings.Contains(l, "no carrier yet") {
+			waiting++
+		}
+	}
+	if waiting != 1 {
+		t.Errorf("%d waiting lines in %q, want one", waiting, logs)
+	}
+
+	// A link without carrier for long is looked at once a second.
+	f = &fakeWAN{discover: []*dhcpv4.DHCPv4{ack("198.51.100.1", "198.51.100.7", time.Hour)}}
+	f.start, f.clock = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	c = NewClient(ClientConfig{Interface: "wan0"})
+	c.open = func() (exchanger, error) { return f, nil }
+	c.now = func() time.Time { return f.clock }
+	c.sleep = func(ctx context.Context, d time.Duration) bool {
+		pauses = append(pauses, d)
+		f.clock = f.clock.Add(d)
+		return ctx.Err() == nil
+	}
+	pauses, checks = nil, 0
+	c.running = func() bool { checks++; return checks > 300 }
+	ctx, cancel = context.WithCancel(context.Background())
+	f.cancel = cancel
+	c.Run(ctx)
+	fast, slow := 0, 0
+	for _, p := range pauses {
+		switch p {
+		case linkPoll:
+			fast++
+		case linkPollSlow:
+			slow++
+		}
+	}
+	if fast != int(linkPollFast/linkPoll) || slow != 300-fast {
+		t.Errorf("%d pauses of %v and %d of %v, want %d and %d", fast, linkPoll, slow, linkPollSlow, linkPollFast/linkPoll, 300-int(linkPollFast/linkPoll))
+	}
+}

@@ -26,6 +26,12 @@ const (
 	// to solicitations; maxRADelay spreads answers of several routers.
 	minDelayBetweenRAs = 3 * time.Second
 	maxRADelay         = 500 * time.Millisecond
+	// sendRetry is the wait after a failed send: mostly the link-local
+	// address still in duplicate address detection (1-2 s after the
+	// link comes up), and an advertisement a delegation asked for
+	// should leave as soon as DAD ends, not up to a second later
+	// (bench/run's v6time section measures that path).
+	sendRetry = 100 * time.Millisecond
 	// unicastPerSecond bounds unicast answers: a host flooding
 	// solicitations gets no more than this many a second in all.
 	unicastPerSecond = 10
@@ -309,9 +315,9 @@ func (s *Server) Serve(ctx context.Context) error {
 				// still tentative (duplicate address detection):
 				// try again soon.
 				s.cfg.Log("ra: sending on %s: %v (trying again)", ifi.Name, err)
-				next = time.Second
+				next = sendRetry
 			case err != nil:
-				next = time.Second
+				next = sendRetry
 			case initial < maxInitialAdverts:
 				next = min(MaxInitialInterval, s.interval())
 			default:
