@@ -139,9 +139,13 @@ func ikeProposals(ps []site.Proposal, esp bool, pfs []site.Transform) []ike.Prop
 
 // ikeIdentity is a site id as IKE's ID payload body.
 func ikeIdentity(id site.Identity) ike.Identity {
-	if id.Type == site.IDIPv4 {
+	if id.Type == site.IDIPv4 || id.Type == site.IDIPv6 {
 		if a, err := netip.ParseAddr(id.Value); err == nil {
-			return ike.Identity{IDType: ike.ID_IPV4_ADDR, Data: a.AsSlice()}
+			t := ike.ID_IPV4_ADDR
+			if a.Is6() {
+				t = ike.ID_IPV6_ADDR
+			}
+			return ike.Identity{IDType: t, Data: a.AsSlice()}
 		}
 	}
 	return ike.Identity{IDType: ike.IDType(id.Type), Data: []byte(id.Value)}
