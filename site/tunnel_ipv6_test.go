@@ -104,7 +104,9 @@ func TestTunnelValidateIPv6(t *testing.T) {
 			`tunnels[0].local_subnet: "fe80::/64": want a site's unicast IPv6 prefix`,
 			`tunnels[0].remote_subnet: "ff02::/16": want a site's unicast IPv6 prefix`,
 		}},
-		{"host bits, mapped", false, func(s *Site) { s.Tunnels[0].LocalSubnet, s.Tunnels[0].RemoteSubnet = "fd00:a::1/64", "::ffff:10.0.0.0/104" }, []string{
+		{"host bits, mapped", false, func(s *Site) {
+			s.Tunnels[0].LocalSubnet, s.Tunnels[0].RemoteSubnet = "fd00:a::1/64", "::ffff:10.0.0.0/104"
+		}, []string{
 			`tunnels[0].local_subnet: "fd00:a::1/64": not a network address: did you mean fd00:a::/64?`,
 			`tunnels[0].remote_subnet: "::ffff:10.0.0.0/104": want an IPv4 or IPv6 network`,
 		}},
