@@ -73,11 +73,11 @@ func (r *Router) fastestCiphers() []string {
 
 // ikeRun is the running endpoint.
 type ikeRun struct {
-	ep    *ike.Endpoint
-	sink  *childSink
+	ep     *ike.Endpoint
+	sink   *childSink
 	locals []netip.Addr
 	key    string // the addresses and peers it was made for
-	done  chan struct{}
+	done   chan struct{}
 }
 
 // readTunnelIKE resolves an IKEv2 tunnel's settings and reads its PSK
