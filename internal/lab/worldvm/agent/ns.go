@@ -197,8 +197,13 @@ func cmdAddr(_ context.Context, a *agent, args []string) (string, error) {
 		return "", err
 	}
 	addr, err := netlink.ParseAddr(args[2])
-	if err != nil || addr.IP.To4() == nil {
-		return "", kinded("usage", fmt.Errorf("address %q: want IPv4 CIDR like 10.0.0.1/24", args[2]))
+	if err != nil {
+		return "", kinded("usage", fmt.Errorf("address %q: want a CIDR like 10.0.0.1/24 or 2001:db8::1/64", args[2]))
+	}
+	if addr.IP.To4() == nil {
+		// No duplicate address detection: the address is usable at
+		// once (a tentative one can be neither bound nor a source).
+		addr.Flags |= unix.IFA_F_NODAD
 	}
 	if err := n.nl.AddrAdd(l, addr); err != nil {
 		return "", fmt.Errorf("adding %s to %s: %w", args[2], args[1], err)
@@ -251,21 +256,33 @@ func cmdRoute(_ context.Context, a *agent, args []string) (string, error) {
 		return "", err
 	}
 	r := &netlink.Route{}
+	v6 := false
 	if args[1] != "default" {
 		_, dst, err := net.ParseCIDR(args[1])
-		if err != nil || dst.IP.To4() == nil {
-			return "", kinded("usage", fmt.Errorf("route %q: want default or an IPv4 CIDR", args[1]))
+		if err != nil {
+			return "", kinded("usage", fmt.Errorf("route %q: want default or a CIDR", args[1]))
 		}
-		r.Dst = dst
+		r.Dst, v6 = dst, dst.IP.To4() == nil
 	}
-	if r.Gw = net.ParseIP(args[2]).To4(); r.Gw == nil {
-		return "", kinded("usage", fmt.Errorf("gateway %q: want an IPv4 address", args[2]))
+	// GW is an address of the destination's family, or dev:IF for a
+	// route onto a link without a gateway (an IPv6 network through an
+	// IPsec tunnel over IPv4, as the router's tunnel routes).
+	if dev, ok := strings.CutPrefix(args[2], "dev:"); ok {
+		l, err := n.link(dev)
+		if err != nil {
+			return "", err
+		}
+		r.LinkIndex = l.Attrs().Index
+	} else if gw := net.ParseIP(args[2]); gw == nil || (gw.To4() == nil) != v6 {
+		return "", kinded("usage", fmt.Errorf("gateway %q: want an address of the route's family, or dev:IF", args[2]))
+	} else {
+		r.Gw = gw
 	}
 	// SRC: the source address connections over this route take (one of
 	// the namespace's addresses), for a host with two on one link.
 	if len(args) > 3 {
-		if r.Src = net.ParseIP(args[3]).To4(); r.Src == nil {
-			return "", kinded("usage", fmt.Errorf("source %q: want an IPv4 address", args[3]))
+		if r.Src = net.ParseIP(args[3]); r.Src == nil || (r.Src.To4() == nil) != v6 {
+			return "", kinded("usage", fmt.Errorf("source %q: want an address of the route's family", args[3]))
 		}
 	}
 	if err := n.nl.RouteAdd(r); err != nil {
@@ -352,9 +369,14 @@ func (n *netNS) listenTCP(addr string) (net.Listener, error) {
 }
 
 func (n *netNS) listenUDP(addr string) (net.PacketConn, error) {
+	return n.listenUDPNet("udp4", addr)
+}
+
+// listenUDPNet is listenUDP on network udp4 or udp6.
+func (n *netNS) listenUDPNet(network, addr string) (net.PacketConn, error) {
 	var c net.PacketConn
 	err := n.run(func() (err error) {
-		c, err = net.ListenPacket("udp4", addr)
+		c, err = net.ListenPacket(network, addr)
 		return err
 	})
 	return c, err
