@@ -145,11 +145,7 @@ func ikeProposals(ps []site.Proposal, esp bool, pfs []site.Transform) []ike.Prop
 func ikeIdentity(id site.Identity) ike.Identity {
 	if id.Type == site.IDIPv4 || id.Type == site.IDIPv6 {
 		if a, err := netip.ParseAddr(id.Value); err == nil {
-			t := ike.ID_IPV4_ADDR
-			if a.Is6() {
-				t = ike.ID_IPV6_ADDR
-			}
-			return ike.Identity{IDType: t, Data: a.AsSlice()}
+			return ike.AddrIdentity(a)
 		}
 	}
 	return ike.Identity{IDType: ike.IDType(id.Type), Data: []byte(id.Value)}
