@@ -204,6 +204,7 @@ func subnet(s string) (netip.Prefix, error) {
 func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Prefix) {
 	names := map[string]int{}
 	keys := map[string]int{}
+	ikePeers := map[netip.Addr]int{}
 	type remote struct {
 		i int
 		p netip.Prefix
@@ -313,6 +314,15 @@ func (s *Site) checkTunnels(bad func(string, string, ...any), wan, lan netip.Pre
 			}
 		case KeyingIKEv2:
 			s.checkIKE(bad, p, t, local)
+			// The IKE endpoint (router/ike) answers a peer by its
+			// address, one tunnel each: a second IKEv2 tunnel to the
+			// same address (another family's networks, say) would get
+			// the first one's settings when the peer initiates.
+			if j, dup := ikePeers[peer]; dup && peer.IsValid() {
+				bad(p+".peer", "%s is already tunnels[%d]'s IKEv2 peer: IKE runs one tunnel per peer address; carry the other networks between other WAN addresses (the IPv6 ones, say) or with keying: manual", peer, j)
+			} else if peer.IsValid() {
+				ikePeers[peer] = i
+			}
 			if j, dup := keys[t.PSK]; dup && t.PSK != "" {
 				bad(p+".psk", "%s is already tunnels[%d]'s file: each tunnel has its own", t.PSK, j)
 			} else if t.PSK != "" {

@@ -139,6 +139,12 @@ func TestTunnelValidateIPv6(t *testing.T) {
 		{"zoned peer", true, func(s *Site) { s.Tunnels[0].Peer = "2001:db8:b::2%wan" }, []string{
 			`tunnels[0].peer: "2001:db8:b::2%wan": want the other end's WAN address (IPv4 or IPv6)`,
 		}},
+		{"two IKEv2 tunnels to one peer address", false, func(s *Site) {
+			s.Tunnels = append(s.Tunnels, s.Tunnels[0])
+			s.Tunnels[1].Name, s.Tunnels[1].PSK, s.Tunnels[1].LocalSubnet, s.Tunnels[1].RemoteSubnet = "a-b4", "a-b4.psk", "", "192.168.2.0/24"
+		}, []string{
+			"tunnels[1].peer: 203.0.113.2 is already tunnels[0]'s IKEv2 peer: IKE runs one tunnel per peer address",
+		}},
 		{"v6 remote_id equals local", true, func(s *Site) { s.Tunnels[0].RemoteID = "2001:db8:a::2" }, []string{
 			"tunnels[0].remote_id: 2001:db8:a::2 is this end's own id too",
 		}},
