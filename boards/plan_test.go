@@ -115,7 +115,7 @@ func TestResolveModules(t *testing.T) {
 	// Last, the Geode's watchdog (the CS5536's MFGPT, through its MFD
 	// driver) and QEMU's: each optional, and only the one whose device
 	// is there loads.
-	ipsec := " xfrm_algo xfrm_user esp4 authenc authencesn echainiv seqiv veth cryptodev cs5535_mfd cs5535_mfgpt geodewdt i6300esb"
+	ipsec := " xfrm_algo xfrm_user esp4 esp6 authenc authencesn echainiv seqiv veth cryptodev cs5535_mfd cs5535_mfgpt geodewdt i6300esb"
 	if got, want := strings.Join(names, " "), "af_alg algif_skcipher algif_hash crypto_user des_generic aes_ti geode_aes hifn_795x"+router+ipsec; got != want {
 		t.Errorf("modules %q, want %q", got, want)
 	}

@@ -387,6 +387,7 @@ var configSymbols = map[string]string{
 	"xfrm_algo":      "CONFIG_XFRM_ALGO",
 	"xfrm_user":      "CONFIG_XFRM_USER",
 	"esp4":           "CONFIG_INET_ESP",
+	"esp6":           "CONFIG_INET6_ESP",
 	"authenc":        "CONFIG_CRYPTO_AUTHENC",
 	"authencesn":     "CONFIG_CRYPTO_AUTHENC",
 	"echainiv":       "CONFIG_CRYPTO_ECHAINIV",

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,7 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ocfw/ocfw/router/ike"
 	"github.com/ocfw/ocfw/site"
@@ -69,11 +73,11 @@ func (r *Router) fastestCiphers() []string {
 
 // ikeRun is the running endpoint.
 type ikeRun struct {
-	ep    *ike.Endpoint
-	sink  *childSink
-	local netip.Addr
-	key   string // the peers it was made for
-	done  chan struct{}
+	ep     *ike.Endpoint
+	sink   *childSink
+	locals []netip.Addr
+	key    string // the addresses and peers it was made for
+	done   chan struct{}
 }
 
 // readTunnelIKE resolves an IKEv2 tunnel's settings and reads its PSK
@@ -139,9 +143,9 @@ func ikeProposals(ps []site.Proposal, esp bool, pfs []site.Transform) []ike.Prop
 
 // ikeIdentity is a site id as IKE's ID payload body.
 func ikeIdentity(id site.Identity) ike.Identity {
-	if id.Type == site.IDIPv4 {
+	if id.Type == site.IDIPv4 || id.Type == site.IDIPv6 {
 		if a, err := netip.ParseAddr(id.Value); err == nil {
-			return ike.Identity{IDType: ike.ID_IPV4_ADDR, Data: a.AsSlice()}
+			return ike.AddrIdentity(a)
 		}
 	}
 	return ike.Identity{IDType: ike.IDType(id.Type), Data: []byte(id.Value)}
@@ -178,16 +182,64 @@ func ikePeer(k *site.IKE, psk []byte, fastest []string) ike.Peer {
 	}
 }
 
-// listenIKE opens the endpoint's sockets on local: UDP 500, and UDP 4500
-// with UDP_ENCAP (ike.ESPInUDP) so that the kernel takes the ESP-in-UDP
+// listenIKE opens the endpoint's sockets on each local address (the
+// WAN's IPv4 one, its IPv6 one, or both): UDP 500, and UDP 4500 with
+// UDP_ENCAP (ike.ESPInUDP) so that the kernel takes the ESP-in-UDP
 // packets on it (RFC 3948) and hands IKE (after its zero marker) to the
-// endpoint.
-func listenIKE(local netip.Addr) (ike500, natt *net.UDPConn, err error) {
-	ike500, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 500)))
+// endpoint. Two families make one Conn each way (ike.MultiConn).
+func listenIKE(locals []netip.Addr) (ike500, natt ike.Conn, err error) {
+	var c500, c4500 []ike.Conn
+	closeAll := func() {
+		for _, c := range append(c500, c4500...) {
+			c.Close()
+		}
+	}
+	for _, local := range locals {
+		a, b, err := listenIKEOn(local)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		c500, c4500 = append(c500, ike.UDPConn(a)), append(c4500, ike.UDPConn(b))
+	}
+	if len(c500) == 0 {
+		return nil, nil, fmt.Errorf("IKE: no local address")
+	}
+	return ike.MultiConn(c500...), ike.MultiConn(c4500...), nil
+}
+
+// listenUDP binds a UDP socket of local's family. An IPv6 one binds with
+// IPV6_FREEBIND: the WAN's IPv6 address may still be tentative (duplicate
+// address detection) or not yet there, and IKE for its tunnels should
+// not fail for that; datagrams arrive once the address is.
+func listenUDP(local netip.Addr, port uint16) (*net.UDPConn, error) {
+	network := "udp4"
+	var lc net.ListenConfig
+	if local.Is6() {
+		network = "udp6"
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	pc, err := lc.ListenPacket(context.Background(), network, netip.AddrPortFrom(local, port).String())
+	if err != nil {
+		return nil, err
+	}
+	return pc.(*net.UDPConn), nil
+}
+
+func listenIKEOn(local netip.Addr) (ike500, natt *net.UDPConn, err error) {
+	ike500, err = listenUDP(local, 500)
 	if err != nil {
 		return nil, nil, fmt.Errorf("IKE socket on %s port 500: %w", local, err)
 	}
-	natt, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 4500)))
+	natt, err = listenUDP(local, 4500)
 	if err != nil {
 		ike500.Close()
 		return nil, nil, fmt.Errorf("NAT-T socket on %s port 4500: %w", local, err)
@@ -201,14 +253,26 @@ func listenIKE(local netip.Addr) (ike500, natt *net.UDPConn, err error) {
 }
 
 // ikeUp makes the endpoint run the ready IKEv2 tunnels (their peers),
-// on the WAN's address local, unless it already does. It is called with
-// ts.mu held.
-func (r *Router) ikeUp(ts *tunnelSet, local netip.Addr, ready []*tunnelRun) {
+// on their local addresses (the WAN's IPv4 one, its IPv6 one), unless it
+// already does. It is called with ts.mu held.
+func (r *Router) ikeUp(ts *tunnelSet, ready []*tunnelRun) {
 	var names []string
+	var locals []netip.Addr
 	for _, t := range ready {
 		names = append(names, t.site.Name)
+		if !slices.Contains(locals, t.ike.Local) {
+			locals = append(locals, t.ike.Local)
+		}
 	}
-	key := local.String() + " " + strings.Join(names, ",")
+	// One socket per family: the site's checks hold a tunnel's local
+	// end to the WAN's address of its family.
+	slices.SortFunc(locals, func(a, b netip.Addr) int { return a.Compare(b) })
+	var ls []string
+	for _, l := range locals {
+		ls = append(ls, l.String())
+	}
+	local := strings.Join(ls, " and ")
+	key := local + " " + strings.Join(names, ",")
 	if ts.ike != nil && ts.ike.key == key {
 		return
 	}
@@ -226,13 +290,13 @@ func (r *Router) ikeUp(ts *tunnelSet, local netip.Addr, ready []*tunnelRun) {
 			r.tunnelDown(t, why)
 		}
 	}
-	c500, c4500, err := listenIKE(local)
+	c500, c4500, err := listenIKE(locals)
 	if err != nil {
 		down(err.Error())
 		return
 	}
 	sink := newChildSink(ts.h)
-	ep, err := ike.New(ike.Config{Peers: peers, Conn: ike.UDPConn(c500), NATT: ike.UDPConn(c4500), Sink: sink,
+	ep, err := ike.New(ike.Config{Peers: peers, Conn: c500, NATT: c4500, Sink: sink,
 		Logf: func(format string, args ...any) { r.logf("ipsec: "+format, args...) }})
 	if err != nil {
 		c500.Close()
@@ -240,7 +304,7 @@ func (r *Router) ikeUp(ts *tunnelSet, local netip.Addr, ready []*tunnelRun) {
 		down(err.Error())
 		return
 	}
-	run := &ikeRun{ep: ep, sink: sink, local: local, key: key, done: make(chan struct{})}
+	run := &ikeRun{ep: ep, sink: sink, locals: locals, key: key, done: make(chan struct{})}
 	ts.ike = run
 	go func() {
 		defer close(run.done)

@@ -150,7 +150,7 @@ func (l *links) routeTo(name string, rt route) error {
 		return err
 	}
 	nr := &netlink.Route{LinkIndex: ln.Attrs().Index, Gw: rt.Via.AsSlice(),
-		Dst: &net.IPNet{IP: rt.Dst.Addr().AsSlice(), Mask: net.CIDRMask(rt.Dst.Bits(), 32)}}
+		Dst: &net.IPNet{IP: rt.Dst.Addr().AsSlice(), Mask: net.CIDRMask(rt.Dst.Bits(), rt.Dst.Addr().BitLen())}}
 	if rt.Src.IsValid() {
 		nr.Src = rt.Src.AsSlice()
 	}

@@ -292,7 +292,7 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 				r.tunnelDown(t, t.keyErr)
 				continue
 			}
-			rt, err := tunnelRoute(r.Site(), t.addrs, wan)
+			rt, err := tunnelRoute(r.Site(), t.addrs, wan, r.lan6Addrs())
 			if err == nil {
 				err = r.links.routeTo(r.wanIf, rt)
 			}
@@ -311,7 +311,7 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 			r.tunnelDown(t, t.keyErr)
 			continue
 		}
-		rt, err := tunnelRoute(r.Site(), t.addrs, wan)
+		rt, err := tunnelRoute(r.Site(), t.addrs, wan, r.lan6Addrs())
 		if err != nil {
 			r.tunnelDown(t, err.Error())
 			continue
@@ -338,11 +338,9 @@ func (r *Router) tunnelsUp(ts *tunnelSet) {
 			t.site.Name, t.x.Local, t.x.Remote, t.x.LocalNet, t.x.RemoteNet, t.site.Cipher, t.site.Auth,
 			t.x.Out.SPI, t.x.In.SPI, t.route)
 	}
-	if wan.Addr.IsValid() {
-		r.ikeUp(ts, wan.Addr.Addr(), ikeReady)
-	} else {
-		r.ikeDown(ts)
-	}
+	// Each ready tunnel's local end is on the WAN (tunnelRoute held an
+	// IPv4 one to the WAN's address); with none ready this stops IKE.
+	r.ikeUp(ts, ikeReady)
 	r.setIPsecService(ts, up)
 }
 
@@ -432,15 +430,22 @@ func tunnelFromKeys(cfg *site.Site, t site.Tunnel, data []byte) (*ipsec.Tunnel, 
 // route is the route a tunnel's remote subnet takes: out of the WAN,
 // through its gateway or straight to the peer when the peer is on the
 // WAN's network, with the LAN address as the source of the box's own
-// packets so that they match the tunnel's policy too.
+// packets so that they match the tunnel's policy too. An IPv6 remote
+// subnet's route names no gateway (Via invalid): an IPv6 route cannot
+// have an IPv4 one, and none is needed, since the kernel looks the
+// outer address up itself for an SA in tunnel mode; the route only has
+// to exist for the XFRM policy to be consulted.
 type route struct {
 	Dst netip.Prefix
-	Via netip.Addr
+	Via netip.Addr // invalid: out of the WAN's link, no gateway
 	Src netip.Addr // invalid: none
 }
 
 func (rt route) String() string {
-	s := fmt.Sprintf("%s via %s", rt.Dst, rt.Via)
+	s := fmt.Sprintf("%s out of the WAN", rt.Dst)
+	if rt.Via.IsValid() {
+		s = fmt.Sprintf("%s via %s", rt.Dst, rt.Via)
+	}
 	if rt.Src.IsValid() {
 		s += " src " + rt.Src.String()
 	}
@@ -451,8 +456,30 @@ var errNoWAN = errors.New("the WAN has no address yet")
 
 // tunnelRoute works out a tunnel's route from the WAN as it is now. The
 // XFRM policy applies only to packets the kernel has a route for, so the
-// remote subnet needs one even where a default route would do.
-func tunnelRoute(cfg *site.Site, a site.TunnelAddrs, wan wanState) (route, error) {
+// remote subnet needs one even where a default route would do. lan6 are
+// the router's LAN IPv6 addresses, a source for an IPv6 remote subnet's
+// route. A tunnel between IPv6 WAN addresses does not depend on the
+// WAN's IPv4 state: its local end is the site's static IPv6 address (or
+// one the site names), which IKE binds even before it is configured.
+func tunnelRoute(cfg *site.Site, a site.TunnelAddrs, wan wanState, lan6 []netip.Prefix) (route, error) {
+	if a.RemoteSubnet.Addr().Is6() {
+		if a.Peer.Is4() {
+			switch {
+			case !wan.Addr.IsValid():
+				return route{}, errNoWAN
+			case wan.Addr.Addr() != a.Local:
+				return route{}, fmt.Errorf("the WAN's address is %s, the tunnel's local end %s: the peer expects ESP from %s", wan.Addr.Addr(), a.Local, a.Local)
+			}
+		}
+		rt := route{Dst: a.RemoteSubnet}
+		for _, l := range lan6 {
+			if a.LocalSubnet.Contains(l.Addr()) {
+				rt.Src = l.Addr()
+				break
+			}
+		}
+		return rt, nil
+	}
 	switch {
 	case !wan.Addr.IsValid():
 		return route{}, errNoWAN

@@ -138,7 +138,7 @@ func TestTunnelRoute(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt, err := tunnelRoute(sc, a, tc.wan)
+			rt, err := tunnelRoute(sc, a, tc.wan, nil)
 			got := rt.String()
 			if err != nil {
 				got = err.Error()

@@ -203,6 +203,7 @@ const (
 	IDIPv4  = 1
 	IDFQDN  = 2
 	IDEmail = 3
+	IDIPv6  = 5
 )
 
 // Identity is a parsed local_id or remote_id.
@@ -218,14 +219,14 @@ var (
 	emailRE = regexp.MustCompile(`^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}$`)
 )
 
-// ParseIdentity reads an id as strongSwan writes it: an IPv4 address, a
-// DNS name (with or without a leading @) or an e-mail address.
+// ParseIdentity reads an id as strongSwan writes it: an IPv4 or IPv6
+// address, a DNS name (with or without a leading @) or an e-mail address.
 func ParseIdentity(s string) (Identity, error) {
 	if a, err := netip.ParseAddr(s); err == nil {
-		if !a.Is4() {
-			return Identity{}, fmt.Errorf("%s: want an IPv4 address, a DNS name or an e-mail address", s)
+		if a.Zone() != "" || a.Is4In6() {
+			return Identity{}, fmt.Errorf("%s: want an IPv4 or IPv6 address without a zone, a DNS name or an e-mail address", s)
 		}
-		return Identity{IDIPv4, a.String()}, nil
+		return addrIdentity(a), nil
 	}
 	name := strings.TrimPrefix(s, "@")
 	switch {
@@ -234,7 +235,16 @@ func ParseIdentity(s string) (Identity, error) {
 	case emailRE.MatchString(s):
 		return Identity{IDEmail, s}, nil
 	}
-	return Identity{}, fmt.Errorf("%s: want an IPv4 address, a DNS name (east.example) or an e-mail address (gw@east.example)", catalog.Quote(s))
+	return Identity{}, fmt.Errorf("%s: want an IP address, a DNS name (east.example) or an e-mail address (gw@east.example)", catalog.Quote(s))
+}
+
+// addrIdentity is an address as an IKE id: ID_IPV4_ADDR or ID_IPV6_ADDR
+// by its family (RFC 7296 3.5), the default id of a tunnel's end.
+func addrIdentity(a netip.Addr) Identity {
+	if a.Is6() {
+		return Identity{IDIPv6, a.String()}
+	}
+	return Identity{IDIPv4, a.String()}
 }
 
 // IKE is an IKEv2 tunnel's settings resolved, from this box's side:
@@ -323,14 +333,14 @@ func (t Tunnel) PFSOn() bool { return t.PFS == nil || *t.PFS }
 
 func (t Tunnel) localID(local netip.Addr) (Identity, error) {
 	if t.LocalID == "" {
-		return Identity{IDIPv4, local.String()}, nil
+		return addrIdentity(local), nil
 	}
 	return ParseIdentity(t.LocalID)
 }
 
 func (t Tunnel) remoteID(peer netip.Addr) (Identity, error) {
 	if t.RemoteID == "" {
-		return Identity{IDIPv4, peer.String()}, nil
+		return addrIdentity(peer), nil
 	}
 	return ParseIdentity(t.RemoteID)
 }

@@ -96,7 +96,7 @@ func TestIKEValidate(t *testing.T) {
 			"tunnels[0].esp_proposals: 9 proposals: want at most 8",
 		}},
 		{"bad id", func(t *Tunnel) { t.LocalID = "not an id" }, []string{
-			`tunnels[0].local_id: "not an id": want an IPv4 address, a DNS name (east.example) or an e-mail address (gw@east.example) (or leave it out for this end's address)`,
+			`tunnels[0].local_id: "not an id": want an IP address, a DNS name (east.example) or an e-mail address (gw@east.example) (or leave it out for this end's address)`,
 		}},
 		{"remote id is ours", func(t *Tunnel) { t.RemoteID = "198.51.100.2" }, []string{
 			"tunnels[0].remote_id: 198.51.100.2 is this end's own id too: the two ends need different ids",

@@ -58,7 +58,7 @@ func TestTunnelValidate(t *testing.T) {
 			s.Tunnels[0].RemoteSubnet, s.Tunnels[0].LocalSubnet = "192.168.2.1/24", "192.168.1.0/33"
 		}, []string{
 			`tunnels[0].remote_subnet: "192.168.2.1/24": not a network address: did you mean 192.168.2.0/24?`,
-			`tunnels[0].local_subnet: "192.168.1.0/33": want an IPv4 network`,
+			`tunnels[0].local_subnet: "192.168.1.0/33": want an IPv4 or IPv6 network`,
 		}},
 		{"local subnet outside the LAN", func(s *Site) { s.Tunnels[0].LocalSubnet = "192.168.0.0/23" }, []string{
 			"tunnels[0].local_subnet: 192.168.0.0/23 is not inside the LAN 192.168.1.0/24",

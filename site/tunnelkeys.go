@@ -90,8 +90,8 @@ func NewTunnelKeys(rand io.Reader, name, cipher, auth string, a, b netip.Addr, c
 	if err != nil {
 		return nil, err
 	}
-	if !a.Is4() || !b.Is4() || a == b {
-		return nil, fmt.Errorf("tunnel %s: ends %v and %v: want two different IPv4 addresses", name, a, b)
+	if !a.IsValid() || a.Is4() != b.Is4() || a == b || a.Zone() != "" || b.Zone() != "" || a.Is4In6() || b.Is4In6() {
+		return nil, fmt.Errorf("tunnel %s: ends %v and %v: want two different addresses of one family (IPv4 or IPv6)", name, a, b)
 	}
 	k := &TunnelKeys{
 		Kind: TunnelKeysKind, Version: TunnelKeysVersion, Tunnel: name,
@@ -230,8 +230,8 @@ func (k *TunnelKeys) Check() []Error {
 		p := fmt.Sprintf("sas[%d]", i)
 		for j, a := range []string{sa.From, sa.To} {
 			ip, err := netip.ParseAddr(a)
-			if err != nil || !ip.Is4() {
-				bad(p+[]string{".from", ".to"}[j], "%s: want an IPv4 address", catalog.Quote(a))
+			if err != nil || ip.Zone() != "" || ip.Is4In6() {
+				bad(p+[]string{".from", ".to"}[j], "%s: want an IPv4 or IPv6 address", catalog.Quote(a))
 			}
 			ends[i][j] = ip
 		}

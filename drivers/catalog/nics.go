@@ -100,7 +100,9 @@ var RouterModules = []RouterModule{
 // sha1_generic and sha256_generic are built into Debian's 686 kernel and
 // skipped there. Every router image has them, tunnels or not: a site.json
 // on the card may add tunnels without a new build, and they cost 213 KiB
-// of modules (64 KiB in the xz initramfs) on the 686 kernel.
+// of modules (64 KiB in the xz initramfs) on the 686 kernel, plus esp6's
+// 22 KiB. esp6 is ESP whose outer header is IPv6; IPv6 networks over an
+// IPv4 WAN need only esp4 (the kernel's ipv6 is built in).
 // router/ipsec.Modules is this list's names.
 var TunnelModules = []RouterModule{
 	{"ctr", "CTR mode, before drbg (IPsec)"},
@@ -114,6 +116,7 @@ var TunnelModules = []RouterModule{
 	{"xfrm_algo", "XFRM algorithms (IPsec)"},
 	{"xfrm_user", "XFRM netlink: SAs and policies (IPsec)"},
 	{"esp4", "ESP over IPv4 (IPsec)"},
+	{"esp6", "ESP over IPv6: tunnels between IPv6 WAN addresses (IPsec)"},
 	{"authenc", "cipher+HMAC as one transform (IPsec)"},
 	{"authencesn", "authenc with extended sequence numbers (IPsec)"},
 	{"echainiv", "ESP's IV generator (IPsec)"},

@@ -77,7 +77,7 @@ func TestKernelCheck(t *testing.T) {
 	alixMods := []string{"af_alg", "algif_skcipher", "algif_hash", "crypto_user", "des_generic", "geode_aes",
 		// the ports' NIC, QEMU's NIC and the router's firewall and bridge
 		"via_rhine", "e1000", "crc32c_generic", "libcrc32c", "nfnetlink", "nf_tables", "nft_objref", "nf_defrag_ipv4", "nf_defrag_ipv6", "nf_conntrack", "nft_ct", "nf_nat", "nft_chain_nat", "nft_nat", "nft_masq", "nft_limit", "nft_fib", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet", "bridge",
-		"ctr", "sha512_generic", "drbg", "cbc", "hmac", "sha1_generic", "sha256_generic", "xfrm_algo", "xfrm_user", "esp4", "authenc", "authencesn", "echainiv", "seqiv"}
+		"ctr", "sha512_generic", "drbg", "cbc", "hmac", "sha1_generic", "sha256_generic", "xfrm_algo", "xfrm_user", "esp4", "esp6", "authenc", "authencesn", "echainiv", "seqiv"}
 	good := fakeKernelDir(t, false, alixMods...)
 	out, errs, code := ocfw(t, "kernel", "check", "--board", "alix2d13", "--kernel", good)
 	if code != 0 || !strings.Contains(out, "kernel 6.1.0-t (x86) for alix2d13: ok") || !strings.Contains(out, "absent   aes_ti veth cryptodev cs5535_mfd cs5535_mfgpt geodewdt i6300esb (out of tree or optional") {

@@ -109,7 +109,7 @@ func TestKernelCheckNeeds(t *testing.T) {
 	frag, _, _ := ocfw(t, "kernel", "config", "--board", "nslu2")
 	nslu2Mods := []string{"af_alg", "algif_skcipher", "algif_hash", "crypto_user", "des_generic", "ixp4xx_crypto", "ixp4xx_eth",
 		"crc32c_generic", "libcrc32c", "nfnetlink", "nf_tables", "nft_objref", "nf_defrag_ipv4", "nf_defrag_ipv6", "nf_conntrack", "nft_ct", "nf_nat", "nft_chain_nat", "nft_nat", "nft_masq", "nft_limit", "nft_fib", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet", "bridge",
-		"ctr", "sha512_generic", "drbg", "cbc", "hmac", "sha1_generic", "sha256_generic", "xfrm_algo", "xfrm_user", "esp4", "authenc", "authencesn", "echainiv", "seqiv"}
+		"ctr", "sha512_generic", "drbg", "cbc", "hmac", "sha1_generic", "sha256_generic", "xfrm_algo", "xfrm_user", "esp4", "esp6", "authenc", "authencesn", "echainiv", "seqiv"}
 	dir := fakeKernelDir(t, true, nslu2Mods...)
 	writeFile(t, filepath.Join(dir, "config"), []byte(frag))
 	out, errs, code := ocfw(t, "kernel", "check", "--board", "nslu2", "--kernel", dir)

@@ -12,13 +12,13 @@ import (
 func TestKernelSpecForms(t *testing.T) {
 	dir := fakeKernelDir(t, false, "af_alg", "algif_skcipher", "algif_hash", "crypto_user", "des_generic", "geode_aes",
 		"via_rhine", "e1000", "crc32c_generic", "libcrc32c", "nfnetlink", "nf_tables", "nft_objref", "nf_defrag_ipv4", "nf_defrag_ipv6", "nf_conntrack", "nft_ct", "nf_nat", "nft_chain_nat", "nft_nat", "nft_masq", "nft_limit", "nft_fib", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet", "bridge",
-		"ctr", "sha512_generic", "drbg", "cbc", "hmac", "sha1_generic", "sha256_generic", "xfrm_algo", "xfrm_user", "esp4", "authenc", "authencesn", "echainiv", "seqiv")
+		"ctr", "sha512_generic", "drbg", "cbc", "hmac", "sha1_generic", "sha256_generic", "xfrm_algo", "xfrm_user", "esp4", "esp6", "authenc", "authencesn", "echainiv", "seqiv")
 	img := filepath.Join(dir, "bzImage")
 	allY := filepath.Join(t.TempDir(), "config")
 	var cfg strings.Builder
 	for _, o := range []string{"BLK_DEV_INITRD", "DEVTMPFS", "RD_XZ", "CRYPTO_USER_API", "CRYPTO_USER_API_SKCIPHER", "CRYPTO_USER_API_HASH", "CRYPTO_USER", "CRYPTO_DES", "CRYPTO_DEV_GEODE",
 		"VIA_RHINE", "E1000", "CRYPTO_CRC32C", "LIBCRC32C", "NETFILTER_NETLINK", "NF_TABLES", "NFT_OBJREF", "NF_DEFRAG_IPV4", "NF_DEFRAG_IPV6", "NF_CONNTRACK", "NFT_CT", "NF_NAT", "NFT_NAT", "NFT_MASQ", "NFT_LIMIT", "NFT_FIB", "NFT_FIB_IPV4", "NFT_FIB_IPV6", "NFT_FIB_INET", "BRIDGE",
-		"CRYPTO_CTR", "CRYPTO_SHA512", "CRYPTO_DRBG", "CRYPTO_CBC", "CRYPTO_HMAC", "CRYPTO_SHA1", "CRYPTO_SHA256", "XFRM_ALGO", "XFRM_USER", "INET_ESP", "CRYPTO_AUTHENC", "CRYPTO_ECHAINIV", "CRYPTO_SEQIV"} {
+		"CRYPTO_CTR", "CRYPTO_SHA512", "CRYPTO_DRBG", "CRYPTO_CBC", "CRYPTO_HMAC", "CRYPTO_SHA1", "CRYPTO_SHA256", "XFRM_ALGO", "XFRM_USER", "INET_ESP", "INET6_ESP", "CRYPTO_AUTHENC", "CRYPTO_ECHAINIV", "CRYPTO_SEQIV"} {
 		cfg.WriteString("CONFIG_" + o + "=y\n")
 	}
 	must(t, os.WriteFile(allY, []byte(cfg.String()), 0o644))

@@ -25,7 +25,7 @@ func TestKernelInTheLoop(t *testing.T) {
 		Modules: append(append([]string(nil), Modules...), "veth"),
 		Run:     "TestGuest",
 	})
-	for _, name := range []string{"TestGuestRouter", "TestGuestIPv6Firewall"} {
+	for _, name := range []string{"TestGuestRouter", "TestGuestIPv6Firewall", "TestGuestTunnelIPv6Firewall"} {
 		if res != nil && !strings.Contains(res.Output, "--- PASS: "+name) {
 			t.Errorf("the guest did not run %s", name)
 		}

@@ -189,7 +189,12 @@ type Counter struct {
 // for packets to its remote subnet (postrouting), which must enter the
 // tunnel with their LAN source addresses for its policy to match. LAN to
 // remote subnet needs no rule of its own: routing sends it out of the
-// WAN, where the LAN's rule accepts it and XFRM encrypts it.
+// WAN, where the LAN's rule accepts it and XFRM encrypts it. A tunnel's
+// rules take its addresses' family: an IPv6 peer's ESP and IKE are
+// matched as IPv6; a tunnel with IPv6 networks gets its LAN-to-remote
+// accept (v6 has no LAN rule here, and AddIPv6 keeps ULAs in the site),
+// an accept of its decrypted packets in antispoof ahead of AddIPv6's
+// ULA and reverse-path drops, and no NAT rule (v6 is never translated).
 func Build(cfg *site.Site, wan, lan string, lanAddr netip.Prefix) (*Ruleset, error) {
 	s := &spec{cfg: cfg, wan: wan, lan: lan, lanAddr: lanAddr}
 	for _, step := range []func() error{s.checkInterfaces, s.tunnelAddrs, s.wanServices, s.portForwards} {
@@ -266,7 +271,12 @@ func (s *spec) tunnelAddrs() error {
 		if err != nil {
 			return fmt.Errorf("firewall: %w", err)
 		}
-		if !s.lanNet.Contains(a.LocalSubnet.Addr()) || a.LocalSubnet.Bits() < s.lanNet.Bits() || a.RemoteSubnet.Overlaps(s.lanNet) {
+		if a.LocalSubnet.Addr().Is4() != a.RemoteSubnet.Addr().Is4() || a.Local.Is4() != a.Peer.Is4() {
+			return fmt.Errorf("firewall: tunnel %s: %s to %s between %s and %s: want one family for the networks and one for the ends", t.Name, a.LocalSubnet, a.RemoteSubnet, a.Local, a.Peer)
+		}
+		// The LAN's IPv6 prefixes are not known here (a delegated one
+		// comes later); the site's checks hold a v6 tunnel's.
+		if a.LocalSubnet.Addr().Is4() && (!s.lanNet.Contains(a.LocalSubnet.Addr()) || a.LocalSubnet.Bits() < s.lanNet.Bits() || a.RemoteSubnet.Overlaps(s.lanNet)) {
 			return fmt.Errorf("firewall: tunnel %s: %s to %s: want a local subnet inside the LAN %s and a remote one outside it", t.Name, a.LocalSubnet, a.RemoteSubnet, s.lanNet)
 		}
 		if a.RemoteSubnet.Contains(a.Peer) {
@@ -337,8 +347,8 @@ func (s *spec) portForwards() error {
 func (s *spec) antispoofChain() Chain {
 	ch := Chain{Name: "antispoof", Type: "filter", Hook: "prerouting", Priority: -300, Policy: "accept"}
 	drop := func(src netip.Prefix, noIPsec bool, why string) {
-		ch.Rules = append(ch.Rules, Rule{IIf: s.wan, IPv4: true, SAddr: src, NoIPsec: noIPsec,
-			Counter: CounterSpoofDrop, Verdict: "drop", Comment: why})
+		ch.Rules = append(ch.Rules, family(Rule{IIf: s.wan, SAddr: src, NoIPsec: noIPsec,
+			Counter: CounterSpoofDrop, Verdict: "drop", Comment: why}, src.Addr()))
 	}
 	if !s.noLAN {
 		drop(s.lanNet, false, "the LAN's addresses (the router's own among them) never come from the WAN")
@@ -351,9 +361,19 @@ func (s *spec) antispoofChain() Chain {
 		drop(netip.PrefixFrom(p.Addr(), 32), false, "the router's own WAN address")
 	}
 	for i, a := range s.tunnels {
+		name := s.cfg.Tunnels[i].Name
+		if a.RemoteSubnet.Addr().Is6() {
+			// The v6 checks that AddIPv6 appends (a ULA source is
+			// impossible on the WAN, the reverse-path fib) would
+			// drop a ULA network's decrypted packets: they came out
+			// of the tunnel's SA, which the kernel's policy check
+			// pins to its networks.
+			ch.Rules = append(ch.Rules, Rule{IIf: s.wan, IPv6: true, SAddr: a.RemoteSubnet, IPsec: true, Verdict: "accept",
+				Comment: fmt.Sprintf("tunnel %s: decrypted from its remote network, before the v6 source checks", name)})
+		}
 		// Decrypted packets carry a secpath; the same addresses
 		// without one were sent in the clear by someone on the WAN side.
-		drop(a.RemoteSubnet, true, fmt.Sprintf("tunnel %s: its remote network only comes out of its SA, never in the clear", s.cfg.Tunnels[i].Name))
+		drop(a.RemoteSubnet, true, fmt.Sprintf("tunnel %s: its remote network only comes out of its SA, never in the clear", name))
 	}
 	for _, b := range impossibleOnWAN {
 		if wanNet.IsValid() && b.net.Overlaps(wanNet) {
@@ -403,19 +423,19 @@ func (s *spec) inputChain() Chain {
 	}
 	for i, a := range s.tunnels {
 		t := s.cfg.Tunnels[i]
-		peer := netip.PrefixFrom(a.Peer, 32)
-		input.Rules = append(input.Rules, Rule{
-			IIf: wan, IPv4: true, SAddr: peer, Proto: "esp", Verdict: "accept",
-			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", t.Name)})
+		peer := netip.PrefixFrom(a.Peer, a.Peer.BitLen())
+		input.Rules = append(input.Rules, family(Rule{
+			IIf: wan, SAddr: peer, Proto: "esp", Verdict: "accept",
+			Comment: fmt.Sprintf("tunnel %s: ESP from its peer only", t.Name)}, a.Peer))
 		if t.Mode() == site.KeyingIKEv2 {
 			// IKE on 500, and on 4500 IKE and ESP in UDP once either
 			// end finds a NAT (RFC 3948): from the peer's address only,
 			// from any port, since a NAT picks the source port.
 			input.Rules = append(input.Rules,
-				Rule{IIf: wan, IPv4: true, SAddr: peer, Proto: "udp", DPort: IKEPort, Verdict: "accept",
-					Comment: fmt.Sprintf("tunnel %s: IKE from its peer only", t.Name)},
-				Rule{IIf: wan, IPv4: true, SAddr: peer, Proto: "udp", DPort: IKENATPort, Verdict: "accept",
-					Comment: fmt.Sprintf("tunnel %s: IKE and ESP in UDP (NAT traversal) from its peer only", t.Name)})
+				family(Rule{IIf: wan, SAddr: peer, Proto: "udp", DPort: IKEPort, Verdict: "accept",
+					Comment: fmt.Sprintf("tunnel %s: IKE from its peer only", t.Name)}, a.Peer),
+				family(Rule{IIf: wan, SAddr: peer, Proto: "udp", DPort: IKENATPort, Verdict: "accept",
+					Comment: fmt.Sprintf("tunnel %s: IKE and ESP in UDP (NAT traversal) from its peer only", t.Name)}, a.Peer))
 		}
 	}
 	input.Rules = append(input.Rules,
@@ -444,9 +464,17 @@ func (s *spec) forwardChain() Chain {
 	// there is no out policy, and the LAN's packets to it would be
 	// routed out of the WAN in the clear, with the LAN's addresses.
 	for i, a := range s.tunnels {
-		forward.Rules = append(forward.Rules, Rule{
-			IIf: lan, OIf: wan, IPv4: true, DAddr: a.RemoteSubnet, NoIPsecRoute: true, Counter: CounterForwardDrop, Verdict: "drop",
-			Comment: fmt.Sprintf("tunnel %s: to the peer's network only through its SA, never in the clear while the tunnel is down", s.cfg.Tunnels[i].Name)})
+		forward.Rules = append(forward.Rules, family(Rule{
+			IIf: lan, OIf: wan, DAddr: a.RemoteSubnet, NoIPsecRoute: true, Counter: CounterForwardDrop, Verdict: "drop",
+			Comment: fmt.Sprintf("tunnel %s: to the peer's network only through its SA, never in the clear while the tunnel is down", s.cfg.Tunnels[i].Name)}, a.RemoteSubnet.Addr()))
+		if a.RemoteSubnet.Addr().Is6() {
+			// v4's LAN rule below passes the tunnel's packets; v6 has
+			// none here, and AddIPv6's keep a ULA inside the site,
+			// so the tunnel's own networks are accepted first.
+			forward.Rules = append(forward.Rules, Rule{
+				IIf: lan, OIf: wan, IPv6: true, SAddr: a.LocalSubnet, DAddr: a.RemoteSubnet, Verdict: "accept",
+				Comment: fmt.Sprintf("tunnel %s: from our network to the peer's, into its SA", s.cfg.Tunnels[i].Name)})
+		}
 	}
 	forward.Rules = append(forward.Rules,
 		Rule{IIf: lan, OIf: wan, IPv4: true, SAddr: s.lanNet, Verdict: "accept", Comment: "the LAN goes out, from its own addresses only"},
@@ -462,9 +490,9 @@ func (s *spec) forwardChain() Chain {
 	// reqid"), so the SA itself is not named; the addresses and the
 	// kernel's policy check pin it to the tunnel.
 	for i, a := range s.tunnels {
-		forward.Rules = append(forward.Rules, Rule{
-			IIf: wan, OIf: lan, IPv4: true, SAddr: a.RemoteSubnet, DAddr: a.LocalSubnet, IPsec: true, Verdict: "accept",
-			Comment: fmt.Sprintf("tunnel %s: decrypted, from the peer's network to ours", s.cfg.Tunnels[i].Name)})
+		forward.Rules = append(forward.Rules, family(Rule{
+			IIf: wan, OIf: lan, SAddr: a.RemoteSubnet, DAddr: a.LocalSubnet, IPsec: true, Verdict: "accept",
+			Comment: fmt.Sprintf("tunnel %s: decrypted, from the peer's network to ours", s.cfg.Tunnels[i].Name)}, a.RemoteSubnet.Addr()))
 	}
 	forward.Rules = append(forward.Rules,
 		Rule{Counter: CounterForwardDrop, Verdict: "drop", Comment: "everything else, counted"})
@@ -487,6 +515,9 @@ func (s *spec) natChains(rs *Ruleset) (pre, post Chain) {
 
 	post = Chain{Name: "postrouting", Type: "nat", Hook: "postrouting", Priority: 100, Policy: "accept"}
 	for i, a := range s.tunnels {
+		if a.RemoteSubnet.Addr().Is6() {
+			continue // IPv6 is never masqueraded
+		}
 		// Accept in a NAT chain: no translation for the connection.
 		post.Rules = append(post.Rules, Rule{
 			OIf: wan, IPv4: true, DAddr: a.RemoteSubnet, Verdict: "accept",
@@ -495,6 +526,17 @@ func (s *spec) natChains(rs *Ruleset) (pre, post Chain) {
 	post.Rules = append(post.Rules,
 		Rule{OIf: wan, IPv4: true, Verdict: "masquerade", Comment: "the LAN leaves with the WAN address"})
 	return pre, post
+}
+
+// family sets r's family match to a's: a tunnel's rules are IPv4 or
+// IPv6 by its addresses.
+func family(r Rule, a netip.Addr) Rule {
+	if a.Is4() {
+		r.IPv4 = true
+	} else {
+		r.IPv6 = true
+	}
+	return r
 }
 
 // checkIfName accepts what the kernel accepts as an interface name.

@@ -95,7 +95,8 @@ type Peer struct {
 	Local, Remote netip.AddrPort
 	// RemoteNATTPort is where the peer listens for NAT-T (4500 when zero).
 	RemoteNATTPort uint16
-	// LocalID and RemoteID default to ID_IPV4_ADDR of Local and Remote.
+	// LocalID and RemoteID default to Local's and Remote's addresses
+	// (AddrIdentity).
 	LocalID, RemoteID Identity
 	PSK               []byte
 	// IKE and Child are the proposals in order of preference. A DH
@@ -256,10 +257,10 @@ func New(cfg Config) (*Endpoint, error) {
 			p.RemoteNATTPort = 4500
 		}
 		if p.LocalID.IDType == 0 {
-			p.LocalID = Identity{IDType: ID_IPV4_ADDR, Data: p.Local.Addr().Unmap().AsSlice()}
+			p.LocalID = AddrIdentity(p.Local.Addr())
 		}
 		if p.RemoteID.IDType == 0 {
-			p.RemoteID = Identity{IDType: ID_IPV4_ADDR, Data: p.Remote.Addr().Unmap().AsSlice()}
+			p.RemoteID = AddrIdentity(p.Remote.Addr())
 		}
 		def(&p.IKELifetime, 4*time.Hour)
 		def(&p.ChildLifetime, time.Hour)

@@ -45,6 +45,16 @@ func (id Identity) Body() []byte {
 	return append([]byte{byte(id.IDType), 0, 0, 0}, id.Data...)
 }
 
+// AddrIdentity is an address as an ID payload: ID_IPV4_ADDR or, for an
+// IPv6 address, ID_IPV6_ADDR (RFC 7296 3.5).
+func AddrIdentity(a netip.Addr) Identity {
+	a = a.Unmap()
+	if a.Is6() {
+		return Identity{IDType: ID_IPV6_ADDR, Data: a.AsSlice()}
+	}
+	return Identity{IDType: ID_IPV4_ADDR, Data: a.AsSlice()}
+}
+
 func (id Identity) String() string {
 	switch id.IDType {
 	case ID_IPV4_ADDR, ID_IPV6_ADDR:

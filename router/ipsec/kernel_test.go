@@ -28,7 +28,7 @@ func TestKernelInTheLoop(t *testing.T) {
 		t.Skip("inside the guest: this test only starts it")
 	}
 	res := kerneltest.Run(t, kerneltest.Options{
-		Modules: append(append([]string(nil), Modules...), "veth", "esp6"),
+		Modules: append(append([]string(nil), Modules...), "veth"),
 		Run:     "TestGuest",
 	})
 	if res == nil {

@@ -29,6 +29,13 @@ func (t Tunnel) PeerCommands() ([]string, error) {
 		if m.esn {
 			line += " flag esn"
 		}
+		if m.crossFamily {
+			// IPv6 networks over IPv4 WAN addresses (or the other
+			// way): the SA's selector family stays unspecified, as
+			// Install makes it; without the flag the peer's kernel
+			// would not match the inner packets to the SA.
+			line += " flag af-unspec"
+		}
 		line += fmt.Sprintf(" enc '%s' 0x%s auth-trunc '%s' 0x%s %d",
 			m.cryptName, hex.EncodeToString(m.cryptKey), m.authName, hex.EncodeToString(m.authKey), m.truncBits)
 		lines = append(lines, line)
@@ -39,8 +46,13 @@ func (t Tunnel) PeerCommands() ([]string, error) {
 		lines = append(lines, fmt.Sprintf("ip xfrm policy add src %s dst %s dir %s priority %d tmpl src %s dst %s proto esp reqid 0x%08x mode tunnel",
 			p.src, p.dst, dirNames[p.dir], p.priority, p.tunnelSrc, p.tunnelDst, p.reqid))
 	}
-	lines = append(lines,
-		fmt.Sprintf("# and a route to %s out of its WAN, with its LAN address as source (ip route add %s via GATEWAY src LAN-ADDRESS)", t.LocalNet, t.LocalNet),
+	route := fmt.Sprintf("# and a route to %s out of its WAN, with its LAN address as source (ip route add %s via GATEWAY src LAN-ADDRESS)", t.LocalNet, t.LocalNet)
+	if t.LocalNet.Addr().Is4() != t.Local.Is4() {
+		// An IPv6 route cannot take an IPv4 gateway; the SA finds its
+		// outer route itself.
+		route = fmt.Sprintf("# and a route to %s onto its WAN link, with its LAN address as source (ip route add %s dev WAN-INTERFACE src LAN-ADDRESS)", t.LocalNet, t.LocalNet)
+	}
+	lines = append(lines, route,
 		"# It keeps no sequence numbers across its restarts: after one, this box sees its packets behind the window",
 		"# (ocf net says so). Then roll the keys, or add the state again with replay-oseq and replay-oseq-hi above",
 		"# the last number it sent (ip -s xfrm state shows it as oseq) before it restarts.")

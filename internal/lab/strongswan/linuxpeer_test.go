@@ -37,22 +37,44 @@ type manualReply struct {
 // the store's reservation) and TCP crosses both ways again, with no
 // packet refused by either end (the finding was the survivor refusing
 // every one). Once per cipher and integrity pair the examples can
-// name: AES-CBC with SHA2-256, 3DES with SHA1.
+// name: AES-CBC with SHA2-256, 3DES with SHA1; and once with the
+// tunnel carrying IPv6 networks over the IPv4 WANs (the printed states'
+// flag af-unspec, the route onto the link without a gateway).
 //
 // It runs in TestTwoCharons' world: the namespaces are its own, and a
 // boot of its own would cost more than the test.
 func testLinuxPeerManualKeys(t *testing.T, w *worldvm.World) {
-	for i, c := range []struct{ cipher, auth string }{
-		{"aes-128-cbc", "hmac-sha256"},
-		{"des-ede3-cbc", "hmac-sha1"},
+	for i, c := range []struct {
+		cipher, auth string
+		v6           bool
+	}{
+		{"aes-128-cbc", "hmac-sha256", false},
+		{"des-ede3-cbc", "hmac-sha1", false},
+		{"aes-128-cbc", "hmac-sha256", true},
 	} {
-		t.Run(c.cipher+"+"+c.auth, func(t *testing.T) {
-			linuxPeer(t, w, fmt.Sprint(i), c.cipher, c.auth)
+		name := c.cipher + "+" + c.auth
+		if c.v6 {
+			name = "IPv6-nets-over-IPv4+" + name
+		}
+		t.Run(name, func(t *testing.T) {
+			linuxPeer(t, w, fmt.Sprint(i), c.cipher, c.auth, c.v6)
 		})
 	}
 }
 
-func linuxPeer(t *testing.T, w *worldvm.World, n, cipher, auth string) {
+// The inner addresses: the LANs' (IPv4) or, with v6, a ULA /64 each.
+type innerNets struct{ netA, netB, hostA, hostB string }
+
+var (
+	inner4 = innerNets{"192.168.1.0/24", "192.168.2.0/24", "192.168.1.1", "192.168.2.1"}
+	inner6 = innerNets{"fd00:1::/64", "fd00:2::/64", "fd00:1::1", "fd00:2::1"}
+)
+
+func linuxPeer(t *testing.T, w *worldvm.World, n, cipher, auth string, v6 bool) {
+	in := inner4
+	if v6 {
+		in = inner6
+	}
 	// The two example sites with the cipher and auth asked for.
 	dir := t.TempDir()
 	for _, f := range []string{"site-a.yaml", "site-b.yaml"} {
@@ -64,6 +86,20 @@ func linuxPeer(t *testing.T, w *worldvm.World, n, cipher, auth string) {
 		s = strings.Replace(s, "auth: hmac-sha256", "auth: "+auth, 1)
 		if !strings.Contains(s, "cipher: "+cipher) || !strings.Contains(s, "auth: "+auth) {
 			t.Fatalf("%s no longer names the cipher and auth this test replaces", f)
+		}
+		if v6 {
+			// The tunnel's networks become IPv6 ones, the WANs stay.
+			local, remote := inner6.netA, inner6.netB
+			if f == "site-b.yaml" {
+				local, remote = remote, local
+				s = strings.Replace(s, "    remote_subnet: 192.168.1.0/24", "    local_subnet: "+local+"\n    remote_subnet: "+remote, 1)
+			} else {
+				s = strings.Replace(s, "local_subnet: 192.168.1.0/24", "local_subnet: "+local, 1)
+				s = strings.Replace(s, "remote_subnet: 192.168.2.0/24", "remote_subnet: "+remote, 1)
+			}
+			if !strings.Contains(s, "local_subnet: "+local) || !strings.Contains(s, "remote_subnet: "+remote) {
+				t.Fatalf("%s no longer has the subnets this test replaces", f)
+			}
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
@@ -88,7 +124,7 @@ func linuxPeer(t *testing.T, w *worldvm.World, n, cipher, auth string) {
 		"addr " + mb + " b0 203.0.113.2/24", "addr " + mi + " i1 203.0.113.1/24",
 		"sysctl " + mi + " net.ipv4.ip_forward 1",
 		"route " + ma + " default 198.51.100.1", "route " + mb + " default 203.0.113.1",
-		"addr " + ma + " lo 192.168.1.1/32", "addr " + mb + " lo 192.168.2.1/32",
+		"addr " + ma + " lo " + in.hostA + "/" + bits(in.hostA), "addr " + mb + " lo " + in.hostB + "/" + bits(in.hostB),
 		"echo-server " + ma + " 7", "echo-server " + mb + " 7",
 	} {
 		w.MustDo(t, c)
@@ -110,7 +146,13 @@ func linuxPeer(t *testing.T, w *worldvm.World, n, cipher, auth string) {
 	}
 	// ... and its route to the remote LAN, as the router sets it (the
 	// agent's route takes no source: Debian's ip does it here too).
-	w.MustDo(t, "exec "+ma+" LD_LIBRARY_PATH="+LibraryPath+" "+IP+" route add 192.168.2.0/24 via 198.51.100.1 src 192.168.1.1")
+	if v6 {
+		// A v6 net over the v4 WAN: onto the link, no gateway, as
+		// the router's tunnelRoute makes it.
+		w.MustDo(t, "exec "+ma+" LD_LIBRARY_PATH="+LibraryPath+" "+IP+" route add "+in.netB+" dev a0 src "+in.hostA)
+	} else {
+		w.MustDo(t, "exec "+ma+" LD_LIBRARY_PATH="+LibraryPath+" "+IP+" route add 192.168.2.0/24 via 198.51.100.1 src 192.168.1.1")
+	}
 
 	// The Linux peer: every printed command as printed.
 	var ran int
@@ -131,16 +173,27 @@ func linuxPeer(t *testing.T, w *worldvm.World, n, cipher, auth string) {
 		t.Fatalf("ran %d printed commands, want 5 (two SAs, three policies):\n%s", ran, out.String())
 	}
 	// The route the printed comment asks for.
-	if !strings.Contains(out.String(), "ip route add 192.168.1.0/24 via GATEWAY src LAN-ADDRESS") {
-		t.Errorf("the printed comment no longer asks for the route this test adds:\n%s", out.String())
+	if v6 {
+		if !strings.Contains(out.String(), "ip route add "+in.netA+" dev WAN-INTERFACE src LAN-ADDRESS") || strings.Count(out.String(), "flag af-unspec") != 2 {
+			t.Errorf("the printed commands lack flag af-unspec on both states or the gateway-less route:\n%s", out.String())
+		}
+		w.MustDo(t, "exec "+mb+" LD_LIBRARY_PATH="+LibraryPath+" "+IP+" route add "+in.netA+" dev b0 src "+in.hostB)
+	} else {
+		if !strings.Contains(out.String(), "ip route add 192.168.1.0/24 via GATEWAY src LAN-ADDRESS") {
+			t.Errorf("the printed comment no longer asks for the route this test adds:\n%s", out.String())
+		}
+		w.MustDo(t, "exec "+mb+" LD_LIBRARY_PATH="+LibraryPath+" "+IP+" route add 192.168.1.0/24 via 203.0.113.1 src 192.168.2.1")
 	}
-	w.MustDo(t, "exec "+mb+" LD_LIBRARY_PATH="+LibraryPath+" "+IP+" route add 192.168.1.0/24 via 203.0.113.1 src 192.168.2.1")
 
 	traffic := func(when string) {
 		t.Helper()
-		for _, c := range []struct{ ns, to, from string }{{mb, "192.168.1.1", "192.168.2.1"}, {ma, "192.168.2.1", "192.168.1.1"}} {
-			reply, err := w.Do(context.Background(), fmt.Sprintf("tcp %s %s:7 %s", c.ns, c.to, "through-the-tunnel"))
-			if err != nil || !strings.Contains(reply, "from "+c.from+":") || !strings.Contains(reply, "through-the-tunnel") {
+		for _, c := range []struct{ ns, to, from string }{{mb, in.hostA, in.hostB}, {ma, in.hostB, in.hostA}} {
+			to, from := c.to, c.from
+			if v6 {
+				to, from = "["+to+"]", "["+from+"]"
+			}
+			reply, err := w.Do(context.Background(), fmt.Sprintf("tcp %s %s:7 %s", c.ns, to, "through-the-tunnel"))
+			if err != nil || !strings.Contains(reply, "from "+from+":") || !strings.Contains(reply, "through-the-tunnel") {
 				t.Fatalf("%s: TCP from %s to %s: %v %q", when, c.from, c.to, err, reply)
 			}
 		}
@@ -164,6 +217,14 @@ func linuxPeer(t *testing.T, w *worldvm.World, n, cipher, auth string) {
 			after.Counters.Out.Seq, after.Counters.In.Seq, after.SavedOut, before.SavedOut, before.SavedIn, before.SavedOut+ipsec.Reserve)
 	}
 	traffic("after the ocfw end restarted")
+}
+
+// bits is a host prefix's length: 32 or 128.
+func bits(a string) string {
+	if strings.Contains(a, ":") {
+		return "128"
+	}
+	return "32"
 }
 
 // siteTunnel is the site config's tunnel with its key file as site A's

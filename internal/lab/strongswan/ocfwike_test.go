@@ -171,6 +171,152 @@ func TestOCFWAgainstStrongswan(t *testing.T) {
 			checkTraffic(t, w, east, "10.1.0.1")
 		})
 	}
+	ipv6Tunnels(t, w, east, wcfg)
+}
+
+// ipv6Tunnels are TestOCFWAgainstStrongswan's IPv6 subtests, in its
+// world (no boot of their own): ocfw initiating to charon east with IPv6
+// networks over the IPv4 WAN (east's child net6) and between IPv6 WAN
+// addresses (east's connection west6), then two ocfw endpoints with each
+// other, both ways, and only ESP on their link. Each carries an echo
+// through the tunnel.
+func ipv6Tunnels(t *testing.T, w *worldvm.World, east Instance, wcfg map[string]any) {
+	ctx := context.Background()
+	for _, c := range []string{
+		"addr ow o0 2001:db8::1/64", "addr east e0 2001:db8::2/64",
+		"addr ow lo fd00:1::1/128", "addr east lo fd00:2::1/128",
+		"addr ow lo fd00:11::1/128", "addr east lo fd00:12::1/128",
+		// ocfw's routes are the router's for an IPv6 remote network:
+		// onto the link, no gateway, the inner source. charon
+		// installs its own; these are its fallback in the main table.
+		"route ow fd00:2::/64 dev:o0 fd00:1::1", "route ow fd00:12::/64 dev:o0 fd00:11::1",
+		"route east fd00:1::/64 dev:e0 fd00:2::1", "route east fd00:11::/64 dev:e0 fd00:12::1",
+	} {
+		w.MustDo(t, c)
+	}
+	// stop ends ocfw endpoint name and charon's IKE SA ike with it.
+	stop := func(t *testing.T, name, ike string) {
+		w.MustDo(t, "ike-stop "+name)
+		w.Do(ctx, east.SwanctlCommand("--terminate", "--ike", ike, "--force"))
+		for deadline := time.Now().Add(10 * time.Second); strings.Contains(w.MustDo(t, east.SwanctlCommand("--list-sas")), "ESTABLISHED"); {
+			if time.Now().After(deadline) {
+				t.Fatal("charon east keeps the IKE SA of the stopped endpoint")
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	suite := func(t *testing.T) (si, se, oi, oe string) {
+		si, oi = suiteNames(t, "aes128-sha256-modp2048", true)
+		se, oe = suiteNames(t, "aes128-sha256", false)
+		return si, "ESP:" + se, oi, oe
+	}
+	t.Run("IPv6-nets-over-IPv4-ocfw-initiates", func(t *testing.T) {
+		stop(t, "ocfw-w", "west")
+		cfg := clone(wcfg)
+		cfg["initiate"], cfg["ike"], cfg["esp"] = true, "aes128-sha256-modp2048", "aes128-sha256"
+		cfg["local_ts"], cfg["remote_ts"] = "fd00:1::/64", "fd00:2::/64"
+		w.MustDo(t, "ike ow ocfw-w "+worldvm.Quote(mustJSON(t, cfg)))
+		sas := waitSAs(t, w, east, "ocfw-w")
+		si, se, oi, oe := suite(t)
+		checkPair(t, w, "ocfw-w", sas, true, si, se, oi, oe)
+		if !regexp.MustCompile(`(?s)west: .*@ 192\.0\.2\.2\[.*net6: .*local\s+fd00:2::/64\s+remote\s+fd00:1::/64`).MatchString(sas) {
+			t.Errorf("charon's CHILD SA is not net6, fd00:2::/64 <-> fd00:1::/64, in west over 192.0.2.2:\n%s", sas)
+		}
+		checkTraffic(t, w, east, "[fd00:1::1]")
+		stop(t, "ocfw-w", "west")
+	})
+	t.Run("IPv6-WAN-ocfw-initiates", func(t *testing.T) {
+		cfg := clone(wcfg)
+		cfg["name"], cfg["local"], cfg["remote"] = "east6", "2001:db8::1", "2001:db8::2"
+		cfg["initiate"], cfg["ike"], cfg["esp"] = true, "aes128-sha256-modp2048", "aes128-sha256"
+		cfg["local_ts"], cfg["remote_ts"] = "fd00:11::/64", "fd00:12::/64"
+		w.MustDo(t, "ike ow ocfw-w6 "+worldvm.Quote(mustJSON(t, cfg)))
+		sas := waitSAs(t, w, east, "ocfw-w6")
+		si, se, oi, oe := suite(t)
+		checkPair(t, w, "ocfw-w6", sas, true, si, se, oi, oe)
+		if !regexp.MustCompile(`(?s)west6: .*@ 2001:db8::2\[.*@ 2001:db8::1\[.*net6: .*local\s+fd00:12::/64\s+remote\s+fd00:11::/64`).MatchString(sas) {
+			t.Errorf("charon's IKE SA is not west6 between 2001:db8::2 and 2001:db8::1 carrying fd00:12::/64 <-> fd00:11::/64:\n%s", sas)
+		}
+		checkTraffic(t, w, east, "[fd00:11::1]")
+		stop(t, "ocfw-w6", "west6")
+	})
+	t.Run("IPv6-ocfw-to-ocfw", func(t *testing.T) {
+		// a6 and b6: two ocfw endpoints each, one pair over the IPv4
+		// link carrying fd00:a::/64 <-> fd00:b::/64, one over the IPv6
+		// link carrying fd00:c::/64 <-> fd00:d::/64, with the default
+		// ids (the addresses: ID_IPV4_ADDR and ID_IPV6_ADDR).
+		for _, c := range []string{
+			"ns a6", "ns b6", "veth a6 a0 b6 b0",
+			"addr a6 a0 198.51.100.1/24", "addr b6 b0 198.51.100.2/24",
+			"addr a6 a0 2001:db8:6::1/64", "addr b6 b0 2001:db8:6::2/64",
+			"addr a6 lo fd00:a::1/128", "addr a6 lo fd00:c::1/128",
+			"addr b6 lo fd00:b::1/128", "addr b6 lo fd00:d::1/128",
+			"route a6 fd00:b::/64 dev:a0 fd00:a::1", "route a6 fd00:d::/64 dev:a0 fd00:c::1",
+			"route b6 fd00:a::/64 dev:b0 fd00:b::1", "route b6 fd00:c::/64 dev:b0 fd00:d::1",
+			"echo-server b6 7",
+		} {
+			w.MustDo(t, c)
+		}
+		base := map[string]any{"psk": testPSK, "ike": "aes128-sha256-curve25519", "esp": "aes128-sha256", "install": true}
+		pair := []struct{ ns, name, local, remote, lts, rts string }{
+			{"b6", "ocfw-b4", "198.51.100.2", "198.51.100.1", "fd00:b::/64", "fd00:a::/64"},
+			{"b6", "ocfw-b6", "2001:db8:6::2", "2001:db8:6::1", "fd00:d::/64", "fd00:c::/64"},
+			{"a6", "ocfw-a4", "198.51.100.1", "198.51.100.2", "fd00:a::/64", "fd00:b::/64"},
+			{"a6", "ocfw-a6", "2001:db8:6::1", "2001:db8:6::2", "fd00:c::/64", "fd00:d::/64"},
+		}
+		for _, p := range pair {
+			cfg := clone(base)
+			cfg["name"], cfg["local"], cfg["remote"], cfg["local_ts"], cfg["remote_ts"] = p.name+"-peer", p.local, p.remote, p.lts, p.rts
+			cfg["initiate"] = p.ns == "a6"
+			w.MustDo(t, "ike "+p.ns+" "+p.name+" "+worldvm.Quote(mustJSON(t, cfg)))
+		}
+		for _, name := range []string{"ocfw-a4", "ocfw-a6", "ocfw-b4", "ocfw-b6"} {
+			var st ikeStatus
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+				out := w.MustDo(t, "ike-status "+name)
+				if err := json.Unmarshal([]byte(out), &st); err != nil {
+					t.Fatal(err)
+				}
+				if len(st.Installed) > 0 && len(st.Peers) == 1 && len(st.Peers[0].SAs) == 1 && st.Peers[0].SAs[0].State == "established" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: no established IKE SA with an installed CHILD SA in 20 s: %+v\nlog:\n%s", name, st.Peers, st.Log)
+				}
+			}
+			t.Logf("%s: %s; %v", name, st.Peers[0].SAs[0], st.Installed)
+		}
+		// A capture at each end of the link: a packet socket sees the
+		// ESP both ways and also the inbound ESP's decrypted packets,
+		// which the kernel hands in again on the same interface; what
+		// leaves an end in the clear would show with that end's inner
+		// source.
+		w.MustDo(t, "capture a6 a0")
+		w.MustDo(t, "capture b6 b0")
+		for _, to := range []string{"[fd00:b::1]:7", "[fd00:d::1]:7"} {
+			reply, err := w.Do(ctx, "tcp a6 "+to+" through-ocfw-v6")
+			if err != nil || !strings.Contains(reply, "through-ocfw-v6") {
+				t.Errorf("echo from a6 to %s through the tunnel: %v %q", to, err, reply)
+			}
+		}
+		for _, end := range []struct{ ns, ifname, ours string }{{"a6", "a0", "[fd00:a::1]|[fd00:c::1]"}, {"b6", "b0", "[fd00:b::1]|[fd00:d::1]"}} {
+			capt := w.MustDo(t, "capture-end "+end.ns+" "+end.ifname)
+			t.Logf("%s's side of the link:\n%s", end.ns, capt)
+			for _, want := range []string{"esp 198.51.100.1 > 198.51.100.2", "esp 198.51.100.2 > 198.51.100.1",
+				"esp 2001:db8:6::1 > 2001:db8:6::2", "esp 2001:db8:6::2 > 2001:db8:6::1"} {
+				if !strings.Contains(capt, want) {
+					t.Errorf("%s: the capture lacks %q", end.ns, want)
+				}
+			}
+			for _, l := range strings.Split(capt, "\n") {
+				for _, src := range strings.Split(end.ours, "|") {
+					if strings.HasPrefix(l, "tcp "+src) {
+						t.Errorf("%s sent its tunnel's traffic in the clear: %s", end.ns, l)
+					}
+				}
+			}
+		}
+	})
 }
 
 // TestOCFWResponderGroups: charon initiates to ocfw with groups 19 and

@@ -22,7 +22,8 @@ import (
 
 // IKEConfig is the JSON of the ike command: one peer, proposals in
 // strongSwan's notation (aes128-sha256-modp2048; esp: aes128-sha256,
-// a group for PFS). IDs that parse as IPv4 are ID_IPV4_ADDR, e-mail
+// a group for PFS). IDs that parse as addresses are ID_IPV4_ADDR or
+// ID_IPV6_ADDR, e-mail
 // addresses ID_RFC822_ADDR, others FQDN; empty means the address.
 type IKEConfig struct {
 	Name     string `json:"name"`
@@ -179,8 +180,8 @@ func identity(s string) ike.Identity {
 	if s == "" {
 		return ike.Identity{}
 	}
-	if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
-		return ike.Identity{IDType: ike.ID_IPV4_ADDR, Data: a.AsSlice()}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return ike.AddrIdentity(a)
 	}
 	// An e-mail address is ID_RFC822_ADDR (Libreswan's and strongSwan's
 	// user@host); a leading @ only marks a name.
@@ -248,11 +249,17 @@ func cmdIKE(_ context.Context, a *agent, args []string) (string, error) {
 	if _, ok := ikeRuns[name]; ok {
 		return "", fmt.Errorf("ike %s already runs", name)
 	}
-	c500, err := n.listenUDP(":500")
+	// The local address's family: an IPv6 WAN gets udp6 sockets, as
+	// the router's listenIKE opens them.
+	network := "udp4"
+	if p.Local.Addr().Is6() {
+		network = "udp6"
+	}
+	c500, err := n.listenUDPNet(network, ":500")
 	if err != nil {
 		return "", err
 	}
-	c4500, err := n.listenUDP(":4500")
+	c4500, err := n.listenUDPNet(network, ":4500")
 	if err != nil {
 		c500.Close()
 		return "", err

@@ -99,7 +99,7 @@ func init() {
 		"ns":          {"NAME [IF...]", 1, 99, 15 * time.Second, cmdNS},
 		"addr":        {"NS IF CIDR", 3, 3, 15 * time.Second, cmdAddr},
 		"up":          {"NS IF", 2, 2, 15 * time.Second, cmdUp},
-		"route":       {"NS default|CIDR GW[%IF] [SRC]", 3, 4, 15 * time.Second, cmdRoute},
+		"route":       {"NS default|CIDR GW[%IF]|dev:IF [SRC]", 3, 4, 15 * time.Second, cmdRoute},
 		"show":        {"NS", 1, 1, 15 * time.Second, cmdShow},
 		"show6":       {"NS", 1, 1, 15 * time.Second, cmdShow6},
 		"sysctl":      {"NS KEY VALUE", 3, 3, 15 * time.Second, cmdSysctl},

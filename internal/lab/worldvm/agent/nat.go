@@ -171,10 +171,18 @@ func cmdCaptureEnd(_ context.Context, a *agent, args []string) (string, error) {
 	defer c.mu.Unlock()
 	keepESP(key, c.pkts) // for replay
 	flows := map[string]int{}
-	marker, ipv4 := 0, 0
+	marker, ipv4, ipv6 := 0, 0, 0
 	for _, p := range c.pkts {
+		if f, ok := flowOf6(p); ok {
+			ipv6++
+			if len(args) > 2 && bytes.Contains(p, []byte(args[2])) {
+				marker++
+			}
+			flows[f]++
+			continue
+		}
 		if len(p) < 20 || p[0]>>4 != 4 {
-			continue // ARP and the like (SOCK_DGRAM: no link header)
+			continue // ARP, IPv6's link chatter and the like (SOCK_DGRAM: no link header)
 		}
 		ipv4++
 		if len(args) > 2 && bytes.Contains(p, []byte(args[2])) {
@@ -187,8 +195,38 @@ func cmdCaptureEnd(_ context.Context, a *agent, args []string) (string, error) {
 		lines = append(lines, fmt.Sprintf("%s packets %d", f, k))
 	}
 	sort.Strings(lines)
-	lines = append(lines, fmt.Sprintf("packets %d", ipv4), fmt.Sprintf("marker %d", marker))
+	lines = append(lines, fmt.Sprintf("packets %d", ipv4))
+	if ipv6 > 0 {
+		lines = append(lines, fmt.Sprintf("ipv6 packets %d", ipv6))
+	}
+	lines = append(lines, fmt.Sprintf("marker %d", marker))
 	return strings.Join(lines, "\n"), nil
+}
+
+// flowOf6 names an IPv6 packet's flow as flowOf does, for ESP, UDP and
+// TCP right after the fixed header between addresses that are not
+// link-local or multicast; ok false for the rest (neighbour discovery,
+// MLD, DHCPv6 on the link: each link's own chatter, which captures of
+// IPv4 tests must not start listing).
+func flowOf6(p []byte) (string, bool) {
+	if len(p) < 40 || p[0]>>4 != 6 {
+		return "", false
+	}
+	src, dst := netip.AddrFrom16([16]byte(p[8:24])), netip.AddrFrom16([16]byte(p[24:40]))
+	if src.IsLinkLocalUnicast() || dst.IsLinkLocalUnicast() || dst.IsMulticast() {
+		return "", false
+	}
+	switch nh := p[6]; nh {
+	case unix.IPPROTO_UDP, unix.IPPROTO_TCP:
+		if len(p) < 44 {
+			return "", false
+		}
+		name := map[byte]string{unix.IPPROTO_UDP: "udp", unix.IPPROTO_TCP: "tcp"}[nh]
+		return fmt.Sprintf("%s [%s]:%d > [%s]:%d", name, src, binary.BigEndian.Uint16(p[40:]), dst, binary.BigEndian.Uint16(p[42:])), true
+	case unix.IPPROTO_ESP:
+		return fmt.Sprintf("esp %s > %s", src, dst), true
+	}
+	return "", false
 }
 
 // flowOf names an IPv4 packet's protocol, addresses and ports.

@@ -257,36 +257,52 @@ func cmdRoute(_ context.Context, a *agent, args []string) (string, error) {
 		return "", err
 	}
 	r := &netlink.Route{}
-	// v4 or v6, the gateway's family deciding; a link-local v6 gateway
-	// names its interface as a zone (fe80::1%eth0).
-	gw, err := netip.ParseAddr(args[2])
-	if err != nil || (gw.Zone() != "" && !gw.Is6()) {
-		return "", kinded("usage", fmt.Errorf("gateway %q: want an IPv4 or IPv6 address (fe80::...%%IF for a link-local one)", args[2]))
-	}
-	v6 := gw.Is6() && !gw.Is4In6()
-	if zone := gw.Zone(); zone != "" {
-		l, err := n.nl.LinkByName(zone)
-		if err != nil {
-			return "", kinded("usage", fmt.Errorf("gateway %q: no interface %s in %s", args[2], zone, n.name))
-		}
-		r.LinkIndex = l.Attrs().Index
-	}
-	r.Gw = net.IP(gw.WithZone("").AsSlice())
+	v6 := false
 	if args[1] != "default" {
 		_, dst, err := net.ParseCIDR(args[1])
-		if err != nil || (dst.IP.To4() == nil) != v6 {
-			return "", kinded("usage", fmt.Errorf("route %q: want default or a CIDR of the gateway's family", args[1]))
+		if err != nil {
+			return "", kinded("usage", fmt.Errorf("route %q: want default or a CIDR", args[1]))
 		}
-		r.Dst = dst
-	} else if v6 {
-		r.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		r.Dst, v6 = dst, dst.IP.To4() == nil
+	}
+	// GW is an address of the destination's family (a link-local v6 one
+	// names its interface as a zone: fe80::1%eth0; with default, the
+	// gateway's family decides), or dev:IF for a route onto a link
+	// without a gateway (an IPv6 network through an IPsec tunnel over
+	// IPv4, as the router's tunnel routes).
+	if dev, ok := strings.CutPrefix(args[2], "dev:"); ok {
+		l, err := n.link(dev)
+		if err != nil {
+			return "", err
+		}
+		r.LinkIndex = l.Attrs().Index
+	} else {
+		gw, err := netip.ParseAddr(args[2])
+		if err == nil && gw.Is4In6() {
+			gw = gw.Unmap()
+		}
+		if err != nil || (args[1] != "default" && gw.Is6() != v6) || (gw.Zone() != "" && !gw.Is6()) {
+			return "", kinded("usage", fmt.Errorf("gateway %q: want an address of the route's family (fe80::...%%IF for a link-local one), or dev:IF", args[2]))
+		}
+		if args[1] == "default" && gw.Is6() {
+			v6 = true
+			r.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		}
+		if zone := gw.Zone(); zone != "" {
+			l, err := n.link(zone)
+			if err != nil {
+				return "", err
+			}
+			r.LinkIndex = l.Attrs().Index
+		}
+		r.Gw = net.IP(gw.WithZone("").AsSlice())
 	}
 	// SRC: the source address connections over this route take (one of
 	// the namespace's addresses), for a host with two on one link.
 	if len(args) > 3 {
 		src, err := netip.ParseAddr(args[3])
 		if err != nil || src.Is6() != v6 {
-			return "", kinded("usage", fmt.Errorf("source %q: want an address of the gateway's family", args[3]))
+			return "", kinded("usage", fmt.Errorf("source %q: want an address of the route's family", args[3]))
 		}
 		r.Src = net.IP(src.AsSlice())
 	}
@@ -374,9 +390,14 @@ func (n *netNS) listenTCP(addr string) (net.Listener, error) {
 }
 
 func (n *netNS) listenUDP(addr string) (net.PacketConn, error) {
+	return n.listenUDPNet("udp4", addr)
+}
+
+// listenUDPNet is listenUDP on network udp4 or udp6.
+func (n *netNS) listenUDPNet(network, addr string) (net.PacketConn, error) {
 	var c net.PacketConn
 	err := n.run(func() (err error) {
-		c, err = net.ListenPacket("udp4", addr)
+		c, err = net.ListenPacket(network, addr)
 		return err
 	})
 	return c, err

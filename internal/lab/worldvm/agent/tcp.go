@@ -72,7 +72,11 @@ func cmdTCP(ctx context.Context, a *agent, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c, err := n.dial(ctx, "tcp4", args[1])
+	network := "tcp4"
+	if strings.HasPrefix(args[1], "[") {
+		network = "tcp6"
+	}
+	c, err := n.dial(ctx, network, args[1])
 	if err != nil {
 		return "", err
 	}
