@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -69,5 +70,22 @@ func TestIKEIdentityIPv6(t *testing.T) {
 	}
 	if id := ikeIdentity(site.Identity{Type: site.IDIPv4, Value: "198.51.100.2"}); id.IDType != 1 || len(id.Data) != 4 {
 		t.Errorf("v4 id %+v", id)
+	}
+}
+
+// TestLAN6MovedKicksTunnels: the LAN's v6 addresses arriving or moving
+// (a delegation) set the tunnels up again, so that a v6 remote
+// subnet's route gets the new LAN address as its source; before, only
+// a WAN change did, and a route made before the delegation kept none.
+func TestLAN6MovedKicksTunnels(t *testing.T) {
+	r := &Router{}
+	r.live.Store(&liveConfig{site: &site.Site{}})
+	ts := &tunnelSet{kick: make(chan struct{}, 1)}
+	r.svc.tunnels = ts
+	r.lan6Moved(context.Background(), []netip.Prefix{netip.MustParsePrefix("2001:db8:1:3::1/64")})
+	select {
+	case <-ts.kick:
+	default:
+		t.Fatal("the LAN's v6 addresses moved and the tunnels were not set up again")
 	}
 }

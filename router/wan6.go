@@ -616,6 +616,9 @@ func (r *Router) inNS6(fn func(context.Context) error) func(context.Context) err
 // ULA's, which stays, and the delegated prefix's, which moves with it).
 func (r *Router) lan6Moved(ctx context.Context, addrs []netip.Prefix) {
 	r.listenLAN6(ctx, addrs)
+	// A v6 tunnel's route takes the LAN's v6 address as its source
+	// (tunnelRoute): set the tunnels up again with the new ones.
+	r.kickTunnels()
 	r.svc.mu.Lock()
 	fwd := r.svc.dns
 	r.svc.mu.Unlock()

@@ -410,7 +410,7 @@ func (s *spec) inputChain() Chain {
 		input.Rules = append(input.Rules,
 			Rule{IIf: s.lan, IPv4: true, SAddr: s.lanNet, Verdict: "accept", Comment: "the LAN manages the router and uses its DHCP and DNS, from the LAN's addresses only"},
 			Rule{IIf: s.lan, IPv4: true, SAddr: netip.MustParsePrefix("0.0.0.0/32"), Proto: "udp", SPort: 68, DPort: 67, Verdict: "accept", Comment: "DHCP from LAN clients that have no address yet"},
-			Rule{IIf: s.lan, IPv6: true, Verdict: "accept", Comment: "IPv6 on the LAN: link-local only, the router neither routes nor forwards it"},
+			Rule{IIf: s.lan, IPv6: true, Verdict: "accept", Comment: "IPv6 from the LAN: its services on the LAN side (link-local, ULA, delegated addresses); forwarding is the forward chain's"},
 		)
 	}
 	input.Rules = append(input.Rules,
