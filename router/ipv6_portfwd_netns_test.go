@@ -3,6 +3,7 @@ package router
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -96,8 +97,16 @@ func dial6(ns *netns.NS, dst netip.Addr, port int, timeout time.Duration) (strin
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(10 * time.Second))
-		line, err = bufio.NewReader(c).ReadString('\n')
+		br := bufio.NewReader(c)
+		line, err = br.ReadString('\n')
 		line = strings.TrimSpace(line)
+		if err != nil {
+			return err
+		}
+		// Up to the server's FIN before closing: our ACK of a FIN that
+		// came late (a loaded machine) would cross the firewall applied
+		// next and count on its ULA rule, which the tests read.
+		_, err = io.Copy(io.Discard, br)
 		return err
 	})
 	return line, err
