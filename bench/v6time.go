@@ -29,6 +29,7 @@ var v6timeVariants = []struct{ name, what string }{
 // only names the one variant that has the moment ("" for all).
 var v6timeMoments = []struct{ name, what, only string }{
 	{"v4-wan", "v4: the router's WAN lease (ISC dhcpd -4)", ""},
+	{"v4-discover", "v4: the host's first DISCOVER sent (dhcpcd's log)", "dhcpcd"},
 	{"v4-ack", "v4: the router's ACK in, the host's ARP probe begun (dhcpcd's log)", "dhcpcd"},
 	{"v4-lease", "v4: the host's address from the router's lease", ""},
 	{"v4", "v4: the host's first ping to the ISP answered (through the router's NAT)", ""},
@@ -166,7 +167,7 @@ func v6timeTable(b *strings.Builder, x *v6timeResult) {
 	fmt.Fprintf(b, "### v6time. WAN link up to a LAN host's first packet to the WAN: IPv6 against IPv4\n\n"+
 		"`go test ./router -bench %s` in network namespaces on this host: the ISP (ISC dhcpd -4, ISC dhcpd -6 delegating /60s, radvd), the router's own code in-process (dual stack, as it ships; its firewall with NAT in its namespace), one LAN host. "+
 		"Before t0 the router runs as Start leaves it, its WAN port up without carrier, its LAN settled; at t0 the ISP's end of the WAN comes up and the host plugs in. Both families are timed from that one moment. "+
-		"Two hosts, each run a new lab for each, one after the other: ", v6timeBench)
+		"Two LAN hosts, a new lab for each in every run, one after the other: ", v6timeBench)
 	for i, v := range v6timeVariants {
 		if i > 0 {
 			b.WriteString("; ")
@@ -208,7 +209,7 @@ func v6timeTable(b *strings.Builder, x *v6timeResult) {
 		return fmt.Sprintf("**%.2fx**", v.Ratio), joinF(v.Ratios, "%.2fx")
 	})
 	row("v4: of it in the host's ARP probe and wait (v4-lease - ACK)", func(v *v6timeVariant) (string, string) { return series(v.Probe) })
-	row("v4: the rest (exchanges, the ping)", func(v *v6timeVariant) (string, string) { return series(v.Rest4) })
+	row("v4: the rest (dhcpcd's random start, the exchanges, the ping)", func(v *v6timeVariant) (string, string) { return series(v.Rest4) })
 	row("v6: of it in DAD (before the prefix is heard: the router's WAN link-local, for dhcpcd the later of it and the host's link-local; then the host's new address)", func(v *v6timeVariant) (string, string) { return series(v.DAD) })
 	row("v6: the rest (exchanges, advertisements, the ping)", func(v *v6timeVariant) (string, string) { return series(v.Rest) })
 	b.WriteString("\n")

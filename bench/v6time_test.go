@@ -37,10 +37,10 @@ func TestV6TimeSummary(t *testing.T) {
 	dhcpcd := []map[string]float64{
 		// The host's link-local address later than the router's: it
 		// gates the prefix heard.
-		{"v4-wan": 20, "v4-ack": 300, "v4-lease": 5300, "v4": 5310, "v6-wanll": 1200, "v6-wanroute": 1201, "v6-pd": 1300, "v6-hostll": 1900, "v6-ra": 1950, "v6-addr": 3000, "v6": 3010},
+		{"v4-wan": 20, "v4-discover": 250, "v4-ack": 300, "v4-lease": 5300, "v4": 5310, "v6-wanll": 1200, "v6-wanroute": 1201, "v6-pd": 1300, "v6-hostll": 1900, "v6-ra": 1950, "v6-addr": 3000, "v6": 3010},
 		// The router's later: it gates.
-		{"v4-wan": 21, "v4-ack": 500, "v4-lease": 3990, "v4": 4000, "v6-wanll": 1500, "v6-wanroute": 1501, "v6-pd": 1600, "v6-hostll": 1100, "v6-ra": 1610, "v6-addr": 1990, "v6": 2000},
-		{"v4-wan": 22, "v4-ack": 900, "v4-lease": 5990, "v4": 6000, "v6-wanll": 1000, "v6-wanroute": 1001, "v6-pd": 1100, "v6-hostll": 1800, "v6-ra": 1850, "v6-addr": 3550, "v6": 3600},
+		{"v4-wan": 21, "v4-discover": 450, "v4-ack": 500, "v4-lease": 3990, "v4": 4000, "v6-wanll": 1500, "v6-wanroute": 1501, "v6-pd": 1600, "v6-hostll": 1100, "v6-ra": 1610, "v6-addr": 1990, "v6": 2000},
+		{"v4-wan": 22, "v4-discover": 800, "v4-ack": 900, "v4-lease": 5990, "v4": 6000, "v6-wanll": 1000, "v6-wanroute": 1001, "v6-pd": 1100, "v6-hostll": 1800, "v6-ra": 1850, "v6-addr": 3550, "v6": 3600},
 	}
 	// Three runs (-count 3) among go test's other lines.
 	out := "goos: linux\ngoarch: amd64\npkg: github.com/ocfw/ocfw/router\n"
@@ -101,7 +101,8 @@ func TestV6TimeSummary(t *testing.T) {
 	for _, s := range []string{
 		"| v6 / v4 | **75.00x** | 75.00x, 40.00x, 350.00x | **0.57x** | 0.57x, 0.50x, 0.60x |",
 		"| v6: the host's address out of DAD | 3000 | 3000, 2731, 3276 | 3000 | 3000, 1990, 3550 |",
-		"(dhcpcd's log) | - | - | 500 | 300, 500, 900 |",
+		"ARP probe begun (dhcpcd's log) | - | - | 500 | 300, 500, 900 |",
+		"| v4: the host's first DISCOVER sent (dhcpcd's log) | - | - | 450 | 250, 450, 800 |",
 		"| v4: of it in the host's ARP probe and wait (v4-lease - ACK) | - | - | 5000 | 5000, 3490, 5090 |",
 	} {
 		if !strings.Contains(b.String(), s) {
@@ -113,6 +114,10 @@ func TestV6TimeSummary(t *testing.T) {
 	short := strings.Replace(out, "dhcpcd-v4-ack-ms", "x-ms", 1)
 	if _, err := v6timeSummary(short); err == nil {
 		t.Error("a run without dhcpcd-v4-ack-ms was summed up")
+	}
+	short = strings.Replace(out, "dhcpcd-v4-discover-ms", "x-ms", 1)
+	if _, err := v6timeSummary(short); err == nil {
+		t.Error("a run without dhcpcd-v4-discover-ms was summed up")
 	}
 	short = strings.Replace(out, "dhclient-v6-wanll-ms", "x-ms", 1)
 	if _, err := v6timeSummary(short); err == nil {
