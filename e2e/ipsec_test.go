@@ -426,9 +426,15 @@ func TestIPsecEndToEnd(t *testing.T) {
 		t.Errorf("ESP from a stranger: input_drop %d -> %d, the SA's errors %d -> %d; want it dropped by the firewall",
 			inDrop(before), inDrop(afterStranger), in0.Errors, in1.Errors)
 	}
-	if in2.Errors != in1.Errors+1 || inDrop(afterPeer) != inDrop(afterStranger) {
+	// The SA counting the packet's failure is the proof it passed the
+	// firewall (a drop there is final). input_drop is only logged: any
+	// stray inbound packet the firewall drops in the same second counts
+	// there too (one did, once, in a full run).
+	if in2.Errors != in1.Errors+1 {
 		t.Errorf("forged ESP from the peer's address: the SA's errors %d -> %d (%+v), input_drop %d -> %d; want it past the firewall and refused by the SA",
 			in1.Errors, in2.Errors, in2, inDrop(afterStranger), inDrop(afterPeer))
+	} else if inDrop(afterPeer) != inDrop(afterStranger) {
+		t.Logf("forged ESP from the peer's address refused by the SA; input_drop %d -> %d meanwhile (other inbound traffic)", inDrop(afterStranger), inDrop(afterPeer))
 	}
 
 	// A's report is written with a-c's peer absent, and A's boot sequence
