@@ -143,10 +143,35 @@ func Missing(err error) bool {
 func (e *missingError) Error() string { return e.msg }
 
 func failures(out string) string {
+	// With -test.v a test's log lines follow its "=== RUN" (or "=== NAME"
+	// or "=== CONT") line as they are written; the ones of a failed test
+	// carry the reason, so they go with its "--- FAIL" line: CI shows
+	// only a part of the output, and the reason must be in that part.
+	logs := map[string][]string{}
+	cur := ""
 	var fails []string
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "--- FAIL:") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "kerneltest:") {
-			fails = append(fails, strings.TrimSpace(line))
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "=== "):
+			if f := strings.Fields(line); len(f) == 3 && f[1] != "PAUSE" {
+				cur = f[2]
+			}
+		case strings.HasPrefix(trimmed, "--- FAIL: "):
+			fails = append(fails, trimmed)
+			if f := strings.Fields(trimmed); len(f) >= 3 {
+				l := logs[f[2]]
+				if len(l) > 10 {
+					l = append([]string{"..."}, l[len(l)-10:]...)
+				}
+				for _, x := range l {
+					fails = append(fails, "    "+x)
+				}
+			}
+		case strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "kerneltest:"):
+			fails = append(fails, trimmed)
+		case cur != "" && strings.HasPrefix(line, "    ") && !strings.HasPrefix(trimmed, "--- "):
+			logs[cur] = append(logs[cur], trimmed)
 		}
 	}
 	if len(fails) == 0 {

@@ -177,6 +177,13 @@ func TestParseGuestOutput(t *testing.T) {
 	if f := failures(out); f != ":\n--- FAIL: TestX (0.00s)" {
 		t.Errorf("failures = %q", f)
 	}
+	// A failed test's own lines go with its FAIL line, a passed one's not.
+	out = "=== RUN   TestA\n    a_test.go:1: fine\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n=== RUN   TestB/sub\n" +
+		"    b_test.go:9: took in 9 packets\n        want 10\n=== NAME  TestB\n    b_test.go:12: after\n--- FAIL: TestB (5.00s)\n    --- FAIL: TestB/sub (5.00s)"
+	want := ":\n--- FAIL: TestB (5.00s)\n    b_test.go:12: after\n--- FAIL: TestB/sub (5.00s)\n    b_test.go:9: took in 9 packets\n    want 10"
+	if f := failures(out); f != want {
+		t.Errorf("failures =\n%s\nwant\n%s", f, want)
+	}
 	// Without a start marker the tail of the boot is what matters.
 	if out := guestOutput("Kernel panic - not syncing: VFS\r\n"); !strings.Contains(out, "Kernel panic") {
 		t.Errorf("no marker: %q", out)
