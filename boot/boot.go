@@ -396,6 +396,9 @@ func (b *sequence) finishReport() {
 	}
 	if u := out.Upgrade; u != nil && b.site != nil {
 		u.sshAddr = sshAddr(b.site)
+		if b.opts.TestBreak == plan.TestBreakNoWAN {
+			u.wait = TestNoWANWait
+		}
 	}
 	if u := out.Upgrade; u != nil && u.Message != "" {
 		r.Notes = append(r.Notes, u.Message)

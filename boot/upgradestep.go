@@ -25,6 +25,9 @@ type Upgrade struct {
 	Action  upgrade.Action
 	Message string // the record as this boot left it, for `ocf net`
 	sshAddr string // where the router's SSH listens (host:port)
+	// wait bounds the trial's network checks; 0 is upgrade.Checks'
+	// default. Only a test image's no-wan break shortens it.
+	wait time.Duration
 	// Watchdog is the trial's hardware watchdog (nil: not a trial, or
 	// no watchdog): the daemon disarms it once the trial committed.
 	Watchdog *Watchdog
@@ -101,7 +104,11 @@ func (b *sequence) armTrialWatchdog() {
 			}
 		}
 	}
-	w, err := ArmWatchdog(dev, WatchdogTimeout, WatchdogPet, TrialLimit)
+	timeout := WatchdogTimeout
+	if b.opts.TestBreak == plan.TestBreakHang {
+		timeout = TestHangWatchdogTimeout
+	}
+	w, err := ArmWatchdog(dev, timeout, WatchdogPet, TrialLimit)
 	if err != nil {
 		b.cfg.printf("ocfw: upgrade trial: no watchdog (%v): a hang in the trial waits for a power cycle", err)
 		return
@@ -127,6 +134,15 @@ func (b *sequence) watchdogPending() bool {
 	}
 	return false
 }
+
+// A test image's break is proved rolled back the same way whatever the
+// trial's bounds, so its image waits less for what it knows will not
+// come: the no-wan image's WAN address (two minutes otherwise) and the
+// kernel-hang image's watchdog reset (three pets, not six).
+const (
+	TestNoWANWait           = 20 * time.Second
+	TestHangWatchdogTimeout = 30 * time.Second
+)
 
 // testHang is a test image's kernel-hang (plan.TestBreakHang): with the
 // panic reset turned off, the kernel is crashed and stops for good; only
@@ -165,7 +181,7 @@ func (u *Upgrade) Trial() bool { return u != nil && u.Action == upgrade.Prove }
 // SSH answering. It commits the slot or returns why not; the caller then
 // resets the board so the loader boots the old default.
 func (u *Upgrade) Prove(ctx context.Context, o *Outcome, cfg *Config) error {
-	c := upgrade.Checks{}
+	c := upgrade.Checks{Wait: u.wait}
 	if o.Report != nil && len(o.Report.SelfTest) > 0 {
 		t := report.TallyOf(o.Report.SelfTest)
 		c.SelfTest = &upgrade.Tally{Passed: t.Passed, Failed: t.Failed}

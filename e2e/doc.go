@@ -9,10 +9,9 @@
 // each: the parallel tests take guest slots from a pool (guests_test.go)
 // with as many as go test's -parallel (GOMAXPROCS, two here), which
 // starts the longest first; a router beside an idle world VM counts as
-// one guest, TestUpgradePowerCuts's two chains of cuts as two. The
-// tests that are not parallel run before them, alone: the IPsec test
-// (two routers booting together) and the IKEv2 test (a router and
-// charon's world VM, its timings asserted). Builds of the same Go userland after the first are cheap:
+// one guest, TestUpgradePowerCuts's two chains of cuts and the IPsec
+// test's two routers as two. Every test that boots is one of them: a
+// test run alone before the others leaves a slot idle. Builds of the same Go userland after the first are cheap:
 // rootfs caches it; buildImage builds each set of inputs once per test
 // binary and hands out copies (one SSH key per binary: equal site texts
 // are equal files). A test that boots an image often and does not look

@@ -25,14 +25,19 @@ import (
 // guests, measured (docs/testing.md): a free slot goes to the
 // highest-ranked waiting test (a subtest ranks as its test), unranked
 // ones after them in the order they asked.
+//
+// The two-slot tests come first: at the start both slots are free, later
+// one would wait for both to drain.
 var longestFirst = []string{
 	"TestUpgradePowerCuts", // two guests: its two chains of cuts
+	"TestIPsecEndToEnd",    // two routers booting together
 	"TestUpgradeRollbacks",
 	"TestPushConfig",
-	"TestEndToEnd",
-	"TestUpgradeEndToEnd",
-	"TestRouterEndToEnd",
+	"TestIKEv2AgainstStrongswan",
 	"TestRunKeepsCard",
+	"TestEndToEnd",
+	"TestRouterEndToEnd",
+	"TestUpgradeEndToEnd",
 	"TestEndToEndEngineChoice",
 	"TestEndToEndBadEngine",
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	fwboot "github.com/ocfw/ocfw/boot"
 	bu "github.com/ocfw/ocfw/boot/upgrade"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
@@ -27,11 +28,13 @@ import (
 //  2. corrupt:16: a faulty engine fails the self-test: worse than the
 //     old system's, the trial resets itself.
 //  3. no-wan: the router leaves the WAN port down: no address within
-//     the trial's two minutes, "no network".
+//     the trial's time ("no network"; two minutes, for this test image
+//     boot.TestNoWANWait).
 //  4. kernel-hang: once the modules are loaded (and the trial's
 //     watchdog armed) the kernel crashes with its panic reset turned
 //     off and stops for good: only QEMU's i6300esb, petted by the trial
-//     until then, resets it.
+//     until then, resets it (for this test image after
+//     boot.TestHangWatchdogTimeout, not boot.WatchdogTimeout).
 //
 // One box, one QEMU process: each case is a trial boot and the old
 // system's boot after it. The broken images are built while the box
@@ -115,6 +118,13 @@ func TestUpgradeRollbacks(t *testing.T) {
 			if !strings.Contains(con, c.trial) {
 				t.Errorf("the console never showed %q", c.trial)
 			}
+			wantArmed := armedLine + fwboot.WatchdogTimeout.String() + ")"
+			if c.inject == plan.TestBreakHang {
+				wantArmed = armedLine + fwboot.TestHangWatchdogTimeout.String() + ")"
+			}
+			if c.inject != plan.TestBreakInitExit && !strings.Contains(con, wantArmed) {
+				t.Errorf("the trial never showed %q", wantArmed)
+			}
 			if !strings.Contains(con, "ocfw: "+want) {
 				t.Errorf("the old system's console line %q is missing", "ocfw: "+want)
 			}
@@ -162,8 +172,9 @@ func TestUpgradeRollbacks(t *testing.T) {
 }
 
 // armedLine is what a trial prints when it has armed QEMU's i6300esb
-// (boot.WatchdogTimeout).
-const armedLine = "ocfw: upgrade trial: watchdog armed (1m0s)"
+// (boot.WatchdogTimeout; the kernel-hang image's is
+// boot.TestHangWatchdogTimeout, so the prefix without the time).
+const armedLine = "ocfw: upgrade trial: watchdog armed ("
 
 // revision is the system revision in an image's manifest.
 func revision(t *testing.T, img string) string {
