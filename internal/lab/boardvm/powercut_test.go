@@ -173,13 +173,77 @@ var cuts = []cut{
 	{"after the shell starts", plan.MarkDone, 500 * time.Millisecond, 2 * time.Second},
 }
 
-// TestPowerCut pulls the plug (SIGKILL to QEMU) at 12 or more moments
-// spread over one image's boot sequence, several inside each write, and
-// after every cut checks what a user and the next boot would find:
-// fsck.fat -n clean (dirty bit included), every report of an earlier boot
-// unchanged, the boot counter never going back; then a whole boot writes
-// the next boot number's report. OCFW_POWERCUT_KILLS sets the number of
-// cuts (30 or more for a thorough run by hand).
+// cutBoots are the cut moments (indexes in cuts) of TestPowerCut's
+// boots, each in the order the boot reaches them: the last one of a
+// boot kills QEMU, the ones before it are copies of the card taken with
+// QEMU stopped for a moment (vmtest.CutCopy: what a kill then would
+// leave), checked as a kill's card is while the boot runs on. Every
+// write is killed in at least one boot; each boot's moments are a write
+// apart, so one moment's random delay does not run into the next.
+var cutBoots = [][]int{
+	{0, 2, 5}, // kernel, inside the boot counter; killed inside the state write
+	{1, 4},    // boot sequence starting; killed inside the report write
+	{3, 6},    // self-test; killed inside the policy write
+	{0, 2},    // kernel; killed inside the boot counter write
+	{4, 5, 7}, // report, state; killed after the shell starts
+}
+
+// cutSchedule is cutBoots cut to n moments, or with boots of one killed
+// write each added (cycling through the writes) up to n.
+func cutSchedule(n int) [][]int {
+	var out [][]int
+	for _, b := range cutBoots {
+		if n <= 0 {
+			return out
+		}
+		b = b[:min(len(b), n)]
+		out = append(out, b)
+		n -= len(b)
+	}
+	for i := 0; n > 0; i, n = i+1, n-1 {
+		out = append(out, []int{[]int{2, 4, 5, 6}[i%4]})
+	}
+	return out
+}
+
+// TestCutSchedule: the schedule has the moments asked for, each boot's
+// in the order a boot reaches them, and the default one kills inside
+// every write.
+func TestCutSchedule(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 12, 13, 30} {
+		got := 0
+		for _, b := range cutSchedule(n) {
+			got += len(b)
+			for i := 1; i < len(b); i++ {
+				if b[i] <= b[i-1] {
+					t.Errorf("n=%d: boot %v: not in boot order", n, b)
+				}
+			}
+		}
+		if got != n {
+			t.Errorf("cutSchedule(%d) has %d moments", n, got)
+		}
+	}
+	killed := map[int]bool{}
+	for _, b := range cutSchedule(12) {
+		killed[b[len(b)-1]] = true
+	}
+	for i, c := range cuts {
+		if strings.HasPrefix(c.name, "inside") && !killed[i] {
+			t.Errorf("no boot is killed %s", c.name)
+		}
+	}
+}
+
+// TestPowerCut pulls the plug at 12 or more moments spread over one
+// image's boot sequence, several inside each write: in five boots, each
+// killed (SIGKILL to QEMU) at its last moment and copied with QEMU
+// stopped at the others (cutBoots). After every cut it checks what a
+// user and the next boot would find: fsck.fat -n clean (dirty bit
+// included), every report of an earlier boot unchanged, the boot
+// counter never going back; then a whole boot writes the next boot
+// number's report. OCFW_POWERCUT_KILLS sets the number of cut moments
+// (30 or more for a thorough run by hand).
 func TestPowerCut(t *testing.T) {
 	// Its cuts follow one another on one card; the other boot tests run
 	// beside it, each with its own copy.
@@ -200,7 +264,7 @@ func TestPowerCut(t *testing.T) {
 
 	seen := map[int][]byte{} // boot -> report bytes, as first read back
 	lastBoot := 0
-	check := func(when string) *store.Contents {
+	check := func(when, img string) *store.Contents {
 		t.Helper()
 		part := dataPart(t, img, m)
 		if msg := fsckData(t, part); msg != "" {
@@ -232,26 +296,37 @@ func TestPowerCut(t *testing.T) {
 		lastBoot = c.State.Boot
 		return c
 	}
-	check("the built image")
-	for i := 0; i < kills; i++ {
-		k := cuts[i%len(cuts)]
-		if i >= len(cuts) {
-			// Later rounds favour the writes.
-			k = cuts[[]int{2, 4, 5, 6}[i%4]]
-		}
-		delay := k.lo + time.Duration(rng.Int63n(int64(k.hi-k.lo)+1))
+	check("the built image", img)
+	n := 0
+	for bootNo, boot := range cutSchedule(kills) {
 		vm := start(t, img)
-		if k.marker != "" {
-			if err := vm.WaitFor(context.Background(), k.marker); err != nil {
+		for j, ci := range boot {
+			n++
+			k := cuts[ci]
+			delay := k.lo + time.Duration(rng.Int63n(int64(k.hi-k.lo)+1))
+			if k.marker != "" {
+				if err := vm.WaitFor(context.Background(), k.marker); err != nil {
+					vm.Kill()
+					t.Fatalf("cut %d (%s): never saw %q: %v\n%s", n, k.name, k.marker, err, vm.Tail(30))
+				}
+				time.Sleep(delay)
+			} else {
+				time.Sleep(delay - vm.Elapsed()) // after power-on
+			}
+			card, how := img, "killed"
+			if j < len(boot)-1 {
+				card, how = filepath.Join(t.TempDir(), "cut.img"), "copied"
+				vmtest.CutCopy(t, vm, img, card)
+			} else {
 				vm.Kill()
-				t.Fatalf("cut %d (%s): never saw %q: %v\n%s", i+1, k.name, k.marker, err, vm.Tail(30))
+			}
+			when := fmt.Sprintf("cut %d (boot %d, %s), %s, %v after %q (%v after power-on)", n, bootNo+1, how, k.name, delay, k.marker, vm.Elapsed().Round(time.Millisecond))
+			c := check(when, card)
+			t.Logf("%s: counter %d, %d reports, notes %d", when, c.State.Boot, len(c.Reports), len(c.Problems))
+			if card != img {
+				os.Remove(card)
 			}
 		}
-		time.Sleep(delay)
-		vm.Kill()
-		when := fmt.Sprintf("cut %d, %s, %v after %q (%v after power-on)", i+1, k.name, delay, k.marker, vm.Elapsed().Round(time.Millisecond))
-		c := check(when)
-		t.Logf("%s: counter %d, %d reports, notes %d", when, c.State.Boot, len(c.Reports), len(c.Problems))
 	}
 
 	// Power comes back for good: the next boot takes the next number and
@@ -267,7 +342,7 @@ func TestPowerCut(t *testing.T) {
 	vm.Send("poweroff\n")
 	vm.Wait()
 	vm.Kill()
-	c := check("after the last boot")
+	c := check("after the last boot", img)
 	if c.Reports[0].Boot != lastBoot || c.State.Boot != lastBoot {
 		t.Errorf("newest report is of boot %d, counter %d", c.Reports[0].Boot, c.State.Boot)
 	}

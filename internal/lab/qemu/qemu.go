@@ -491,3 +491,55 @@ func Installed(arch string) error {
 	_, err := Config{Arch: arch}.BinaryPath()
 	return err
 }
+
+// Frozen runs f with the emulator stopped (SIGSTOP, every thread), then
+// lets it go on (SIGCONT). The disk image file then holds exactly what
+// killing the emulator at that moment would leave on it: QEMU's writes
+// reach the file (and the host's page cache) as the guest issues them,
+// a write in progress in the kernel finishes before its thread stops,
+// and nothing the guest wrote later is there. So a copy taken inside f
+// is a power cut at that moment, while the guest runs on after it:
+// several cut moments for one boot.
+func (vm *VM) Frozen(f func() error) error {
+	if vm.Exited() {
+		return errors.New("qemu: the emulator has exited: nothing to freeze")
+	}
+	p := vm.cmd.Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("qemu: stopping the emulator: %w", err)
+	}
+	defer p.Signal(syscall.SIGCONT)
+	if err := waitStopped(p.Pid, 10*time.Second); err != nil {
+		return err
+	}
+	return f()
+}
+
+// waitStopped waits until every thread of pid is stopped: SIGSTOP stops
+// a thread only as it leaves the kernel.
+func waitStopped(pid int, d time.Duration) error {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	for end := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("qemu: %w", err)
+		}
+		running := ""
+		for _, task := range tasks {
+			b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+			if err != nil {
+				continue // the thread ended
+			}
+			// The state follows the command name's closing parenthesis.
+			if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'T' && b[i+2] != 't' {
+				running = task.Name()
+			}
+		}
+		if running == "" {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("qemu: thread %s of process %d did not stop within %v", running, pid, d)
+		}
+	}
+}

@@ -264,3 +264,56 @@ func TestStandInCheckDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestFrozen: inside Frozen the emulator writes nothing (its file stays
+// the size it was), after it the emulator goes on writing.
+func TestFrozen(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "disk")
+	cfg := fakeEmulator(t, `echo up; while :; do echo x >> `+out+`; done`)
+	ctx := context.Background()
+	vm, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Kill()
+	if err := vm.WaitFor(ctx, "up"); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(out)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	for end := time.Now().Add(10 * time.Second); size() == 0 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	}
+	var during [2]int64
+	err = vm.Frozen(func() error {
+		during[0] = size()
+		time.Sleep(200 * time.Millisecond)
+		during[1] = size()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during[0] == 0 || during[0] != during[1] {
+		t.Errorf("frozen, the file went from %d to %d bytes", during[0], during[1])
+	}
+	grew := false
+	for end := time.Now().Add(10 * time.Second); !grew && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		grew = size() > during[1]
+	}
+	if !grew {
+		t.Errorf("after Frozen the emulator wrote nothing more (%d bytes)", size())
+	}
+	// f's error is Frozen's, and the emulator still goes on.
+	if err := vm.Frozen(func() error { return errors.New("f failed") }); err == nil || err.Error() != "f failed" {
+		t.Errorf("Frozen returned %v, want f's error", err)
+	}
+	vm.Kill()
+	if err := vm.Frozen(func() error { return nil }); err == nil {
+		t.Error("Frozen on an exited emulator: no error")
+	}
+}

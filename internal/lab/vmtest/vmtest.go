@@ -201,3 +201,31 @@ func ReadStore(image string) (*store.Contents, error) {
 		return io.ReadAll(f)
 	})
 }
+
+// CutCopy writes to dst what a power cut now would leave of image, the
+// disk vm runs on, and lets vm run on (qemu.VM.Frozen): one of several
+// cut moments of a single boot, where a kill would end the boot at the
+// first. dst is removed when the test ends.
+func CutCopy(t testing.TB, vm *qemu.VM, image, dst string) {
+	t.Helper()
+	err := vm.Frozen(func() error {
+		src, err := os.Open(image)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		out, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, src); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+	t.Cleanup(func() { os.Remove(dst) })
+	if err != nil {
+		t.Fatalf("the card at a cut moment: %v", err)
+	}
+}
