@@ -35,8 +35,13 @@ type upgradeBox struct {
 	args            []string // extra QEMU arguments for the next boot
 }
 
+// newUpgradeBox is a box not booted yet (boot or restart boots it).
+func newUpgradeBox(t *testing.T, key string) *upgradeBox {
+	return &upgradeBox{port: freePort(t), key: key, knownHosts: filepath.Join(t.TempDir(), "known_hosts"), sshPath: realclient.Need(t, "ssh")}
+}
+
 func startUpgradeBox(t *testing.T, img, key string) *upgradeBox {
-	b := &upgradeBox{port: freePort(t), key: key, knownHosts: filepath.Join(t.TempDir(), "known_hosts"), sshPath: realclient.Need(t, "ssh")}
+	b := newUpgradeBox(t, key)
 	b.boot(t, img, "upgrade")
 	return b
 }
