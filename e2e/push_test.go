@@ -20,6 +20,7 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/router/config"
+	"github.com/ocfw/ocfw/store"
 )
 
 // pushSite is the push test's site: one LAN port on QEMU's restricted
@@ -276,77 +277,139 @@ func TestPushConfig(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	// Power cuts: QEMU killed at moments of a push, its confirm and a
-	// rollback, each found on the console (the store announces its
-	// writes there); the next boot runs the old or the new config,
-	// whole, and the data partition stays clean.
+	// Power cuts at moments of a push, its confirm and a rollback, each
+	// found on the console (the store announces its writes there). A
+	// push's last moment kills QEMU and the next boot runs the old or the
+	// new config, whole; at the moments before it the card is copied with
+	// QEMU stopped (vmtest.CutCopy: what a kill then would leave), and the
+	// config the copy boots is read from its store as the boot reads it
+	// (config.AtBoot). The data partition stays clean either way. Two
+	// boots, where one after each cut were eight (issue 29).
 	hostname := "push-gw2"
-	for i, c := range []struct {
-		name    string
-		at      string // console text to kill at (its n-th occurrence in this push)
-		n       int
+	type moment struct {
+		name string
+		at   string // console text to cut at (its n-th occurrence in this push)
+		n    int
+		want string
+	}
+	for i, p := range []struct {
 		moveLAN bool // push a config that cuts SSH off: it rolls back
-		want    string
+		moments []moment
 	}{
-		{"provisional write", "store: writing value site_push", 1, false, "old"},
-		{"accepted", "config: pushed config", 1, false, "old"},
-		{"services restarting", "config: applying", 1, false, "old"},
-		{"applied", "config: pushed config", 2, false, "old"}, // "... applied"
-		{"confirm write", "store: writing value site_push", 2, false, "either"},
-		{"confirmed", "confirmed at", 1, false, "new"},
-		{"rollback write", "store: writing value site_push", 2, true, "old"},
-		{"rollback restarting", "config: applying", 2, true, "old"},
+		{false, []moment{
+			{"provisional write", "store: writing value site_push", 1, "old"},
+			{"accepted", "config: pushed config", 1, "old"},
+			{"services restarting", "config: applying", 1, "old"},
+			{"applied", "config: pushed config", 2, "old"}, // "... applied"
+			{"confirm write", "store: writing value site_push", 2, "either"},
+			{"confirmed", "confirmed at", 1, "new"},
+		}},
+		{true, []moment{
+			{"rollback write", "store: writing value site_push", 2, "old"},
+			{"rollback restarting", "config: applying", 2, "old"},
+		}},
 	} {
-		t.Run(fmt.Sprintf("power cut %d at the %s", i+1, c.name), func(t *testing.T) {
+		t.Run(fmt.Sprintf("power cuts in push %d", i+1), func(t *testing.T) {
 			next := fmt.Sprintf("cut-%d", i+1)
 			lan, within := "192.168.1.1/24", "20s"
-			if c.moveLAN {
+			if p.moveLAN {
 				// Never confirmed: the shortest window the box takes.
 				lan, within = "192.168.1.2/24", "10s"
 			}
 			f := write(next+".yaml", pushSite(pub, next, lan, "", ""))
+			// What the box boots now, read from a copy: the card is live.
+			now := filepath.Join(t.TempDir(), "now.img")
+			vmtest.CutCopy(t, vm, img, now)
+			oldGen := bootGen(t, now)
+			os.Remove(now)
 			from := len(vm.Console())
 			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			done := make(chan struct{})
 			var out, errs bytes.Buffer
 			go func() {
 				defer close(done)
 				cli.Run(ctx, []string{"push", "-i", keyFile, "--known-hosts", knownHosts, "--timeout", within, f, host}, &out, &errs)
 			}()
-			at, n := c.at, c.n
-			seen := ""
-			for end := time.Now().Add(3 * time.Minute); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-				con := vm.Console()[from:]
-				if strings.Count(con, at) >= n {
-					seen = con
-					break
+			for k, m := range p.moments {
+				last := k == len(p.moments)-1
+				seen := false
+				for end := time.Now().Add(3 * time.Minute); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+					if strings.Count(vm.Console()[from:], m.at) >= m.n {
+						seen = true
+						break
+					}
 				}
+				if !seen {
+					vm.Kill()
+					cancel()
+					<-done
+					t.Fatalf("%q (%d) never came on the console:\n%s", m.at, m.n, vm.Tail(30))
+				}
+				if !last {
+					cp := filepath.Join(t.TempDir(), "cut.img")
+					vmtest.CutCopy(t, vm, img, cp)
+					dataPartitionClean(t, cp)
+					gen := bootGen(t, cp)
+					t.Logf("copied at the %s (%q): the card boots %s", m.name, m.at, genText(gen))
+					switch {
+					case m.want == "old" && gen != oldGen, m.want == "new" && gen == oldGen:
+						t.Errorf("cut at the %s: the card boots %s, want the %s config (%s before the push)", m.name, genText(gen), m.want, genText(oldGen))
+					}
+					os.Remove(cp)
+					continue
+				}
+				vm.Kill()
+				cancel()
+				<-done
+				t.Logf("ocfw push (killed at the %s, %q):\n%s%s", m.name, m.at, out.String(), errs.String())
+				dataPartitionClean(t, img)
+				vm = vmtest.Start(top, img, vmtest.Options{Name: next, NICs: nics})
+				got := strings.TrimSpace(b.wait(t, vm, "cat /proc/sys/kernel/hostname", 5*time.Minute))
+				bootDone(t, vm)
+				status, _ := b.run("ocf config status", nil)
+				t.Logf("killed at the %s: boots %s; %s", m.name, got, strings.TrimSpace(status))
+				switch {
+				case got != hostname && got != next:
+					t.Fatalf("boots %q: neither the old %s nor the new %s", got, hostname, next)
+				case m.want == "old" && got != hostname, m.want == "new" && got != next:
+					t.Errorf("boots %s, want the %s config", got, m.want)
+				case strings.Contains(status, "is provisional"):
+					t.Errorf("a provisional config after the boot: %s", status)
+				}
+				hostname = got
 			}
-			vm.Kill()
-			cancel()
-			<-done
-			t.Logf("ocfw push (killed at %q):\n%s%s", at, out.String(), errs.String())
-			if seen == "" {
-				t.Fatalf("%q (%d) never came on the console:\n%s", at, n, vm.Tail(30))
-			}
-			dataPartitionClean(t, img)
-			vm = vmtest.Start(top, img, vmtest.Options{Name: next, NICs: nics})
-			got := strings.TrimSpace(b.wait(t, vm, "cat /proc/sys/kernel/hostname", 5*time.Minute))
-			bootDone(t, vm)
-			status, _ := b.run("ocf config status", nil)
-			t.Logf("killed at %q: boots %s; %s", at, got, strings.TrimSpace(status))
-			switch {
-			case got != hostname && got != next:
-				t.Fatalf("boots %q: neither the old %s nor the new %s", got, hostname, next)
-			case c.want == "old" && got != hostname, c.want == "new" && got != next:
-				t.Errorf("boots %s, want the %s config", got, c.want)
-			case strings.Contains(status, "is provisional"):
-				t.Errorf("a provisional config after the boot: %s", status)
-			}
-			hostname = got
 		})
 		if t.Failed() {
 			return
 		}
 	}
 }
+
+// bootGen is the pushed config a boot of img would run (config.AtBoot on
+// its store, as the boot reads it; nothing written): its generation, 0
+// for the config from before any push.
+func bootGen(t *testing.T, img string) int {
+	t.Helper()
+	c := vmtest.Store(t, img)
+	g, _, err := config.AtBoot(readOnlyValues{&c.State})
+	must(t, err)
+	if g == nil {
+		return 0
+	}
+	return g.N
+}
+
+func genText(n int) string {
+	if n == 0 {
+		return "the config from before any push"
+	}
+	return fmt.Sprintf("pushed config %d", n)
+}
+
+// readOnlyValues is a store read back on the host: AtBoot's write (a
+// provisional config rolled back) goes nowhere.
+type readOnlyValues struct{ s *store.State }
+
+func (v readOnlyValues) Value(name string, x any) (bool, error) { return v.s.Value(name, x) }
+func (v readOnlyValues) SetValue(string, any) error             { return nil }
