@@ -15,13 +15,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ocfw/ocfw/router/childsa"
 	"github.com/ocfw/ocfw/router/ike"
 	"github.com/ocfw/ocfw/site"
 )
 
 // The IKEv2 tunnels run in one ike.Endpoint for the box, on UDP 500 and
 // 4500 of the WAN's address; its CHILD SAs go into the kernel through a
-// childSink. The endpoint is made when the WAN holds the tunnels' local
+// childsa.Sink. The endpoint is made when the WAN holds the tunnels' local
 // address and made again when that or the set of ready tunnels changes.
 
 // CipherDriver is the boot's engine choice for one cipher: the kernel
@@ -74,7 +75,7 @@ func (r *Router) fastestCiphers() []string {
 // ikeRun is the running endpoint.
 type ikeRun struct {
 	ep     *ike.Endpoint
-	sink   *childSink
+	sink   *childsa.Sink
 	locals []netip.Addr
 	key    string // the addresses and peers it was made for
 	done   chan struct{}
@@ -295,7 +296,7 @@ func (r *Router) ikeUp(ts *tunnelSet, ready []*tunnelRun) {
 		down(err.Error())
 		return
 	}
-	sink := newChildSink(ts.h)
+	sink := childsa.New(ts.h)
 	ep, err := ike.New(ike.Config{Peers: peers, Conn: c500, NATT: c4500, Sink: sink,
 		Logf: func(format string, args ...any) { r.logf("ipsec: "+format, args...) }})
 	if err != nil {
@@ -329,7 +330,7 @@ func (r *Router) ikeDown(ts *tunnelSet) {
 	ts.ike = nil
 	run.ep.Close()
 	<-run.done
-	if err := run.sink.removeAll(); err != nil {
+	if err := run.sink.RemoveAll(); err != nil {
 		r.logf("ipsec: removing the IKEv2 tunnels' SAs: %v", err)
 	}
 }
@@ -438,7 +439,7 @@ func (ts *tunnelSet) ikeStatus(t *tunnelRun, driverOf func(string) string) []IKE
 			if c.Encap != nil {
 				cs.Encap = fmt.Sprintf("udp %d -> %d", c.Encap.LocalPort, c.Encap.RemotePort)
 			}
-			tc, x, ok, err := ts.ike.sink.counters(c.InSPI)
+			tc, x, ok, err := ts.ike.sink.Counters(c.InSPI)
 			switch {
 			case !ok:
 				cs.Out, cs.In = &SAState{SPI: fmt.Sprintf("0x%08x", c.OutSPI)}, &SAState{SPI: fmt.Sprintf("0x%08x", c.InSPI)}
@@ -450,7 +451,7 @@ func (ts *tunnelSet) ikeStatus(t *tunnelRun, driverOf func(string) string) []IKE
 			if ok {
 				cs.Driver = driverOf(x.Out.Cipher)
 			}
-			if li, ok := ts.ike.sink.lastInbound(c.InSPI); ok && li.After(heard) {
+			if li, ok := ts.ike.sink.Heard(c.InSPI); ok && li.After(heard) {
 				heard = li
 			}
 			st.Children = append(st.Children, cs)

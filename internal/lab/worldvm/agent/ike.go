@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocfw/ocfw/router/childsa"
 	"github.com/ocfw/ocfw/router/ike"
 	"github.com/ocfw/ocfw/router/ipsec"
 )
@@ -56,86 +57,31 @@ type ikeRun struct {
 	// installed and deleted are the sink's calls (ChildSA.String: no keys).
 	installed, deleted []string
 	log                tailBuffer
-	// xfrm, when installing, and the tunnels in the kernel by our SPI.
-	xfrm    *ipsec.Handle
-	tunnels map[uint32]ipsec.Tunnel
-	// reqids: one request ID per peer for all its CHILD SAs, as
-	// strongSwan keeps one per CHILD config: during a rekey the in
-	// policy accepts the old SA and the new, and the out policy takes
-	// the newest.
-	reqids map[string]uint32
+	// xfrm and sink, when installing: the router's CHILD SA sink
+	// (router/childsa), so that a rekey here orders its installs and
+	// deletes as the router's does.
+	xfrm *ipsec.Handle
+	sink *childsa.Sink
 }
 
 func (r *ikeRun) Install(c ike.ChildSA) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.installed = append(r.installed, c.String())
-	if r.xfrm == nil {
+	if r.sink == nil {
 		return nil
 	}
-	t, err := tunnelOf(c)
-	if err != nil {
-		return err
-	}
-	if r.reqids[c.Peer] == 0 {
-		r.reqids[c.Peer] = c.InSPI
-	}
-	t.ReqID = r.reqids[c.Peer]
-	if err := r.xfrm.Install(t); err != nil {
-		return err
-	}
-	r.tunnels[c.InSPI] = t
-	return nil
+	return r.sink.Install(c)
 }
 
 func (r *ikeRun) Delete(c ike.ChildSA) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deleted = append(r.deleted, c.String())
-	t, ok := r.tunnels[c.InSPI]
-	if r.xfrm == nil || !ok {
+	if r.sink == nil {
 		return nil
 	}
-	delete(r.tunnels, c.InSPI)
-	// A successor (a rekey) already holds the subnets' policies: only
-	// the old SAs go, so no packet leaves in the clear meanwhile.
-	for _, o := range r.tunnels {
-		if o.LocalNet == t.LocalNet && o.RemoteNet == t.RemoteNet {
-			return r.xfrm.RemoveSAs(t)
-		}
-	}
-	return r.xfrm.Remove(t)
-}
-
-// tunnelOf is a CHILD SA as router/ipsec's tunnel: one subnet each side
-// (what the endpoint negotiates), ESP in UDP through a NAT, a replay
-// window of 128 as charon's default.
-func tunnelOf(c ike.ChildSA) (ipsec.Tunnel, error) {
-	if len(c.LocalTS) != 1 || len(c.RemoteTS) != 1 {
-		return ipsec.Tunnel{}, fmt.Errorf("%s: only one subnet each side", c)
-	}
-	var encap *ipsec.UDPEncap
-	if c.Encap != nil {
-		encap = &ipsec.UDPEncap{SrcPort: c.Encap.LocalPort, DstPort: c.Encap.RemotePort}
-	}
-	var cipher, auth string
-	switch c.Encr.ID {
-	case ike.ENCR_AES_CBC:
-		cipher = fmt.Sprintf("aes-%d-cbc", c.Encr.KeyLen*8)
-	case ike.ENCR_3DES:
-		cipher = "des-ede3-cbc"
-	}
-	switch c.Integ.ID {
-	case ike.AUTH_HMAC_SHA1_96:
-		auth = "hmac-sha1"
-	case ike.AUTH_HMAC_SHA2_256_128:
-		auth = "hmac-sha256"
-	}
-	sa := func(spi uint32, ek, ak []byte) ipsec.SA {
-		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: 128, ESN: c.ESN}
-	}
-	return ipsec.Tunnel{Name: c.Peer, Local: c.Local, Remote: c.Remote, LocalNet: c.LocalTS[0], RemoteNet: c.RemoteTS[0],
-		Out: sa(c.OutSPI, c.OutEncr, c.OutInteg), In: sa(c.InSPI, c.InEncr, c.InInteg), Encap: encap}, nil
+	return r.sink.Delete(c)
 }
 
 var (
@@ -276,7 +222,7 @@ func cmdIKE(_ context.Context, a *agent, args []string) (string, error) {
 			c4500.Close()
 			return "", err
 		}
-		r.tunnels, r.reqids = map[uint32]ipsec.Tunnel{}, map[string]uint32{}
+		r.sink = childsa.New(r.xfrm)
 	}
 	cfg := ike.Config{Peers: []ike.Peer{p}, Conn: ike.UDPConn(c500.(*net.UDPConn)),
 		NATT: ike.UDPConn(c4500.(*net.UDPConn)), Sink: r, Retries: c.Retries,

@@ -1,4 +1,9 @@
-package router
+// Package childsa puts an IKEv2 endpoint's CHILD SAs into the kernel as
+// router/ipsec tunnels, with the order of installs and deletes a rekey
+// needs so that no packet is sent on an SA the peer cannot read yet. The
+// router's tunnels and the lab's IKE runs (internal/lab/worldvm) share it,
+// so that the lab's rekey tests see the router's behaviour.
+package childsa
 
 import (
 	"errors"
@@ -11,28 +16,28 @@ import (
 	"github.com/ocfw/ocfw/router/ipsec"
 )
 
-// ChildReplayWindow is the anti-replay window of the IKEv2 tunnels'
+// ReplayWindow is the anti-replay window of the IKEv2 tunnels'
 // inbound SAs, in packets: the manual tunnels' and strongSwan's (its
 // charon.replay_window is 32 by default, 128 in docs/tunnels.md).
-const ChildReplayWindow = 128
+const ReplayWindow = 128
 
-// xfrm is what the CHILD SA sink needs of router/ipsec's Handle; tests
+// XFRM is what the CHILD SA sink needs of router/ipsec's Handle; tests
 // give it a recorder.
-type xfrm interface {
+type XFRM interface {
 	Install(ipsec.Tunnel) error
 	Remove(ipsec.Tunnel) error
 	RemoveSAs(ipsec.Tunnel) error
 	Counters(ipsec.Tunnel) (ipsec.TunnelCounters, error)
 }
 
-// childSink puts the IKEv2 endpoint's CHILD SAs into the kernel as
+// Sink puts the IKEv2 endpoint's CHILD SAs into the kernel as
 // router/ipsec tunnels: the same SAs and policies a manual tunnel gets,
 // keyed by IKE instead of a key file. It is an ike.ChildSASink and an
 // ike.TrafficSink (the kernel's inbound packet counter tells when ESP
 // last came from the peer, so that the liveness check stays quiet while
 // traffic flows).
-type childSink struct {
-	x   xfrm
+type Sink struct {
+	x   XFRM
 	now func() time.Time
 
 	mu   sync.Mutex
@@ -65,14 +70,15 @@ type childRun struct {
 	kernel   ipsec.Tunnel
 }
 
-func newChildSink(x xfrm) *childSink {
-	return &childSink{x: x, now: time.Now, kids: map[uint32]*childRun{}, owner: map[[2]netip.Prefix]uint32{}, reqids: map[[2]netip.Prefix]uint32{}}
+// New is a sink that installs through x (router/ipsec's Handle).
+func New(x XFRM) *Sink {
+	return &Sink{x: x, now: time.Now, kids: map[uint32]*childRun{}, owner: map[[2]netip.Prefix]uint32{}, reqids: map[[2]netip.Prefix]uint32{}}
 }
 
-// childTunnel is a CHILD SA as router/ipsec's tunnel: tunnel mode, one
+// Tunnel is a CHILD SA as router/ipsec's tunnel: tunnel mode, one
 // subnet each side (what the site's tunnels negotiate), the negotiated
-// ESN, ChildReplayWindow, and ESP in UDP when IKE moved to the NAT-T port.
-func childTunnel(c ike.ChildSA) (ipsec.Tunnel, error) {
+// ESN, ReplayWindow, and ESP in UDP when IKE moved to the NAT-T port.
+func Tunnel(c ike.ChildSA) (ipsec.Tunnel, error) {
 	if len(c.LocalTS) != 1 || len(c.RemoteTS) != 1 {
 		return ipsec.Tunnel{}, fmt.Errorf("%s: %d local and %d remote subnets, want one each (the site's tunnel)", c, len(c.LocalTS), len(c.RemoteTS))
 	}
@@ -86,7 +92,7 @@ func childTunnel(c ike.ChildSA) (ipsec.Tunnel, error) {
 	}
 	hard := childHardLifetime(c.Lifetime)
 	sa := func(spi uint32, ek, ak []byte) ipsec.SA {
-		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: ChildReplayWindow, ESN: c.ESN,
+		return ipsec.SA{SPI: spi, Cipher: cipher, Auth: auth, EncKey: ek, AuthKey: ak, ReplayWindow: ReplayWindow, ESN: c.ESN,
 			HardLifetime: hard}
 	}
 	t := ipsec.Tunnel{Name: c.Peer, Local: c.Local, Remote: c.Remote, LocalNet: c.LocalTS[0], RemoteNet: c.RemoteTS[0],
@@ -147,8 +153,8 @@ func subnets(t ipsec.Tunnel) [2]netip.Prefix { return [2]netip.Prefix{t.LocalNet
 // (ike.ChildSA.ReplacesOut) gets its inbound SA only: the peer installs
 // its own new inbound SA once it has our answer, so we go on sending on
 // the old SA until the peer deletes it (Delete), as strongSwan does.
-func (s *childSink) Install(c ike.ChildSA) error {
-	t, err := childTunnel(c)
+func (s *Sink) Install(c ike.ChildSA) error {
+	t, err := Tunnel(c)
 	if err != nil {
 		return err
 	}
@@ -185,7 +191,7 @@ func (s *childSink) Install(c ike.ChildSA) error {
 // the same subnets runs (a rekey), only the SAs go: the policies stay,
 // pointed at the other one if they pointed at this; a successor whose
 // outbound SA waited for this SA's end gets it first.
-func (s *childSink) Delete(c ike.ChildSA) error {
+func (s *Sink) Delete(c ike.ChildSA) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.kids[c.InSPI]
@@ -236,7 +242,7 @@ const minRead = time.Second
 
 // LastInbound is when the kernel's inbound SA of c last counted a
 // packet more, to the second or so (it is read at most once a second).
-func (s *childSink) LastInbound(c ike.ChildSA) (time.Time, bool) {
+func (s *Sink) LastInbound(c ike.ChildSA) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.kids[c.InSPI]
@@ -253,9 +259,9 @@ func (s *childSink) LastInbound(c ike.ChildSA) (time.Time, bool) {
 	return k.lastIn, !k.lastIn.IsZero()
 }
 
-// counters reads the kernel's counters of our CHILD SA with inbound SPI
+// Counters reads the kernel's counters of our CHILD SA with inbound SPI
 // spi, for the status.
-func (s *childSink) counters(spi uint32) (ipsec.TunnelCounters, ipsec.Tunnel, bool, error) {
+func (s *Sink) Counters(spi uint32) (ipsec.TunnelCounters, ipsec.Tunnel, bool, error) {
 	s.mu.Lock()
 	k, ok := s.kids[spi]
 	s.mu.Unlock()
@@ -266,9 +272,9 @@ func (s *childSink) counters(spi uint32) (ipsec.TunnelCounters, ipsec.Tunnel, bo
 	return tc, k.t, true, err
 }
 
-// removeAll takes every CHILD SA out of the kernel: the endpoint is
+// RemoveAll takes every CHILD SA out of the kernel: the endpoint is
 // being replaced (the WAN's address changed), its SAs are dead.
-func (s *childSink) removeAll() error {
+func (s *Sink) RemoveAll() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
@@ -282,9 +288,9 @@ func (s *childSink) removeAll() error {
 	return first
 }
 
-// lastInbound is what LastInbound found last for our inbound SPI spi,
+// Heard is what LastInbound found last for our inbound SPI spi,
 // without reading the kernel.
-func (s *childSink) lastInbound(spi uint32) (time.Time, bool) {
+func (s *Sink) Heard(spi uint32) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.kids[spi]
