@@ -37,13 +37,15 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 	var addrs []netip.Prefix
 	adv := ra.Advert{MTU: mtu, DNSLifetime: 3 * ra.DefaultMaxInterval}
 	id := v.LAN.SubnetID
+	// RFC 7084 L-6, L-7: A and L set unless the site says otherwise.
+	noSLAAC, notOnLink := !v.LAN.SLAACOn(), !v.LAN.OnLinkOn()
 	if ula.IsValid() {
 		p, ok := site.Subnet64(ula, id)
 		if !ok {
 			return nil, ra.Advert{}, fmt.Errorf("ipv6: subnet id %d does not fit in the ULA %s", id, ula)
 		}
 		addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
-		adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p, Valid: ra.ValidLimit, Preferred: ra.PreferredLimit})
+		adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p, Valid: ra.ValidLimit, Preferred: ra.PreferredLimit, NoSLAAC: noSLAAC, NotOnLink: notOnLink})
 		// RFC 7084 L-3: the router routes to the whole ULA and
 		// delegated prefix (RFC 4191's route information), whether or
 		// not it is a default router.
@@ -60,7 +62,7 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 			// RFC 9096 3.2: never announce more than the limits, and
 			// never more than what is left of the delegation.
 			adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p,
-				Valid: min(valid, ra.ValidLimit), Preferred: max(0, min(preferred, ra.PreferredLimit))})
+				Valid: min(valid, ra.ValidLimit), Preferred: max(0, min(preferred, ra.PreferredLimit)), NoSLAAC: noSLAAC, NotOnLink: notOnLink})
 			adv.Routes = append(adv.Routes, ra.Route{Prefix: l.Prefix.Masked(), Lifetime: min(valid, ra.ValidLimit)})
 			addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
 			adv.RouterLifetime = raRouterLifetime

@@ -24,6 +24,7 @@ func TestIPv6LANPlan(t *testing.T) {
 	tests := []struct {
 		name      string
 		subnet    int
+		noA, noL  bool // ipv6.lan.slaac, on_link false
 		ula       netip.Prefix
 		lease     *dhcp6.Lease
 		addrs     []string
@@ -55,11 +56,23 @@ func TestIPv6LANPlan(t *testing.T) {
 			addrs:    []string{"fd12:3456:789a::1/64"},
 			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit}},
 			routes:   []ra.Route{{Prefix: ula, Lifetime: ra.ValidLimit}}},
+		{name: "slaac and on_link off (L-7)", noA: true, noL: true, ula: ula, lease: pd("2001:db8::/60", 0, 20*time.Second, 40*time.Second),
+			addrs: []string{"fd12:3456:789a::1/64", "2001:db8::1/64"},
+			prefixes: []ra.Prefix{{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit, NoSLAAC: true, NotOnLink: true},
+				{Prefix: netip.MustParsePrefix("2001:db8::/64"), Valid: 40 * time.Second, Preferred: 20 * time.Second, NoSLAAC: true, NotOnLink: true}},
+			routes:    []ra.Route{{Prefix: ula, Lifetime: ra.ValidLimit}, {Prefix: netip.MustParsePrefix("2001:db8::/60"), Lifetime: 40 * time.Second}},
+			routerLft: raRouterLifetime},
 		{name: "subnet id beyond a /64", subnet: 1, lease: pd("2001:db8::/64", 0, 20*time.Second, 40*time.Second), err: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := site.IPv6{LAN: site.IPv6LAN{SubnetID: tt.subnet}}
+			if tt.noA {
+				v.LAN.SLAAC = new(false)
+			}
+			if tt.noL {
+				v.LAN.OnLink = new(false)
+			}
 			addrs, adv, err := lan6Plan(v, "lan.example", 1500, true, tt.ula, tt.lease, now)
 			if tt.err {
 				if err == nil {

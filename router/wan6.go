@@ -116,7 +116,7 @@ func (r *Router) startIPv6(ctx context.Context) error {
 			adv = prev.advert()
 		}
 		if err == nil {
-			n.ra, err = ra.New(ra.Config{Interface: r.lanIf, Log: r.serviceLog()}, adv)
+			n.ra, err = ra.New(ra.Config{Interface: r.lanIf, Log: r.serviceLog(), Store: values}, adv)
 		}
 		if err == nil {
 			n.info, err = dhcp6.NewInfoServer(dhcp6.InfoConfig{Interface: r.lanIf, Hosts: dhcp6Hosts(s.IPv6), Log: r.serviceLog()})

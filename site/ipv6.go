@@ -60,7 +60,21 @@ type IPv6LAN struct {
 	// Domains are the search domains announced (DNSSL); default
 	// lan.domain.
 	Domains []string `yaml:"domains" json:"domains,omitempty"`
+	// SLAAC is the advertised prefixes' A flag (RFC 4861 4.6.2): hosts
+	// make their own addresses in them. Default true; false leaves
+	// global addresses to stateful DHCPv6 (hosts listed with a MAC)
+	// and to hosts configured by hand (RFC 7084 L-7).
+	SLAAC *bool `yaml:"slaac" json:"slaac,omitempty"`
+	// OnLink is their L flag: hosts reach the LAN's other addresses
+	// directly, not through the router. Default true (RFC 7084 L-6).
+	OnLink *bool `yaml:"on_link" json:"on_link,omitempty"`
 }
+
+// SLAACOn is the A flag: true unless slaac is false.
+func (l IPv6LAN) SLAACOn() bool { return l.SLAAC == nil || *l.SLAAC }
+
+// OnLinkOn is the L flag: true unless on_link is false.
+func (l IPv6LAN) OnLinkOn() bool { return l.OnLink == nil || *l.OnLink }
 
 // IPv6Host gives one LAN host a fixed interface identifier (::10): its
 // address in each LAN prefix, for names that keep working when the

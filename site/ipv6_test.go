@@ -16,8 +16,10 @@ func TestIPv6Defaults(t *testing.T) {
 		t.Fatal(errs)
 	}
 	v := s.IPv6
-	if !v.On() || v.WAN.WANMode() != IPv6ModeAuto || !v.WAN.WantsPD() || v.WAN.PDHint() != 60 || v.LAN.SubnetID != 0 || v.ULA != "" {
-		t.Errorf("defaults: on %v mode %s pd %v/%d subnet %d ula %q", v.On(), v.WAN.WANMode(), v.WAN.WantsPD(), v.WAN.PDHint(), v.LAN.SubnetID, v.ULA)
+	if !v.On() || v.WAN.WANMode() != IPv6ModeAuto || !v.WAN.WantsPD() || v.WAN.PDHint() != 60 || v.LAN.SubnetID != 0 || v.ULA != "" ||
+		!v.LAN.SLAACOn() || !v.LAN.OnLinkOn() {
+		t.Errorf("defaults: on %v mode %s pd %v/%d subnet %d ula %q slaac %v on-link %v", v.On(), v.WAN.WANMode(), v.WAN.WantsPD(), v.WAN.PDHint(), v.LAN.SubnetID, v.ULA,
+			v.LAN.SLAACOn(), v.LAN.OnLinkOn())
 	}
 	off := false
 	v.Enable = &off
@@ -37,7 +39,7 @@ func TestIPv6Validate(t *testing.T) {
 	}{
 		{"empty", `{}`, ""},
 		{"off", `{"enable": false}`, ""},
-		{"everything", `{"wan": {"mode": "dhcpv6", "pd_length": 56}, "lan": {"subnet_id": 255, "dns": ["fd12:3456:789a::1"], "domains": ["home.arpa"]},
+		{"everything", `{"wan": {"mode": "dhcpv6", "pd_length": 56}, "lan": {"subnet_id": 255, "dns": ["fd12:3456:789a::1"], "domains": ["home.arpa"], "slaac": false, "on_link": false},
 			"ula": "fd12:3456:789a::/48", "hosts": [{"name": "nas", "mac": "52:54:00:12:34:56", "id": "::10"}, {"name": "tv", "id": "::a:b:c:d"}]}`, ""},
 		{"static", `{"wan": {"mode": "static", "address": "2001:db8::2/64", "gateway": "fe80::1", "prefix": "2001:db8:1::/48", "dns": ["2001:db8::53"]}, "lan": {"subnet_id": 65535}}`, ""},
 		{"static gateway in prefix", `{"wan": {"mode": "static", "address": "2001:db8::2/64", "gateway": "2001:db8::1"}}`, ""},

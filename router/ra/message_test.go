@@ -3,6 +3,7 @@ package ra
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"net"
 	"net/netip"
 	"slices"
@@ -203,5 +204,126 @@ func TestRouterAdvertDeprecate(t *testing.T) {
 	}
 	if _, err := New(Config{Interface: "lan", MaxInterval: time.Second}, Advert{}); err == nil {
 		t.Error("a 1 s interval taken")
+	}
+}
+
+// memStore is a ValueStore in memory, as JSON like the board's store.
+type memStore struct {
+	values map[string][]byte
+	writes int
+}
+
+func (m *memStore) Value(name string, v any) (bool, error) {
+	b, ok := m.values[name]
+	if !ok {
+		return false, nil
+	}
+	return true, json.Unmarshal(b, v)
+}
+
+func (m *memStore) SetValue(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if m.values == nil {
+		m.values = map[string][]byte{}
+	}
+	m.values[name] = b
+	m.writes++
+	return nil
+}
+
+// TestRouterAdvertKeptPrefixes: the prefixes hosts were told of are
+// kept in the store as they change; a server started on that store (the
+// next boot) announces the ones it does not announce itself with both
+// lifetimes 0 (RFC 9096 section 3.3), drops that once one is announced
+// again, and forgets them after ValidLimit.
+func TestRouterAdvertKeptPrefixes(t *testing.T) {
+	old := Prefix{Prefix: netip.MustParsePrefix("2001:db8:1:10::/64"), Valid: ValidLimit, Preferred: PreferredLimit}
+	ula := Prefix{Prefix: netip.MustParsePrefix("fd12:3456:789a:10::/64"), Valid: ValidLimit, Preferred: PreferredLimit}
+	nw := Prefix{Prefix: netip.MustParsePrefix("2001:db8:2:20::/64"), Valid: ValidLimit, Preferred: PreferredLimit}
+	kept := func(st *memStore) []string {
+		var v []string
+		if ok, err := st.Value(AdvertisedValue, &v); !ok || err != nil {
+			t.Fatalf("nothing kept: %v", err)
+		}
+		return v
+	}
+	st := &memStore{}
+	s, err := New(Config{Interface: "lan", Store: st}, Advert{Prefixes: []Prefix{ula, old}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kept(st); !slices.Equal(got, []string{"2001:db8:1:10::/64", "fd12:3456:789a:10::/64"}) {
+		t.Errorf("kept at start: %v", got)
+	}
+	// The same prefixes again: no write.
+	w := st.writes
+	s.Update(Advert{Prefixes: []Prefix{old, ula}})
+	if st.writes != w {
+		t.Errorf("%d writes for an unchanged set", st.writes-w)
+	}
+
+	// The next boot: the delegation is not back yet, only the ULA.
+	s2, err := New(Config{Interface: "lan", Store: st}, Advert{Prefixes: []Prefix{ula}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s2.current(time.Now(), nil)
+	if len(a.Prefixes) != 2 || a.Prefixes[0] != ula || a.Prefixes[1] != (Prefix{Prefix: old.Prefix}) {
+		t.Fatalf("after the reboot: %+v, want the ULA and %s with lifetimes 0", a.Prefixes, old.Prefix)
+	}
+	b, err := a.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pio := options(t, b)[optPrefix]
+	if len(pio) != 2 || binary.BigEndian.Uint32(pio[1][4:]) != 0 || binary.BigEndian.Uint32(pio[1][8:]) != 0 {
+		t.Errorf("on the wire: %x", pio)
+	}
+	if got := kept(st); !slices.Equal(got, []string{"2001:db8:1:10::/64", "fd12:3456:789a:10::/64"}) {
+		t.Errorf("kept after the reboot: %v (the deprecated one must stay until it runs out)", got)
+	}
+	// Another delegation: the old one still deprecated, the new kept.
+	s2.Update(Advert{Prefixes: []Prefix{ula, nw}})
+	a = s2.current(time.Now(), nil)
+	if len(a.Prefixes) != 3 || a.Prefixes[2] != (Prefix{Prefix: old.Prefix}) {
+		t.Errorf("another delegation: %+v", a.Prefixes)
+	}
+	if got := kept(st); !slices.Equal(got, []string{"2001:db8:1:10::/64", "2001:db8:2:20::/64", "fd12:3456:789a:10::/64"}) {
+		t.Errorf("kept: %v", got)
+	}
+	// After ValidLimit no host holds it: not announced, not kept.
+	later := time.Now().Add(ValidLimit + time.Second)
+	if a := s2.current(later, nil); len(a.Prefixes) != 2 {
+		t.Errorf("after ValidLimit: %+v", a.Prefixes)
+	}
+	s2.keep(later)
+	if got := kept(st); !slices.Equal(got, []string{"2001:db8:2:20::/64", "fd12:3456:789a:10::/64"}) {
+		t.Errorf("kept after ValidLimit: %v", got)
+	}
+
+	// The same delegation back after a reboot: announced, not deprecated.
+	s3, err := New(Config{Interface: "lan", Store: st}, Advert{Prefixes: []Prefix{ula}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3.Update(Advert{Prefixes: []Prefix{ula, nw}})
+	if a := s3.current(time.Now(), nil); len(a.Prefixes) != 2 || a.Prefixes[1] != nw {
+		t.Errorf("the same delegation back: %+v", a.Prefixes)
+	}
+	if st := s3.Stats(); st.Deprecating != 0 {
+		t.Errorf("Deprecating %d", st.Deprecating)
+	}
+
+	// Garbage in the store is skipped, not fatal.
+	bad := &memStore{values: map[string][]byte{AdvertisedValue: []byte(`["10.0.0.0/24","nonsense","2001:db8:9::/64"]`)}}
+	s4, err := New(Config{Interface: "lan", Store: bad}, Advert{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := s4.current(time.Now(), nil); len(a.Prefixes) != 1 || a.Prefixes[0].Prefix.String() != "2001:db8:9::/64" {
+		t.Errorf("from a damaged value: %+v", a.Prefixes)
 	}
 }

@@ -56,30 +56,46 @@ type raLab struct {
 func newRALab(t *testing.T, a Advert) *raLab {
 	t.Helper()
 	l := &raLab{t: t, link: realclient.NewLink(t, labRouter.String()+"/64")}
-	srv, err := New(Config{Interface: l.link.ServerIf, Log: func(f string, args ...any) {
+	l.srv, _ = l.serve(Config{}, a)
+	return l
+}
+
+// serve starts a server for cfg (its interface and log filled in)
+// announcing a on l's server end, until stop or the end of the test.
+func (l *raLab) serve(cfg Config, a Advert) (srv *Server, stop func()) {
+	t := l.t
+	t.Helper()
+	cfg.Interface = l.link.ServerIf
+	cfg.Log = func(f string, args ...any) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.logs = append(l.logs, fmt.Sprintf(f, args...))
-	}}, a)
+	}
+	srv, err := New(cfg, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.srv = srv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.link.Server.Do(func() error { return srv.Serve(ctx) }) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("Serve returned %v, want context.Canceled", err)
+			}
+		})
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("Serve returned %v, want context.Canceled", err)
-		}
+		stop()
 		if t.Failed() {
 			l.mu.Lock()
 			t.Logf("server log:\n%s\nstats %+v", strings.Join(l.logs, "\n"), srv.Stats())
 			l.mu.Unlock()
 		}
 	})
-	return l
+	return srv, stop
 }
 
 // addrs are the client's IPv6 addresses in p.
@@ -221,6 +237,77 @@ func TestRouterAdvertKernelSLAAC(t *testing.T) {
 			t.Errorf("the ULA address %v was deprecated too", a)
 		}
 	}
+}
+
+// TestRouterAdvertKernelSLAACAfterReboot: a Linux host holds addresses
+// in a delegated prefix and the ULA; the router restarts (a new server
+// on the same store, as after a reboot) and announces another delegated
+// prefix. From its first advertisements the host's address in the old
+// prefix is deprecated (RFC 9096 section 3.3: the old prefix comes with
+// lifetimes 0, not left to run out for up to 90 minutes), it makes one
+// in the new prefix, and its ULA address stays preferred. Without the
+// store the old address would stay preferred.
+func TestRouterAdvertKernelSLAACAfterReboot(t *testing.T) {
+	realclient.Need(t, "ip")
+	l := &raLab{t: t, link: realclient.NewLink(t, labRouter.String()+"/64")}
+	st := &lockedStore{}
+	_, stop := l.serve(Config{Store: st}, labAdvert(labPrefix, labULA))
+	if !waitFor(clientTimeout, func() bool { return len(l.addrs(labPrefix)) > 0 && len(l.addrs(labULA)) > 0 }) {
+		t.Fatalf("the kernel made no address in %s and %s: %v %v", labPrefix, labULA, l.addrs(labPrefix), l.addrs(labULA))
+	}
+	old := l.addrs(labPrefix)[0]
+	if old.PreferedLft == 0 {
+		t.Fatalf("%v deprecated before the restart", old)
+	}
+	stop()
+
+	srv, _ := l.serve(Config{Store: st}, labAdvert(labPrefix2, labULA))
+	deprecated := func() bool {
+		for _, a := range l.addrs(labPrefix) {
+			if a.IP.Equal(old.IP) && a.PreferedLft == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitFor(clientTimeout, func() bool { return deprecated() && len(l.addrs(labPrefix2)) > 0 }) {
+		t.Fatalf("after the restart: old %v, new %v", l.addrs(labPrefix), l.addrs(labPrefix2))
+	}
+	// The first advertisements are at most MaxInitialInterval apart;
+	// the one the host first heard did it.
+	if sent := srv.Stats().Sent; sent > 3 {
+		t.Errorf("%d advertisements before the old address was deprecated", sent)
+	}
+	for _, a := range l.addrs(labULA) {
+		if a.PreferedLft == 0 {
+			t.Errorf("the ULA address %v was deprecated too", a)
+		}
+	}
+	// The host keeps what it had left of the valid lifetime (at most
+	// two hours, RFC 4862 5.5.3 e); lifetime 0 did not lengthen it.
+	for _, a := range l.addrs(labPrefix) {
+		if a.IP.Equal(old.IP) && (a.ValidLft <= 0 || a.ValidLft > int(ValidLimit/time.Second)) {
+			t.Errorf("the old address's valid lifetime %d s, want 1-%d", a.ValidLft, int(ValidLimit/time.Second))
+		}
+	}
+}
+
+// lockedStore is memStore for a server running in another goroutine.
+type lockedStore struct {
+	mu sync.Mutex
+	m  memStore
+}
+
+func (s *lockedStore) Value(name string, v any) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Value(name, v)
+}
+
+func (s *lockedStore) SetValue(name string, v any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.SetValue(name, v)
 }
 
 // TestRouterAdvertDhcpcd: dhcpcd (IPv6 only, no kernel SLAAC) makes its

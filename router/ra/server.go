@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -56,7 +57,16 @@ type Config struct {
 	MaxInterval time.Duration
 	// Log reports what the server does; nil for none.
 	Log func(format string, args ...any)
+	// Store, when set, keeps the prefixes hosts were told of (value
+	// AdvertisedValue), so that a new server, after a reboot, deprecates
+	// the ones it does not announce again (RFC 9096 section 3.3).
+	Store ValueStore
 }
+
+// AdvertisedValue is the store's name for the prefixes the LAN's hosts
+// may hold addresses in: those announced and those still announced
+// deprecated.
+const AdvertisedValue = "ipv6-advertised"
 
 // Stats count what the server did and ignored.
 type Stats struct {
@@ -84,6 +94,10 @@ type Server struct {
 	// goneRoutes are routes withdrawn: announced with lifetime 0 until
 	// the lifetime hosts were last given would have run out.
 	goneRoutes []staleRoute
+
+	// keepMu orders keep's writes; kept is what the store holds.
+	keepMu sync.Mutex
+	kept   []string
 }
 
 // stalePrefix is a prefix taken out of the advertisements: announced
@@ -93,6 +107,11 @@ type Server struct {
 type stalePrefix struct {
 	p     Prefix
 	until time.Time
+	// zero: announced with valid lifetime 0 too. A prefix from before a
+	// reboot: what hosts have left of it is not known here, and a
+	// valid lifetime above that would lengthen it (RFC 4862 5.5.3 e);
+	// 0 never does (RFC 7084 L-13 allows either).
+	zero bool
 }
 
 type staleRoute struct {
@@ -118,7 +137,77 @@ func New(cfg Config, a Advert) (*Server, error) {
 	if _, err := a.Marshal(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, adv: a, kick: make(chan struct{}, 1)}, nil
+	s := &Server{cfg: cfg, adv: a, kick: make(chan struct{}, 1)}
+	if cfg.Store != nil {
+		s.staleFromStore(time.Now())
+		s.keep(time.Now())
+	}
+	return s, nil
+}
+
+// staleFromStore deprecates the prefixes hosts were told of before this
+// server started (the last boot, or the server a push replaced) that a
+// does not announce: with both lifetimes 0, for as long as any host may
+// still hold one (ValidLimit, the most any advertisement gave).
+func (s *Server) staleFromStore(now time.Time) {
+	var kept []string
+	ok, err := s.cfg.Store.Value(AdvertisedValue, &kept)
+	if err != nil {
+		s.cfg.Log("ra: the prefixes advertised before: %v", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	s.kept = kept
+	announced := map[netip.Prefix]bool{}
+	for _, p := range s.adv.Prefixes {
+		announced[p.Prefix.Masked()] = true
+	}
+	for _, k := range kept {
+		p, err := netip.ParsePrefix(k)
+		if err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || announced[p.Masked()] {
+			continue
+		}
+		announced[p.Masked()] = true
+		s.stale = append(s.stale, stalePrefix{p: Prefix{Prefix: p.Masked()}, until: now.Add(ValidLimit), zero: true})
+		s.cfg.Log("ra: %s advertised on %s before the restart and not now: announced deprecated", p, s.cfg.Interface)
+	}
+}
+
+// keep writes the prefixes hosts may hold addresses in to the store
+// when they changed: written before the advertisement that names a new
+// one goes out, so a power cut right after it still finds it kept.
+func (s *Server) keep(now time.Time) {
+	if s.cfg.Store == nil {
+		return
+	}
+	s.keepMu.Lock()
+	defer s.keepMu.Unlock()
+	s.mu.Lock()
+	var set []string
+	for _, p := range s.adv.Prefixes {
+		if p.Valid > 0 {
+			set = append(set, p.Prefix.Masked().String())
+		}
+	}
+	for _, st := range s.stale {
+		if st.until.After(now) {
+			set = append(set, st.p.Prefix.Masked().String())
+		}
+	}
+	slices.Sort(set)
+	set = slices.Compact(set)
+	same := slices.Equal(set, s.kept)
+	s.mu.Unlock()
+	if same {
+		return
+	}
+	if err := s.cfg.Store.SetValue(AdvertisedValue, set); err != nil {
+		s.cfg.Log("ra: keeping the advertised prefixes: %v", err)
+		return
+	}
+	s.kept = set
 }
 
 // Update replaces what the advertisements say and sends one at once. A
@@ -164,6 +253,7 @@ func (s *Server) Update(a Advert) error {
 	}
 	s.adv, s.stale, s.goneRoutes = a, stale, gone
 	s.mu.Unlock()
+	s.keep(now)
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -201,6 +291,9 @@ func (s *Server) current(now time.Time, mac net.HardwareAddr) Advert {
 		live = append(live, st)
 		p := st.p
 		p.Preferred, p.Valid = 0, left.Truncate(time.Second)
+		if st.zero {
+			p.Valid = 0
+		}
 		a.Prefixes = append(a.Prefixes, p)
 	}
 	s.stale = live
@@ -308,6 +401,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		if multicast {
+			s.keep(time.Now()) // a deprecated prefix that ran out leaves the store
 			err := send(allNodes, s.current(time.Now(), ifi.HardwareAddr))
 			switch {
 			case err != nil && (lastErr == nil || lastErr.Error() != err.Error()):
