@@ -16,6 +16,7 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/realclient"
 	"github.com/ocfw/ocfw/router/firewall"
 	"github.com/ocfw/ocfw/router/netns"
+	"github.com/ocfw/ocfw/site"
 )
 
 // tcpdump runs tcpdump in ns on ifname with filter (numeric,
@@ -67,7 +68,11 @@ func (l *v6Lab) counters() map[string]uint64 {
 //     the LAN's prefixes (2001:db8:bad::5) and from the ULA leave the
 //     LAN host (tcpdump on its side) but never reach the ISP's link
 //     (tcpdump there), counted in forward_drop, while the host's own
-//     SLAAC address gets through and is answered;
+//     SLAAC address gets through and is answered; pings to the
+//     router's own ULA address from the spoofed source are not
+//     answered (no answer leaves the WAN, where the route to that
+//     source points) and count in spoof_drop, from the host's ULA
+//     address they are;
 //   - a rogue router and DHCPv6 server on the LAN host (Debian's radvd
 //     with a prefix and a default route, dnsmasq serving DHCPv6): their
 //     advertisements are on the LAN's wire, the router takes no
@@ -127,6 +132,44 @@ func TestIPv6HostileLAN(t *testing.T) {
 	}
 	if after := l.counters()[firewall.CounterForwardDrop]; after-before < 6 {
 		t.Errorf("forward_drop went from %d to %d: want the 6 spoofed pings counted", before, after)
+	}
+
+	// The router itself answers the LAN's own sources only: a ping to
+	// its ULA address from the spoofed source gets no answer (it would
+	// go out of the WAN) and is counted, one from the host's ULA
+	// address is answered.
+	routerULA := site.WithID(ula, routerID)
+	replies := tcpdump(t, l.link.Server, l.link.ServerIf, "icmp6 and ip6[40] == 129")
+	spoofBefore := l.counters()[firewall.CounterSpoofDrop]
+	if ok, out := l.ping6(ulaHost, routerULA); !ok {
+		t.Errorf("ping6 from the host's ULA address to the router's %s failed:\n%s", routerULA, out)
+	}
+	if ok, out := l.ping6(spoofed, routerULA); ok {
+		t.Errorf("the router answered a ping from %s, outside the LAN's prefixes:\n%s", spoofed, out)
+	}
+	if after := l.counters()[firewall.CounterSpoofDrop]; after-spoofBefore < 3 {
+		t.Errorf("spoof_drop went from %d to %d: want the 3 spoofed pings to the router counted", spoofBefore, after)
+	}
+	// And from the WAN: the ISP's host routing the site's ULA to the
+	// router (a neighbour on the WAN's link can) gets no answer from
+	// the router's ULA address, counted in input_drop.
+	if err := l.link.Server.Route(ula6Lab, netip.MustParseAddr(wan6), netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	inBefore := l.counters()[firewall.CounterInputDrop]
+	p := realclient.Start(t, l.link.Server, realclient.Options{}, realclient.Need(t, "ping"), "-6", "-c", "3", "-i", "0.3", "-W", "2", routerULA.String())
+	if p.Wait(30*time.Second) == nil {
+		t.Errorf("the router answered the WAN at its ULA address:\n%s", p.Output())
+	}
+	if after := l.counters()[firewall.CounterInputDrop]; after-inBefore < 3 {
+		t.Errorf("input_drop went from %d to %d: want the WAN's 3 pings to the ULA counted", inBefore, after)
+	}
+	time.Sleep(time.Second) // what the capture still has to print
+	if got := lines(replies.Output(), "> "+spoofed.String()); len(got) > 0 {
+		t.Errorf("the router's answers to the spoofed source left the WAN:\n%s", strings.Join(got, "\n"))
+	}
+	if got := lines(replies.Output(), routerULA.String()+" >"); len(got) > 0 {
+		t.Errorf("echo replies from the router's ULA address on the WAN's wire:\n%s", strings.Join(got, "\n"))
 	}
 
 	// A rogue router and DHCPv6 server on the LAN host.

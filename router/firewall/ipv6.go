@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/ocfw/ocfw/site"
@@ -28,10 +29,11 @@ func Fwd6Counter(proto string, port int) string {
 	return "fwd6_" + proto + "_" + strconv.Itoa(port)
 }
 
-// ula is RFC 4193's fc00::/7; linkLocal6 fe80::/10.
+// ula is RFC 4193's fc00::/7; linkLocal6 fe80::/10; unspecified6 ::.
 var (
-	ula6       = netip.MustParsePrefix("fc00::/7")
-	linkLocal6 = netip.MustParsePrefix("fe80::/10")
+	ula6         = netip.MustParsePrefix("fc00::/7")
+	linkLocal6   = netip.MustParsePrefix("fe80::/10")
+	unspecified6 = netip.MustParsePrefix("::/128")
 )
 
 // impossibleOnWAN6 are IPv6 sources no packet arriving on the WAN can
@@ -138,7 +140,10 @@ func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
 	spoof = append(spoof, Rule{IIf: wan, IPv6: true, FibNoRoute: true, Counter: CounterSpoofDrop, Verdict: "drop",
 		Comment: "reverse-path filter: no route back to the source out of the WAN"})
 
-	var input []Rule
+	// A ULA destination from the WAN: the router would answer from its
+	// ULA address out of the WAN (its own packets pass no forward rule).
+	input := []Rule{{IIf: wan, IPv6: true, DAddr: ula6, Counter: CounterInputDrop, Verdict: "drop",
+		Comment: "no ULA destination from the WAN: the site's own addresses, never the internet's"}}
 	for _, t := range []string{"nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert"} {
 		input = append(input, Rule{IIf: wan, IPv6: true, HopLimit255: true, Proto: "icmpv6", ICMPType: t, Verdict: "accept",
 			Comment: "neighbour discovery on the WAN's link (RFC 4890 4.4.1): hop limit 255, never routed"})
@@ -155,6 +160,36 @@ func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
 	input = append(input, flood, ping,
 		Rule{IIf: wan, IPv6: true, SAddr: linkLocal6, Proto: "udp", SPort: 547, DPort: 546, Verdict: "accept",
 			Comment: "DHCPv6 replies to the WAN's client, from the ISP's link-local address"})
+
+	// The LAN's v6 into the router from the LAN's own sources only, as
+	// v4's: Build accepts any, and AddIPv6, knowing the prefixes, narrows
+	// it. Otherwise a LAN host posing as a WAN address gets the router's
+	// answer sent out of the WAN.
+	if lan != "" {
+		ch := chains["input"]
+		if ch == nil {
+			return errors.New("firewall: the ruleset has no input chain")
+		}
+		lanIn := []Rule{
+			{IIf: lan, IPv6: true, SAddr: linkLocal6, Verdict: "accept",
+				Comment: "IPv6 from the LAN's link-local addresses: neighbour discovery, router solicitations, DHCPv6, the router's link-local services"},
+			{IIf: lan, IPv6: true, SAddr: unspecified6, Verdict: "accept",
+				Comment: "from the unspecified address: duplicate address detection and MLD before a host has an address"},
+		}
+		for _, p := range v.LANPrefixes {
+			lanIn = append(lanIn, Rule{IIf: lan, IPv6: true, SAddr: p.Masked(), Verdict: "accept",
+				Comment: "the LAN uses the router's services over v6, from the LAN's prefixes only"})
+		}
+		lanIn = append(lanIn, Rule{IIf: lan, IPv6: true, Counter: CounterSpoofDrop, Verdict: "drop",
+			Comment: "IPv6 from the LAN with a source outside its prefixes: spoofed, never answered"})
+		i := slices.IndexFunc(ch.Rules, func(r Rule) bool {
+			return r.IIf == lan && r.IPv6 && !r.IPv4 && !r.SAddr.IsValid() && r.Proto == "" && r.Verdict == "accept"
+		})
+		if i < 0 {
+			return errors.New("firewall: the input chain has no rule for the LAN's IPv6 to narrow")
+		}
+		ch.Rules = slices.Replace(ch.Rules, i, i+1, lanIn...)
+	}
 
 	var forward []Rule
 	if lan != "" {

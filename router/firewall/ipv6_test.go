@@ -64,7 +64,9 @@ func TestIPv6FirewallPolicy(t *testing.T) {
 	for _, name := range []string{"input", "forward"} {
 		c, c4 := chain(rs, name), chain(v4, name)
 		// The v4 rules are all still there, in order, and the chain
-		// still ends in its counted drop.
+		// still ends in its counted drop. (Build's one v6 rule, the
+		// LAN's v6 into the router, is narrowed by AddIPv6: below.)
+		c4.Rules = slices.DeleteFunc(c4.Rules, func(r Rule) bool { return r.IPv6 && !r.IPv4 })
 		j := 0
 		for _, r := range c.Rules {
 			if j < len(c4.Rules) && r.String() == c4.Rules[j].String() {
@@ -88,6 +90,36 @@ func TestIPv6FirewallPolicy(t *testing.T) {
 				t.Errorf("%s: a ULA source accepted out of the WAN: %s", name, r)
 			}
 		}
+	}
+	// The LAN's v6 into the router: from link-local, unspecified and
+	// the LAN's prefixes only, the rest dropped and counted before any
+	// later rule could take it.
+	lanDrop := false
+	for _, r := range chain(rs, "input").Rules {
+		if r.IIf != "br0" || !r.IPv6 || r.IPv4 || lanDrop {
+			continue
+		}
+		switch {
+		case r.Verdict == "drop" && !r.SAddr.IsValid() && r.Counter == CounterSpoofDrop:
+			lanDrop = true
+		case r.Verdict == "accept" && r.SAddr.IsValid() && (r.SAddr == linkLocal6 || r.SAddr == unspecified6 || (r.SAddr == v6Global || r.SAddr == v6ULA)):
+		default:
+			t.Errorf("input: the LAN's v6 rule %s", r)
+		}
+	}
+	if !lanDrop {
+		t.Error("input: no counted drop for the LAN's v6 from other sources")
+	}
+	// A ULA destination from the WAN is dropped before any v6 accept
+	// from the WAN (the established rule aside, which v4 has first).
+	for _, r := range chain(rs, "input").Rules {
+		if r.IIf != "eth0" || !r.IPv6 || r.IPv4 {
+			continue
+		}
+		if r.Verdict != "drop" || r.DAddr != ula6 {
+			t.Errorf("input: %s comes before the WAN's ULA-destination drop", r)
+		}
+		break
 	}
 	s := strings.Join(ruleStrings(chain(rs, "antispoof")), "\n")
 	for _, want := range []string{
