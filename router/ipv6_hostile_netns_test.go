@@ -324,3 +324,72 @@ func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
 }
+
+// TestIPv6InvalidatedPrefix: RFC 7084 L-14. A push moves the LAN to
+// another subnet id, so the host's addresses in the old /64s are
+// deprecated; a ping from its old global address through the router is
+// answered by the router with ICMPv6 destination unreachable code 5
+// (source address failed ingress/egress policy; on the LAN's wire),
+// never forwarded (the ISP's wire), counted in forward_drop, while the
+// host's new address gets through. The error reaches the host because
+// the old /64 stays routed into the LAN while it is deprecated.
+func TestIPv6InvalidatedPrefix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("dhcpd -6, tcpdump and ping in network namespaces (about 15 s)")
+	}
+	l, lan, old := delegatedLab(t, v6LabOptions{firewall: true})
+	s2 := *l.r.Site()
+	s2.IPv6.LAN.SubnetID = 2
+	if err := l.link.Client.Do(func() error { return l.r.Reconfigure(&s2, nil, []string{PartIPv6}) }); err != nil {
+		t.Fatal(err)
+	}
+	lan2, _ := site.Subnet64(netip.PrefixFrom(lan.Addr(), 60).Masked(), 2) // the delegated /60
+	deprecated := func() bool {
+		for _, a := range l.hostAddrs(lan) {
+			if ip, _ := netip.AddrFromSlice(a.IP); ip == old && a.PreferedLft == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitUntil(60*time.Second, func() bool { return deprecated() && len(l.hostAddrs(lan2)) > 0 }) {
+		t.Fatalf("after the push: old %v, new %v", l.hostAddrs(lan), l.hostAddrs(lan2))
+	}
+	// The withdrawn /64 is routed into the LAN, without the router's
+	// own address in it.
+	ln, err := l.link.Client.Netlink().LinkByName("lan0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed := false
+	routes, _ := l.link.Client.Netlink().RouteList(ln, netlink.FAMILY_V6)
+	for _, rt := range routes {
+		routed = routed || (rt.Dst != nil && rt.Dst.String() == lan.String())
+	}
+	if !routed {
+		t.Errorf("no route for the withdrawn %v on the LAN: %v", lan, routes)
+	}
+	lanWire := tcpdump(t, l.host, "eth0", "icmp6 and ip6[40] == 1 and ip6[41] == 5")
+	ispWire := tcpdump(t, l.link.Server, l.link.ServerIf, "icmp6 and ip6[40] == 128")
+	before := l.counters()[firewall.CounterForwardDrop]
+	if ok, out := l.ping6(old, netip.MustParseAddr(isp6)); ok {
+		t.Errorf("a ping from the deprecated %v was answered:\n%s", old, out)
+	}
+	newIP, _ := netip.AddrFromSlice(l.hostAddrs(lan2)[0].IP)
+	if ok, out := l.ping6(newIP, netip.MustParseAddr(isp6)); !ok {
+		t.Errorf("ping6 from the new prefix %v failed:\n%s", newIP, out)
+	}
+	time.Sleep(time.Second) // what the captures still have to print
+	if got := lines(lanWire.Output(), "> "+old.String()); len(got) == 0 {
+		t.Errorf("no ICMPv6 code 5 to %v on the LAN's wire:\n%s", old, lanWire.Output())
+	}
+	if got := lines(ispWire.Output(), old.String()+" >"); len(got) > 0 {
+		t.Errorf("forwarded to the ISP from the deprecated %v:\n%s", old, strings.Join(got, "\n"))
+	}
+	if got := lines(ispWire.Output(), newIP.String()+" >"); len(got) == 0 {
+		t.Errorf("the ISP's capture does not show the new address's pings:\n%s", ispWire.Output())
+	}
+	if after := l.counters()[firewall.CounterForwardDrop]; after-before < 3 {
+		t.Errorf("forward_drop went from %d to %d: want the 3 pings from the deprecated address counted", before, after)
+	}
+}

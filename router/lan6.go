@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -131,8 +132,10 @@ type lan6 struct {
 	// info is the LAN's stateless DHCPv6 server (the O flag's); nil
 	// for none.
 	info *dhcp6.InfoServer
-	// firewall installs the v6 rules for the LAN's /64s; nil for none.
-	firewall func(lanPrefixes []netip.Prefix) error
+	// firewall installs the v6 rules for the LAN's /64s and the ones
+	// being withdrawn (deprecated: answered with ICMPv6 code 5); nil
+	// for none.
+	firewall func(lanPrefixes, invalidated []netip.Prefix) error
 	// changed is told the router's LAN addresses after each apply that
 	// changed them (the DNS forwarder listens there); nil for nobody.
 	changed func(addrs []netip.Prefix)
@@ -144,6 +147,8 @@ type lan6 struct {
 	lease   *dhcp6.Lease
 	addrs   []netip.Prefix
 	adv     ra.Advert // as last announced: a push's new server starts from it
+	// invalid are the withdrawn /64s routed into the LAN (setInvalid6).
+	invalid []netip.Prefix
 	// noWANDefault: the ISP's router said it is no default router
 	// (router lifetime 0); noWANRoute: the WAN has no usable v6
 	// default route (none, or its link is down). Either way the LAN is
@@ -199,12 +204,24 @@ func (n *lan6) renumber(l *dhcp6.Lease) ([]netip.Prefix, bool, error) {
 	if err := n.links.setAddrs6(n.lanIf, addrs); err != nil {
 		return nil, false, err
 	}
+	// RFC 7084 L-14: the /64s hosts are told are deprecated stay routed
+	// into the LAN (the router's own address in them is gone, and with
+	// it their connected route), so that the firewall's ICMPv6 error to
+	// a host still sending from one reaches it, not the WAN.
+	var invalid []netip.Prefix
+	if n.ra != nil {
+		invalid = n.ra.Withdrawn(adv, time.Now())
+	}
+	if err := n.links.setInvalid6(n.lanIf, n.invalid, invalid); err != nil {
+		n.logf("ipv6: %v", err)
+	}
+	n.invalid = invalid
 	if n.firewall != nil {
 		var lans []netip.Prefix
 		for _, a := range addrs {
 			lans = append(lans, a.Masked())
 		}
-		if err := n.firewall(lans); err != nil {
+		if err := n.firewall(lans, invalid); err != nil {
 			return nil, false, err
 		}
 	}
@@ -232,6 +249,38 @@ func (n *lan6) renumber(l *dhcp6.Lease) ([]netip.Prefix, bool, error) {
 		n.logf("ipv6: LAN %s on %s", addrs, n.lanIf)
 	}
 	return addrs, moved, nil
+}
+
+// invalidMetric is the withdrawn /64s' routes' metric, the kernel's
+// default for IPv6 routes: above a connected route for the same /64 (a
+// prefix back in use), below the unreachable ones.
+const invalidMetric = 1024
+
+// setInvalid6 routes want (withdrawn /64s) to the LAN interface name
+// and removes the routes of had that are not in want.
+func (l *links) setInvalid6(name string, had, want []netip.Prefix) error {
+	ln, err := l.h.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	route := func(p netip.Prefix) *netlink.Route {
+		return &netlink.Route{Family: netlink.FAMILY_V6, LinkIndex: ln.Attrs().Index, Protocol: unix.RTPROT_STATIC,
+			Priority: invalidMetric, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}}
+	}
+	var errs []error
+	for _, p := range had {
+		if !slices.Contains(want, p) {
+			if err := l.h.RouteDel(route(p)); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("removing the route for the withdrawn %s: %w", p, err))
+			}
+		}
+	}
+	for _, p := range want {
+		if err := l.h.RouteReplace(route(p)); err != nil {
+			errs = append(errs, fmt.Errorf("routing the withdrawn %s into the LAN: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // setAddrs6 gives name exactly the global and ULA IPv6 addresses want

@@ -150,7 +150,7 @@ func (r *Router) Reconfigure(s *site.Site, files Files, parts []string) error {
 	}
 	if restart["ipv6"] && !s.IPv6.On() {
 		r.svc.mu.Lock()
-		r.svc.lan6Prefixes = nil
+		r.svc.lan6Prefixes, r.svc.lan6Invalid = nil, nil
 		r.svc.mu.Unlock()
 	}
 	if firewallToo {

@@ -52,6 +52,9 @@ type services struct {
 	lease6       *dhcp6.Lease
 	v6mode       string
 	lan6Prefixes []netip.Prefix
+	// lan6Invalid are the /64s the LAN is told are deprecated (RFC 7084
+	// L-14's ICMPv6 error for sources in them).
+	lan6Invalid []netip.Prefix
 	// unreach6 are the unreachable routes in place for the prefixes the
 	// router numbers from (setUnreachable6, under unreach6Mu).
 	unreach6   []netip.Prefix
@@ -487,7 +490,7 @@ func (r *Router) applyFirewall() error {
 		// Before the LAN is numbered the LAN has no v6 prefix: no v6
 		// source from it is forwarded until lan6 says which are its.
 		r.svc.mu.Lock()
-		lans := r.svc.lan6Prefixes
+		lans, invalid := r.svc.lan6Prefixes, r.svc.lan6Invalid
 		r.svc.mu.Unlock()
 		// The v6 port forwards do not depend on the prefixes: they
 		// are in place before the delegation and stay through a
@@ -496,7 +499,7 @@ func (r *Router) applyFirewall() error {
 		if len(errs) > 0 {
 			return fmt.Errorf("firewall: %v", errs[0])
 		}
-		if err := firewall.AddIPv6(rs, r.wanIf, r.lanIf, firewall.IPv6{LANPrefixes: lans, Forwards: fwds}); err != nil {
+		if err := firewall.AddIPv6(rs, r.wanIf, r.lanIf, firewall.IPv6{LANPrefixes: lans, Forwards: fwds, Invalidated: invalid}); err != nil {
 			return err
 		}
 	}

@@ -103,9 +103,9 @@ func (r *Router) startIPv6(ctx context.Context) error {
 	var n *lan6
 	if r.lanIf != "" {
 		n = &lan6{v: s.IPv6, domain: s.LAN.LocalDomain(), mtu: s.LAN.MTU, forwarder: s.LAN.ForwarderOn(), ula: ula, lanIf: r.lanIf, links: r.links, logf: r.logf,
-			firewall: func(lans []netip.Prefix) error {
+			firewall: func(lans, invalid []netip.Prefix) error {
 				r.svc.mu.Lock()
-				r.svc.lan6Prefixes = lans
+				r.svc.lan6Prefixes, r.svc.lan6Invalid = lans, invalid
 				r.svc.mu.Unlock()
 				return r.applyFirewall()
 			},
@@ -114,6 +114,9 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		_, adv, err := lan6Plan(n.v, n.domain, n.mtu, n.forwarder, ula, nil, time.Now())
 		if prev != nil {
 			adv = prev.advert()
+			prev.mu.Lock()
+			n.invalid = prev.invalid // its routes: the new one removes what it no longer wants
+			prev.mu.Unlock()
 		}
 		if err == nil {
 			n.ra, err = ra.New(ra.Config{Interface: r.lanIf, Log: r.serviceLog(), Store: values}, adv)
@@ -778,6 +781,13 @@ func (r *Router) stopIPv6(off bool) {
 	}
 	if n != nil {
 		if err := r.links.setAddrs6(r.lanIf, nil); err != nil {
+			r.logf("ipv6: %v", err)
+		}
+		n.mu.Lock()
+		had := n.invalid
+		n.invalid = nil
+		n.mu.Unlock()
+		if err := r.links.setInvalid6(r.lanIf, had, nil); err != nil {
 			r.logf("ipv6: %v", err)
 		}
 	}

@@ -20,6 +20,13 @@ type IPv6 struct {
 	// to a LAN host's interface identifier, proto and port in. They do
 	// not depend on LANPrefixes.
 	Forwards []site.IPv6Forward
+	// Invalidated are /64s the LAN is being told are deprecated (a
+	// delegation that changed or ended): a LAN source in one is answered
+	// with ICMPv6 destination unreachable, code 5 (source address failed
+	// ingress/egress policy, RFC 7084 L-14) instead of a silent drop, so
+	// the host's application gives up at once. The router routes them
+	// into the LAN meanwhile, or the error would leave by the WAN.
+	Invalidated []netip.Prefix
 }
 
 // Fwd6Counter is the named counter of the v6 port forward for proto and
@@ -95,7 +102,15 @@ func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
 			return fmt.Errorf("firewall: LAN prefix %v: link-local or multicast", p)
 		}
 	}
-	if len(v.LANPrefixes) > 0 && lan == "" {
+	for _, p := range v.Invalidated {
+		if !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() < 1 || linkLocal6.Overlaps(p) || p.Addr().IsMulticast() {
+			return fmt.Errorf("firewall: invalidated prefix %v: want a unicast IPv6 prefix", p)
+		}
+		if slices.ContainsFunc(v.LANPrefixes, p.Overlaps) {
+			return fmt.Errorf("firewall: invalidated prefix %v overlaps a LAN prefix", p)
+		}
+	}
+	if len(v.LANPrefixes)+len(v.Invalidated) > 0 && lan == "" {
 		return errors.New("firewall: LAN prefixes without a LAN interface")
 	}
 	if len(v.Forwards) > 0 && lan == "" {
@@ -180,6 +195,13 @@ func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
 			lanIn = append(lanIn, Rule{IIf: lan, IPv6: true, SAddr: p.Masked(), Verdict: "accept",
 				Comment: "the LAN uses the router's services over v6, from the LAN's prefixes only"})
 		}
+		for _, p := range v.Invalidated {
+			// Routed into the LAN while deprecated, so answers stay
+			// there; the hosts' neighbour advertisements for their old
+			// addresses must come in for the ICMPv6 errors to go out.
+			lanIn = append(lanIn, Rule{IIf: lan, IPv6: true, SAddr: p.Masked(), Verdict: "accept",
+				Comment: "a prefix the LAN is told is deprecated: its hosts still hold addresses in it"})
+		}
 		lanIn = append(lanIn, Rule{IIf: lan, IPv6: true, Counter: CounterSpoofDrop, Verdict: "drop",
 			Comment: "IPv6 from the LAN with a source outside its prefixes: spoofed, never answered"})
 		i := slices.IndexFunc(ch.Rules, func(r Rule) bool {
@@ -215,6 +237,10 @@ func AddIPv6(rs *Ruleset, wan, lan string, v IPv6) error {
 			}
 			forward = append(forward, Rule{IIf: lan, OIf: wan, IPv6: true, SAddr: p.Masked(), Verdict: "accept",
 				Comment: "the LAN goes out over v6, from its global prefix only"})
+		}
+		for _, p := range v.Invalidated {
+			forward = append(forward, Rule{IIf: lan, OIf: wan, IPv6: true, SAddr: p.Masked(), Counter: CounterForwardDrop, Verdict: VerdictPolicyFail,
+				Comment: "a prefix the LAN was told is deprecated: refused with ICMPv6 code 5 (RFC 7084 L-14)"})
 		}
 		if len(v.Forwards) > 0 {
 			// The forwards below match the host by its interface

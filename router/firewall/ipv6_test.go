@@ -351,3 +351,63 @@ func TestIPv6PortForwardRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6Invalidated: a /64 the LAN is told is deprecated (RFC 7084
+// L-14): its sources are refused with ICMPv6 code 5 on the way out of
+// the WAN (counted in forward_drop) and still taken into the router
+// (their neighbour advertisements); one that overlaps a LAN prefix, or
+// is link-local, is refused.
+func TestIPv6Invalidated(t *testing.T) {
+	old := netip.MustParsePrefix("2001:db8:1:f0::/64")
+	rs, err := Build(baseSite(), "eth0", "br0", lanAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := AddIPv6(rs, "eth0", "br0", IPv6{LANPrefixes: []netip.Prefix{v6Global, v6ULA}, Invalidated: []netip.Prefix{old}}); err != nil {
+		t.Fatal(err)
+	}
+	find := func(chain string, match func(Rule) bool) int {
+		for _, c := range rs.Chains {
+			if c.Name == chain {
+				return slices.IndexFunc(c.Rules, match)
+			}
+		}
+		return -1
+	}
+	fwd := find("forward", func(r Rule) bool { return r.SAddr == old })
+	if fwd < 0 {
+		t.Fatal("no forward rule for the invalidated prefix")
+	}
+	for _, c := range rs.Chains {
+		if c.Name != "forward" {
+			continue
+		}
+		r := c.Rules[fwd]
+		if r.Verdict != VerdictPolicyFail || r.IIf != "br0" || r.OIf != "eth0" || r.Counter != CounterForwardDrop || !strings.Contains(r.String(), "reject with icmpv6 policy-fail") {
+			t.Errorf("forward: %s", r)
+		}
+		if fwd != len(c.Rules)-2 {
+			t.Errorf("forward: the refusal is rule %d of %d, want the last before the counted drop", fwd, len(c.Rules))
+		}
+	}
+	if in := find("input", func(r Rule) bool { return r.SAddr == old && r.IIf == "br0" && r.Verdict == "accept" }); in < 0 {
+		t.Error("input: the invalidated prefix's hosts are not taken in")
+	}
+	if err := rs.check(); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []IPv6{
+		{LANPrefixes: []netip.Prefix{v6Global}, Invalidated: []netip.Prefix{v6Global}},
+		{Invalidated: []netip.Prefix{netip.MustParsePrefix("fe80::/64")}},
+		{Invalidated: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}},
+	} {
+		rs, _ := Build(baseSite(), "eth0", "br0", lanAddr)
+		if err := AddIPv6(rs, "eth0", "br0", bad); err == nil {
+			t.Errorf("%+v taken", bad)
+		}
+	}
+	// The verdict needs the IPv6 match alone.
+	if _, err := (Rule{IPv4: true, Verdict: VerdictPolicyFail}).exprs(); err == nil {
+		t.Error("reject with icmpv6 built for an IPv4 rule")
+	}
+}

@@ -423,6 +423,11 @@ func (r Rule) build(counted bool) ([]expr.Any, error) {
 		ex = append(ex, &expr.Verdict{Kind: expr.VerdictDrop})
 	case "masquerade":
 		ex = append(ex, &expr.Masq{})
+	case VerdictPolicyFail:
+		if !r.IPv6 || r.IPv4 {
+			return nil, errors.New("reject with icmpv6: want the IPv6 match alone")
+		}
+		ex = append(ex, &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: icmpv6PolicyFail})
 	case "dnat":
 		if !r.IPv4 || !r.DNAT.Addr().Is4() || r.DNAT.Port() == 0 {
 			return nil, fmt.Errorf("dnat to %v: want an IPv4 address and port, and the IPv4 match", r.DNAT)
@@ -438,6 +443,9 @@ func (r Rule) build(counted bool) ([]expr.Any, error) {
 	}
 	return ex, nil
 }
+
+// icmpv6PolicyFail is ICMPv6 destination unreachable's code 5.
+const icmpv6PolicyFail = 5
 
 // ctBitsSet matches when any of bits is set in the connection's state or
 // status word, which the kernel keeps in host byte order.

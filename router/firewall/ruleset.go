@@ -137,10 +137,16 @@ type Rule struct {
 	CTStatus     string   // "dnat": the connection was destination-NATed
 	Limit        *Limit
 	Counter      string // named counter of the table
-	Verdict      string // "accept", "drop", "dnat" or "masquerade"
+	Verdict      string // "accept", "drop", "dnat", "masquerade" or VerdictPolicyFail
 	DNAT         netip.AddrPort
 	Comment      string // why the rule is there; stored in the kernel as nft shows comments
 }
+
+// VerdictPolicyFail rejects an IPv6 packet with ICMPv6 destination
+// unreachable code 5, "source address failed ingress/egress policy"
+// (RFC 4443 3.1); the rule needs IPv6 and not IPv4. The kernel rate
+// limits the errors (net.ipv6.icmp.ratelimit).
+const VerdictPolicyFail = "reject with icmpv6 policy-fail"
 
 // Limit is a packet rate limit: the rule matches while packets come no
 // faster than Rate a second (after a Burst), or with Over, once they come

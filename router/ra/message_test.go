@@ -173,6 +173,19 @@ func TestRouterAdvertDeprecate(t *testing.T) {
 	if st := s.Stats(); st.Deprecating != 1 {
 		t.Errorf("Deprecating %d", st.Deprecating)
 	}
+	// Withdrawn: what would be deprecated after an update, without it.
+	if w := s.Withdrawn(Advert{Prefixes: []Prefix{nw}}, now); !slices.Equal(w, []netip.Prefix{old.Prefix}) {
+		t.Errorf("Withdrawn keeping the new one: %v", w)
+	}
+	if w := s.Withdrawn(Advert{Prefixes: []Prefix{old}}, now); !slices.Equal(w, []netip.Prefix{nw.Prefix}) {
+		t.Errorf("Withdrawn going back: %v", w)
+	}
+	if w := s.Withdrawn(Advert{}, now); !slices.Equal(w, []netip.Prefix{old.Prefix, nw.Prefix}) {
+		t.Errorf("Withdrawn of everything: %v", w)
+	}
+	if w := s.Withdrawn(Advert{Prefixes: []Prefix{nw}}, now.Add(ValidLimit+time.Second)); len(w) != 0 {
+		t.Errorf("Withdrawn after the old one ran out: %v", w)
+	}
 	if a := s.current(now.Add(ValidLimit+time.Second), nil); len(a.Prefixes) != 1 || a.Prefixes[0] != nw {
 		t.Errorf("after the old one ran out: %+v", a.Prefixes)
 	}

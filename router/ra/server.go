@@ -261,6 +261,32 @@ func (s *Server) Update(a Advert) error {
 	return nil
 }
 
+// Withdrawn are the /64s hosts would be told are deprecated once a is
+// announced: those announced now and not in a, and those already
+// deprecating and not in a, until their time runs out. The router
+// answers sources in them with RFC 7084 L-14's ICMPv6 error.
+func (s *Server) Withdrawn(a Advert, now time.Time) []netip.Prefix {
+	keep := map[netip.Prefix]bool{}
+	for _, p := range a.Prefixes {
+		keep[p.Prefix.Masked()] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []netip.Prefix
+	for _, p := range s.adv.Prefixes {
+		if q := p.Prefix.Masked(); !keep[q] && p.Valid > 0 {
+			out = append(out, q)
+		}
+	}
+	for _, st := range s.stale {
+		if q := st.p.Prefix.Masked(); !keep[q] && st.until.After(now) {
+			out = append(out, q)
+		}
+	}
+	slices.SortFunc(out, netip.Prefix.Compare)
+	return slices.Compact(out)
+}
+
 // Stats is what the server did so far.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
