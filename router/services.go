@@ -229,10 +229,13 @@ func (r *Router) wanChanged() {
 	r.svc.mu.Unlock()
 	once.Do(func() {
 		servers := r.Site().NTP.Servers
+		var first func() []string
 		if len(servers) == 0 {
-			servers = DefaultNTP
+			// The ISP's time servers first (RFC 7084 WAA-5, WAA-10),
+			// then the pool: the site named none.
+			servers, first = DefaultNTP, r.ispNTP
 		}
-		r.svc.set("ntp", fmt.Sprintf("asking %v", servers))
+		r.svc.set("ntp", fmt.Sprintf("asking %v", append(r.ispNTP(), servers...)))
 		r.goService("ntp", r.svcCtx, func(ctx context.Context) error {
 			return ntp.Run(ctx, ntp.Config{Servers: servers, Logf: func(format string, args ...any) {
 				r.logf(format, args...)
@@ -240,7 +243,7 @@ func (r *Router) wanChanged() {
 			}, Quietf: func(format string, args ...any) {
 				r.quietf(format, args...)
 				r.svc.set("ntp", fmt.Sprintf(format, args...))
-			}, Set: setClock, Synced: r.ntpSynced, Resolver: r.wanResolver()})
+			}, Set: setClock, Synced: r.ntpSynced, Resolver: r.wanResolver(), First: first})
 		})
 	})
 }
@@ -301,6 +304,27 @@ func (r *Router) wanResolver() *net.Resolver {
 		}
 		return nil, err
 	}}
+}
+
+// ispNTP are the time servers the WAN's DHCPv6 lease names, as the NTP
+// client's server names (a link-local one with the WAN's zone).
+func (r *Router) ispNTP() []string {
+	r.svc.mu.Lock()
+	l := r.svc.lease6
+	r.svc.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range l.NTP {
+		if a.IsLinkLocalUnicast() {
+			a = a.WithZone(r.wanIf)
+		}
+		if a.IsGlobalUnicast() || a.IsLinkLocalUnicast() {
+			out = append(out, a.String())
+		}
+	}
+	return out
 }
 
 // upstreams are the WAN's resolvers, port 53: the v4 WAN's, then the

@@ -102,3 +102,17 @@ func TestIPv6UnreachablePrefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6ISPTimeServers: the DHCPv6 lease's time servers are what the
+// NTP client asks first when the site names none (RFC 7084 WAA-5,
+// WAA-10); a link-local one gets the WAN's zone.
+func TestIPv6ISPTimeServers(t *testing.T) {
+	r := &Router{wanIf: "wan0"}
+	if got := r.ispNTP(); got != nil {
+		t.Errorf("no lease: %v", got)
+	}
+	r.svc.lease6 = &dhcp6.Lease{NTP: []netip.Addr{netip.MustParseAddr("2001:db8::123"), netip.MustParseAddr("fe80::123"), netip.MustParseAddr("ff02::101")}}
+	if got := r.ispNTP(); !slices.Equal(got, []string{"2001:db8::123", "fe80::123%wan0"}) {
+		t.Errorf("from the lease: %v", got)
+	}
+}

@@ -15,10 +15,12 @@ package dhcp6
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv6"
@@ -45,6 +47,54 @@ type Lease struct {
 
 	DNS     []netip.Addr `json:"dns,omitempty"`
 	Domains []string     `json:"domains,omitempty"`
+	// NTP are the ISP's time servers: the SNTP servers option (RFC
+	// 4075) and the NTP server option's addresses (RFC 5908), RFC 7084
+	// WAA-5 and WAA-10.
+	NTP []netip.Addr `json:"ntp,omitempty"`
+}
+
+// requested are the options every client message asks for (its ORO):
+// resolvers and search domains, time servers, and SOL_MAX_RT (RFC 7083,
+// RFC 7084 WAA-11).
+var requested = []dhcpv6.OptionCode{dhcpv6.OptionDNSRecursiveNameServer, dhcpv6.OptionDomainSearchList,
+	dhcpv6.OptionSNTPServerList, dhcpv6.OptionNTPServer, dhcpv6.OptionSolMaxRT}
+
+// The bounds RFC 8415 section 21.24 puts on SOL_MAX_RT, and the longest
+// wait between failed Solicits when no server named one: shorter than
+// RFC 8415's 3600 s default, as a router with no delegation has no v6
+// for its LAN.
+const (
+	solMaxRTMin     = 60 * time.Second
+	solMaxRTMax     = 86400 * time.Second
+	solMaxRTDefault = 2 * time.Minute
+)
+
+// solMaxRT is the SOL_MAX_RT option in m, when m has a valid one.
+func solMaxRT(m *dhcpv6.Message) (time.Duration, bool) {
+	o := m.Options.GetOne(dhcpv6.OptionSolMaxRT)
+	if o == nil {
+		return 0, false
+	}
+	b := o.ToBytes()
+	if len(b) != 4 {
+		return 0, false
+	}
+	d := time.Duration(binary.BigEndian.Uint32(b)) * time.Second
+	if d < solMaxRTMin || d > solMaxRTMax {
+		return 0, false // RFC 8415 21.24: ignored out of range
+	}
+	return d, true
+}
+
+// ntpServers are m's time servers, each once, in the order given.
+func ntpServers(m *dhcpv6.Message) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range append(m.Options.SNTP(), m.Options.NTPServers()...) {
+		if a, ok := netip.AddrFromSlice(ip); ok && !slices.Contains(out, a.Unmap()) {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
 }
 
 // Expires is when the last thing the lease holds runs out.
@@ -89,6 +139,9 @@ type Client struct {
 	cfg  Config
 	duid dhcpv6.DUID
 	iaid [4]byte
+	// maxWait is the longest wait between failed Solicits: a server's
+	// SOL_MAX_RT, or solMaxRTDefault.
+	maxWait time.Duration
 }
 
 // New makes a client for cfg; Run runs it.
@@ -116,7 +169,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	// The IAID is the same on every boot (one IA of each kind): with
 	// the DUID, it is how the server knows the box again.
-	return &Client{cfg: cfg, iaid: [4]byte{0, 0, 0, 1}}, nil
+	return &Client{cfg: cfg, iaid: [4]byte{0, 0, 0, 1}, maxWait: solMaxRTDefault}, nil
 }
 
 // Run keeps a lease until ctx ends. It must run in the WAN interface's
@@ -217,7 +270,7 @@ func (c *Client) acquire(ctx context.Context, nc *nclient6.Client, hint *Lease) 
 			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 2*time.Minute)
+		wait = min(2*wait, c.maxWait)
 	}
 }
 
@@ -231,6 +284,7 @@ func (c *Client) exchange(ctx context.Context, nc *nclient6.Client, hint *Lease)
 	if err != nil {
 		return nil, fmt.Errorf("solicit: %w", err)
 	}
+	c.noteSolMaxRT(adv)
 	offered, err := c.parse(adv)
 	if err != nil {
 		return nil, fmt.Errorf("advertise: %w", err)
@@ -243,7 +297,18 @@ func (c *Client) exchange(ctx context.Context, nc *nclient6.Client, hint *Lease)
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)
 	}
+	c.noteSolMaxRT(rep)
 	return c.parse(rep)
+}
+
+// noteSolMaxRT takes a server's SOL_MAX_RT from m, even from an
+// Advertise that gives nothing: that is what it is for (RFC 7083, a
+// server telling clients it has nothing for to ask less often).
+func (c *Client) noteSolMaxRT(m *dhcpv6.Message) {
+	if d, ok := solMaxRT(m); ok && d != c.maxWait {
+		c.cfg.Log("dhcp6: the server's SOL_MAX_RT: %v between Solicits at most", d)
+		c.maxWait = d
+	}
 }
 
 // keep renews l at T1 (Renew, to its server) and rebinds at T2 (Rebind,
@@ -348,7 +413,7 @@ func (c *Client) message(typ dhcpv6.MessageType, serverID dhcpv6.DUID, l *Lease)
 		m.AddOption(dhcpv6.OptServerID(serverID))
 	}
 	m.AddOption(dhcpv6.OptElapsedTime(0))
-	m.AddOption(dhcpv6.OptRequestedOption(dhcpv6.OptionDNSRecursiveNameServer, dhcpv6.OptionDomainSearchList))
+	m.AddOption(dhcpv6.OptRequestedOption(requested...))
 	if c.cfg.Address {
 		na := &dhcpv6.OptIANA{IaId: c.iaid}
 		if l != nil && l.Address.IsValid() {
@@ -475,6 +540,7 @@ func (c *Client) parse(m *dhcpv6.Message) (*Lease, error) {
 	if sl := m.Options.DomainSearchList(); sl != nil {
 		l.Domains = append(l.Domains, sl.Labels...)
 	}
+	l.NTP = ntpServers(m)
 	return l, nil
 }
 
@@ -535,7 +601,7 @@ func (c *Client) inform(ctx context.Context, nc *nclient6.Client) (*Lease, time.
 	m.MessageType = dhcpv6.MessageTypeInformationRequest
 	m.AddOption(dhcpv6.OptClientID(c.duid))
 	m.AddOption(dhcpv6.OptElapsedTime(0))
-	m.AddOption(dhcpv6.OptRequestedOption(dhcpv6.OptionDNSRecursiveNameServer, dhcpv6.OptionDomainSearchList, dhcpv6.OptionInformationRefreshTime))
+	m.AddOption(dhcpv6.OptRequestedOption(append(slices.Clone(requested[:len(requested)-1]), dhcpv6.OptionInformationRefreshTime)...))
 	rep, err := nc.SendAndRead(ctx, nclient6.AllDHCPRelayAgentsAndServers, m, nclient6.IsMessageType(dhcpv6.MessageTypeReply))
 	if err != nil {
 		return nil, 0, err
@@ -556,5 +622,6 @@ func (c *Client) inform(ctx context.Context, nc *nclient6.Client) (*Lease, time.
 	if sl := rep.Options.DomainSearchList(); sl != nil {
 		l.Domains = append(l.Domains, sl.Labels...)
 	}
+	l.NTP = ntpServers(rep)
 	return l, max(rep.Options.InformationRefreshTime(infRefreshDefault), infRefreshMin), nil
 }

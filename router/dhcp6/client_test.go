@@ -1,8 +1,11 @@
 package dhcp6
 
 import (
+	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +68,59 @@ func TestDHCPv6Parse(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		case l.Prefix.String() != tc.prefix || l.T1 != tc.t1 || l.T2 != tc.t2:
 			t.Errorf("%s: prefix %s T1 %v T2 %v; want %s %v %v", tc.name, l.Prefix, l.T1, l.T2, tc.prefix, tc.t1, tc.t2)
+		}
+	}
+}
+
+// TestDHCPv6TimeOptions: RFC 7084 WAA-5, WAA-10, WAA-11. Every client
+// message asks for the SNTP and NTP server options and SOL_MAX_RT; a
+// reply's time servers (both options, each address once) are the
+// lease's NTP; SOL_MAX_RT is taken within RFC 8415's 60-86400 s and
+// ignored outside it.
+func TestDHCPv6TimeOptions(t *testing.T) {
+	c, err := New(Config{Interface: "wan", PDLength: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.duid = &dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0, 2}}
+	sol, err := c.message(dhcpv6.MessageTypeSolicit, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oro := sol.Options.RequestedOptions()
+	for _, want := range []dhcpv6.OptionCode{dhcpv6.OptionSNTPServerList, dhcpv6.OptionNTPServer, dhcpv6.OptionSolMaxRT, dhcpv6.OptionDNSRecursiveNameServer} {
+		if !slices.Contains(oro, want) {
+			t.Errorf("the Solicit's ORO %v lacks %v", oro, want)
+		}
+	}
+
+	m, _ := dhcpv6.NewMessage()
+	sntp, ntp1 := net.ParseIP("2001:db8:ffff::123"), net.ParseIP("2001:db8:ffff::124")
+	m.AddOption(dhcpv6.OptSNTP(sntp, ntp1))
+	a := dhcpv6.NTPSuboptionSrvAddr(ntp1)
+	m.AddOption(&dhcpv6.OptNTPServer{Suboptions: dhcpv6.Options{&a}})
+	if got := fmt.Sprint(ntpServers(m)); got != "[2001:db8:ffff::123 2001:db8:ffff::124]" {
+		t.Errorf("time servers %s", got)
+	}
+	if _, ok := solMaxRT(m); ok {
+		t.Error("SOL_MAX_RT found in a message without one")
+	}
+	for _, tc := range []struct {
+		secs uint32
+		want time.Duration
+		ok   bool
+	}{{600, 600 * time.Second, true}, {60, time.Minute, true}, {86400, 24 * time.Hour, true}, {59, 0, false}, {86401, 0, false}} {
+		m, _ := dhcpv6.NewMessage()
+		b := make([]byte, 4)
+		binary.BigEndian.PutUint32(b, tc.secs)
+		m.AddOption(&dhcpv6.OptionGeneric{OptionCode: dhcpv6.OptionSolMaxRT, OptionData: b})
+		if d, ok := solMaxRT(m); d != tc.want || ok != tc.ok {
+			t.Errorf("SOL_MAX_RT %d s: %v %v, want %v %v", tc.secs, d, ok, tc.want, tc.ok)
+		}
+		c.maxWait = solMaxRTDefault
+		c.noteSolMaxRT(m)
+		if want := map[bool]time.Duration{true: tc.want, false: solMaxRTDefault}[tc.ok]; c.maxWait != want {
+			t.Errorf("SOL_MAX_RT %d s: the client waits up to %v, want %v", tc.secs, c.maxWait, want)
 		}
 	}
 }

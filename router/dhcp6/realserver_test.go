@@ -33,6 +33,7 @@ max-lease-time 40;
 preferred-lifetime 20;
 option dhcp6.name-servers 2001:db8:ffff::53;
 option dhcp6.domain-search "isp.example";
+option dhcp6.sntp-servers 2001:db8:ffff::123;
 subnet6 2001:db8:ffff::/64 {
   range6 2001:db8:ffff::100 2001:db8:ffff::1ff;
   prefix6 ` + first + ` ` + last + ` /60;
@@ -160,6 +161,10 @@ func TestDHCPv6PrefixDelegation(t *testing.T) {
 	}
 	if fmt.Sprint(first.DNS) != "[2001:db8:ffff::53]" || fmt.Sprint(first.Domains) != "[isp.example]" {
 		t.Errorf("DNS %v, domains %v", first.DNS, first.Domains)
+	}
+	// RFC 7084 WAA-5: the SNTP servers option, asked for and kept.
+	if fmt.Sprint(first.NTP) != "[2001:db8:ffff::123]" {
+		t.Errorf("time servers %v, want the server's 2001:db8:ffff::123", first.NTP)
 	}
 	// The renewal, at T1: the same prefix, later.
 	renewed := cl.wait(2, 60*time.Second)

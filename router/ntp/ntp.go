@@ -21,6 +21,9 @@ var ntpEpoch = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
 type Config struct {
 	// Servers are host names or addresses, port 123 unless given.
 	Servers []string
+	// First, when set, names servers to ask before Servers in each
+	// round: the ISP's, which DHCP may give after the start.
+	First func() []string
 	// Set sets the clock to t (the router passes one calling
 	// settimeofday; tests a fake).
 	Set func(t time.Time) error
@@ -120,7 +123,11 @@ func (c *Config) defaults() {
 func SyncOnce(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	var errs []error
-	for _, s := range cfg.Servers {
+	servers := cfg.Servers
+	if cfg.First != nil {
+		servers = append(cfg.First(), cfg.Servers...)
+	}
+	for _, s := range servers {
 		res, err := query(ctx, s, cfg.Timeout, cfg.Now, cfg.Resolver)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s, err))

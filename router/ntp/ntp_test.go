@@ -176,3 +176,26 @@ func TestRefusalWording(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstAskedFirst: the servers First names (the ISP's, from DHCP)
+// are asked before Servers, with what First says at each round.
+func TestFirstAskedFirst(t *testing.T) {
+	isp, pool := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	ispAddr, poolAddr := server(t, isp, nil), server(t, pool, nil)
+	var first []string
+	cfg := Config{Servers: []string{poolAddr}, First: func() []string { return first }, Timeout: time.Second}
+	res, err := SyncOnce(context.Background(), cfg)
+	if err != nil || res.Server != poolAddr {
+		t.Fatalf("with no ISP server: %+v, %v; want the pool's", res, err)
+	}
+	first = []string{ispAddr}
+	res, err = SyncOnce(context.Background(), cfg)
+	if err != nil || res.Server != ispAddr || res.Time.Sub(isp).Abs() > time.Second {
+		t.Fatalf("with the ISP's server: %+v, %v; want the ISP's time", res, err)
+	}
+	// One that does not answer: the pool still does.
+	first = []string{"127.0.0.1:9"}
+	if res, err := SyncOnce(context.Background(), cfg); err != nil || res.Server != poolAddr {
+		t.Errorf("with a dead ISP server: %+v, %v; want the pool's", res, err)
+	}
+}
