@@ -556,9 +556,14 @@ func wanOpen(s *site.Site) string {
 		if to == 0 {
 			to = f.Port
 		}
-		out += fmt.Sprintf(", %s %d to %s:%d", f.Proto, f.Port, f.To, to)
-		if f.IPv6Host != "" && s.IPv6.On() {
-			out += " and over v6 to " + f.IPv6Host
+		switch {
+		case f.To == "":
+			out += fmt.Sprintf(", %s %d over v6 only to %s", f.Proto, f.Port, f.IPv6Host)
+		default:
+			out += fmt.Sprintf(", %s %d to %s:%d", f.Proto, f.Port, f.To, to)
+			if f.IPv6Host != "" && s.IPv6.On() {
+				out += " and over v6 to " + f.IPv6Host
+			}
 		}
 	}
 	return out

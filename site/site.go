@@ -116,7 +116,10 @@ type Firewall struct {
 type PortForward struct {
 	Proto  string `yaml:"proto" json:"proto"` // tcp or udp
 	Port   int    `yaml:"port" json:"port"`
-	To     string `yaml:"to" json:"to"` // LAN address
+	// To is the LAN host's IPv4 address the port is forwarded to
+	// (DNAT); it may be left out when IPv6Host names the host: a
+	// forward over IPv6 only.
+	To     string `yaml:"to" json:"to,omitempty"`
 	ToPort int    `yaml:"to_port" json:"to_port,omitempty"`
 	// IPv6Host names an entry of ipv6.hosts: the same port is opened to
 	// that host over IPv6 too, at its interface identifier in the LAN's
@@ -429,7 +432,14 @@ func (c *checker) firewall(s *Site) {
 		if f.ToPort < 0 || f.ToPort > 65535 {
 			c.bad(p+".to_port", "%d: want a port 1-65535 (or leave it out for the same port)", f.ToPort)
 		}
-		c.inLAN(p+".to", f.To)
+		switch {
+		case f.To == "" && f.IPv6Host == "":
+			c.bad(p+".to", "missing: want the LAN host's IPv4 address, or ipv6_host for a forward over IPv6 only")
+		case f.To == "":
+			// Over IPv6 only: IPv6Forwards checks ipv6_host and to_port.
+		default:
+			c.inLAN(p+".to", f.To)
+		}
 		if f.Proto == "tcp" && f.Port == s.SSH.SSHPort() && contains(s.Firewall.WANServices, "ssh") {
 			c.bad(p+".port", "tcp %d is the router's SSH port, open on the WAN too", f.Port)
 		}

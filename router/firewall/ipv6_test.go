@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -253,6 +254,14 @@ func TestIPv6PortForwardRules(t *testing.T) {
 			`iifname "eth0" oifname "br0" meta nfproto ipv6 ip6 daddr & ::ffff:ffff:ffff:ffff == ::10 tcp dport 443 ct state new counter name "fwd6_tcp_443" accept`,
 			`iifname "eth0" oifname "br0" meta nfproto ipv6 ip6 daddr & ::ffff:ffff:ffff:ffff == ::a:b:c:d udp dport 51820 ct state new counter name "fwd6_udp_51820" accept`,
 		}},
+		{"one over IPv6 only", func() *site.Site {
+			s := fwd6Site()
+			s.Firewall.PortForwards[0].To = "" // tcp 443 to nas, v6 only
+			return s
+		}, []netip.Prefix{v6Global, v6ULA}, []string{
+			`iifname "eth0" oifname "br0" meta nfproto ipv6 ip6 daddr & ::ffff:ffff:ffff:ffff == ::10 tcp dport 443 ct state new counter name "fwd6_tcp_443" accept`,
+			`iifname "eth0" oifname "br0" meta nfproto ipv6 ip6 daddr & ::ffff:ffff:ffff:ffff == ::a:b:c:d udp dport 51820 ct state new counter name "fwd6_udp_51820" accept`,
+		}},
 		{"before the delegation", fwd6Site, nil, []string{
 			`ip6 daddr & ::ffff:ffff:ffff:ffff == ::10 tcp dport 443 ct state new counter name "fwd6_tcp_443" accept`,
 			`ip6 daddr & ::ffff:ffff:ffff:ffff == ::a:b:c:d udp dport 51820 ct state new counter name "fwd6_udp_51820" accept`,
@@ -291,6 +300,14 @@ func TestIPv6PortForwardRules(t *testing.T) {
 				if r.Verdict != "accept" || r.IIf != "eth0" || r.OIf != "br0" || !r.IPv6 || r.DPort == 0 ||
 					len(r.CTState) != 1 || r.CTState[0] != "new" || !slices.Contains(rs.Counters, r.Counter) {
 					t.Errorf("v6 forward %s: want WAN into LAN, v6, a port, new connections, a table counter", r)
+				}
+			}
+			// A forward with no v4 address has no DNAT and no v4
+			// counter; the others keep theirs.
+			for _, f := range tc.site().Firewall.PortForwards {
+				c := "dnat_" + f.Proto + "_" + strconv.Itoa(f.Port)
+				if has := slices.Contains(rs.Counters, c); has != (f.To != "") {
+					t.Errorf("forward %s %d to %q: counter %s in the table %v", f.Proto, f.Port, f.To, c, has)
 				}
 			}
 			if len(tc.want) == 0 && ulaDrop >= 0 {

@@ -325,6 +325,12 @@ func (s *spec) portForwards() error {
 		if toPort < 1 || toPort > 65535 {
 			return fmt.Errorf("firewall: port forward %d: to_port %d out of range", i, toPort)
 		}
+		if f.To == "" && f.IPv6Host != "" {
+			// Over IPv6 only (AddIPv6's rule); the port is still
+			// this forward's on the WAN.
+			seen[f.Proto+"_"+strconv.Itoa(f.Port)] = true
+			continue
+		}
 		to, err := netip.ParseAddr(f.To)
 		if err != nil || !site.IsHostAddr(s.lanAddr, to) || to == s.lanAddr.Addr() {
 			return fmt.Errorf("firewall: port forward %d: %q: want an address of a host in the LAN %s", i, f.To, s.lanNet)
