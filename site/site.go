@@ -114,8 +114,8 @@ type Firewall struct {
 
 // PortForward sends a WAN port to a LAN host (DNAT).
 type PortForward struct {
-	Proto  string `yaml:"proto" json:"proto"` // tcp or udp
-	Port   int    `yaml:"port" json:"port"`
+	Proto string `yaml:"proto" json:"proto"` // tcp or udp
+	Port  int    `yaml:"port" json:"port"`
 	// To is the LAN host's IPv4 address the port is forwarded to
 	// (DNAT); it may be left out when IPv6Host names the host: a
 	// forward over IPv6 only.
