@@ -13,11 +13,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/ocfw/ocfw/router/sshd"
 )
 
 // server is an SSH server in the test offering an RSA and an ed25519
@@ -29,7 +32,10 @@ type server struct {
 	identity string // the client's private key file
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T) *server { return newServerWith(t, nil) }
+
+// newServerWith is newServer offering only ciphers (nil: the defaults).
+func newServerWith(t testing.TB, ciphers []string) *server {
 	t.Helper()
 	_, edPriv, _ := ed25519.GenerateKey(rand.Reader)
 	rsaPriv, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -48,7 +54,7 @@ func newServer(t *testing.T) *server {
 	if err := os.WriteFile(id, pem.EncodeToMemory(block), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+	cfg := &ssh.ServerConfig{Config: ssh.Config{Ciphers: ciphers}, PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
 		if !bytes.Equal(k.Marshal(), cS.PublicKey().Marshal()) {
 			return nil, errors.New("unknown key")
 		}
@@ -150,4 +156,53 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestCiphers: the client asks for ChaCha20-Poly1305 first, every cipher
+// it asks for is one the router's server offers, and it still talks to
+// a server without ChaCha20-Poly1305.
+func TestCiphers(t *testing.T) {
+	if Ciphers[0] != ssh.CipherChaCha20Poly1305 {
+		t.Errorf("first cipher %s, want %s", Ciphers[0], ssh.CipherChaCha20Poly1305)
+	}
+	for _, c := range Ciphers {
+		if !slices.Contains(sshd.Ciphers, c) {
+			t.Errorf("%s is not offered by the router (router/sshd.Ciphers %v)", c, sshd.Ciphers)
+		}
+	}
+	s := newServerWith(t, []string{ssh.CipherAES128GCM})
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	c, err := New(Options{Host: s.addr, Identities: []string{s.identity}, KnownHosts: kh, AcceptNew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := c.Run(context.Background(), "cat", strings.NewReader("over aes128-gcm"), &out); err != nil || out.String() != "over aes128-gcm" {
+		t.Errorf("with an AES-GCM-only server: %q, %v", out.String(), err)
+	}
+}
+
+// BenchmarkSSHCiphers copies 16 MiB through "cat" over SSH with each
+// cipher alone on both ends, the client's and server's work in this one
+// process. Run it for the box's CPU: GOARCH=386 GO386=softfloat go test
+// -run '^$' -bench SSHCiphers ./internal/sshclient (README, Benchmarks).
+func BenchmarkSSHCiphers(b *testing.B) {
+	data := bytes.Repeat([]byte("ocfw"), 4<<20)
+	for _, cipher := range []string{ssh.CipherChaCha20Poly1305, ssh.CipherAES128GCM, ssh.CipherAES128CTR} {
+		b.Run(cipher, func(b *testing.B) {
+			s := newServerWith(b, []string{cipher})
+			kh := filepath.Join(b.TempDir(), "known_hosts")
+			c, err := New(Options{Host: s.addr, Identities: []string{s.identity}, KnownHosts: kh, AcceptNew: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.config.Ciphers = []string{cipher}
+			b.SetBytes(int64(len(data)))
+			for i := 0; i < b.N; i++ {
+				if err := c.Run(context.Background(), "cat", bytes.NewReader(data), io.Discard); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
