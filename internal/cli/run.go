@@ -71,7 +71,9 @@ func newRunCmd() *cobra.Command {
 		Long: `run boots an x86 CF image (alix2d13, net5501) with qemu-system-i386 -M pc -cpu
 pentium2 (no SSE2, like the Geode LX: a userland built without softfloat dies
 here as it would on the board), the board's RAM and the image as the IDE disk.
-The serial console is this terminal; on a terminal, Ctrl-A x ends the run.
+The serial console is this terminal; on a terminal, Ctrl-A x ends the run. The
+console takes input from a terminal only: with standard input a pipe or a file
+the run shows the console but types nothing into it (log in over SSH instead).
 
 QEMU has no IXP4xx machine: an nslu2 or avila-gw2348 image built with 'ocfw build
 --stand-in' boots on qemu-system-arm -M raspi1ap with Debian armel's rpi kernel,
