@@ -60,6 +60,10 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 			if !ok {
 				return nil, ra.Advert{}, fmt.Errorf("ipv6: subnet id %d does not fit in the delegated prefix %s", id, l.Prefix)
 			}
+			if l.Exclude.IsValid() && l.Exclude.Overlaps(p) {
+				// RFC 7084 WPD-8, RFC 6603: the ISP keeps that part.
+				return nil, ra.Advert{}, fmt.Errorf("ipv6: subnet id %d of the delegated prefix %s is %s, which the ISP excludes (its own, RFC 6603): set ipv6.lan.subnet_id to another", id, l.Prefix, p)
+			}
 			// RFC 9096 3.2: never announce more than the limits, and
 			// never more than what is left of the delegation.
 			adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p,

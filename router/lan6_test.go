@@ -62,6 +62,19 @@ func TestIPv6LANPlan(t *testing.T) {
 				{Prefix: netip.MustParsePrefix("2001:db8::/64"), Valid: 40 * time.Second, Preferred: 20 * time.Second, NoSLAAC: true, NotOnLink: true}},
 			routes:    []ra.Route{{Prefix: ula, Lifetime: ra.ValidLimit}, {Prefix: netip.MustParsePrefix("2001:db8::/60"), Lifetime: 40 * time.Second}},
 			routerLft: raRouterLifetime},
+		{name: "subnet id on the ISP's excluded /64 (WPD-8)", subnet: 5, ula: ula, lease: func() *dhcp6.Lease {
+			l := pd("2001:db8:1:100::/56", 0, 20*time.Second, 40*time.Second)
+			l.Exclude = netip.MustParsePrefix("2001:db8:1:105::/64")
+			return l
+		}(), err: true},
+		{name: "another subnet id beside the excluded /64", subnet: 4, lease: func() *dhcp6.Lease {
+			l := pd("2001:db8:1:100::/56", 0, 20*time.Second, 40*time.Second)
+			l.Exclude = netip.MustParsePrefix("2001:db8:1:105::/64")
+			return l
+		}(), addrs: []string{"2001:db8:1:104::1/64"},
+			prefixes:  []ra.Prefix{{Prefix: netip.MustParsePrefix("2001:db8:1:104::/64"), Valid: 40 * time.Second, Preferred: 20 * time.Second}},
+			routes:    []ra.Route{{Prefix: netip.MustParsePrefix("2001:db8:1:100::/56"), Lifetime: 40 * time.Second}},
+			routerLft: raRouterLifetime},
 		{name: "subnet id beyond a /64", subnet: 1, lease: pd("2001:db8::/64", 0, 20*time.Second, 40*time.Second), err: true},
 	}
 	for _, tt := range tests {

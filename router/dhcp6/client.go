@@ -40,6 +40,10 @@ type Lease struct {
 	Prefix          netip.Prefix  `json:"prefix,omitzero"`
 	PrefixPreferred time.Duration `json:"prefix_preferred,omitempty"`
 	PrefixValid     time.Duration `json:"prefix_valid,omitempty"`
+	// Exclude is the part of Prefix the ISP keeps for itself (RFC 6603's
+	// prefix exclude option, often its side of the WAN link): no LAN may
+	// be numbered from it (RFC 7084 WPD-8).
+	Exclude netip.Prefix `json:"exclude,omitzero"`
 
 	Address       netip.Addr    `json:"address,omitzero"`
 	AddrPreferred time.Duration `json:"addr_preferred,omitempty"`
@@ -57,7 +61,31 @@ type Lease struct {
 // resolvers and search domains, time servers, and SOL_MAX_RT (RFC 7083,
 // RFC 7084 WAA-11).
 var requested = []dhcpv6.OptionCode{dhcpv6.OptionDNSRecursiveNameServer, dhcpv6.OptionDomainSearchList,
-	dhcpv6.OptionSNTPServerList, dhcpv6.OptionNTPServer, dhcpv6.OptionSolMaxRT}
+	dhcpv6.OptionSNTPServerList, dhcpv6.OptionNTPServer, dhcpv6.OptionPDExclude, dhcpv6.OptionSolMaxRT}
+
+// pdExclude decodes RFC 6603's OPTION_PD_EXCLUDE for the delegated
+// prefix p: a prefix length, then the subnet ID, the excluded prefix's
+// bits after p's length, left-aligned in as few octets as hold them.
+func pdExclude(p netip.Prefix, data []byte) (netip.Prefix, bool) {
+	if len(data) < 2 || !p.IsValid() {
+		return netip.Prefix{}, false
+	}
+	n := int(data[0])
+	bits := n - p.Bits()
+	// RFC 6603 section 4.2: longer than the delegated prefix, at most
+	// 128 bits, and exactly the octets the subnet ID needs.
+	if n <= p.Bits() || n > 128 || len(data)-1 != (bits+7)/8 {
+		return netip.Prefix{}, false
+	}
+	a := p.Addr().As16()
+	for i := 0; i < bits; i++ {
+		if data[1+i/8]&(0x80>>(i%8)) != 0 {
+			pos := p.Bits() + i
+			a[pos/8] |= 0x80 >> (pos % 8)
+		}
+	}
+	return netip.PrefixFrom(netip.AddrFrom16(a), n), true
+}
 
 // The bounds RFC 8415 section 21.24 puts on SOL_MAX_RT, and the longest
 // wait between failed Solicits when no server named one: shorter than
@@ -477,6 +505,13 @@ func (c *Client) parse(m *dhcpv6.Message) (*Lease, error) {
 				}
 				l.Prefix = netip.PrefixFrom(a.Unmap(), bits).Masked()
 				l.PrefixValid, l.PrefixPreferred = p.ValidLifetime, min(p.PreferredLifetime, p.ValidLifetime)
+				if o := p.Options.GetOne(dhcpv6.OptionPDExclude); o != nil {
+					if x, ok := pdExclude(l.Prefix, o.ToBytes()); ok {
+						l.Exclude = x
+					} else {
+						c.cfg.Log("dhcp6: a malformed prefix exclude option for %v ignored", l.Prefix)
+					}
+				}
 			}
 			if l.Prefix.IsValid() {
 				t1, t2 = append(t1, pd.T1), append(t2, pd.T2)

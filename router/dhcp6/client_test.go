@@ -124,3 +124,50 @@ func TestDHCPv6TimeOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestDHCPv6PrefixExclude: RFC 6603's option inside the IA prefix is
+// decoded into the lease's Exclude (the subnet ID's bits after the
+// delegated prefix's length, left-aligned); a malformed one is ignored.
+func TestDHCPv6PrefixExclude(t *testing.T) {
+	for _, tc := range []struct {
+		name, prefix string
+		data         []byte
+		want         string // "" for none
+	}{
+		{"a /64 of a /56", "2001:db8:1:100::/56", []byte{64, 0x05}, "2001:db8:1:105::/64"},
+		{"a /64 of a /60", "2001:db8:1:10::/60", []byte{64, 0xf0}, "2001:db8:1:1f::/64"},
+		{"a /64 of a /48", "2001:db8:1::/48", []byte{64, 0x12, 0x34}, "2001:db8:1:1234::/64"},
+		{"a /62 of a /56", "2001:db8:1:100::/56", []byte{62, 0xfc}, "2001:db8:1:1fc::/62"},
+		{"no longer than the prefix", "2001:db8:1:100::/56", []byte{56, 0}, ""},
+		{"too many octets", "2001:db8:1:100::/56", []byte{64, 0x05, 0}, ""},
+		{"too few", "2001:db8:1::/48", []byte{64, 0x12}, ""},
+		{"empty", "2001:db8:1::/48", []byte{64}, ""},
+	} {
+		got, ok := pdExclude(netip.MustParsePrefix(tc.prefix), tc.data)
+		if (tc.want == "") == ok || (ok && got.String() != tc.want) {
+			t.Errorf("%s: %v %v, want %q", tc.name, got, ok, tc.want)
+		}
+	}
+	// In a reply: the lease carries it.
+	c, err := New(Config{Interface: "wan", PDLength: 56})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := dhcpv6.NewMessage()
+	m.MessageType = dhcpv6.MessageTypeReply
+	m.AddOption(dhcpv6.OptServerID(&dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}}))
+	n := netip.MustParsePrefix("2001:db8:1:100::/56")
+	p := &dhcpv6.OptIAPrefix{Prefix: &net.IPNet{IP: n.Addr().AsSlice(), Mask: net.CIDRMask(56, 128)}, PreferredLifetime: time.Hour, ValidLifetime: 2 * time.Hour}
+	p.Options.Add(&dhcpv6.OptionGeneric{OptionCode: dhcpv6.OptionPDExclude, OptionData: []byte{64, 0x05}})
+	pd := &dhcpv6.OptIAPD{IaId: c.iaid}
+	pd.Options.Add(p)
+	m.AddOption(pd)
+	l, err := c.parse(m)
+	if err != nil || l.Exclude.String() != "2001:db8:1:105::/64" {
+		t.Errorf("lease %+v, %v: want Exclude 2001:db8:1:105::/64", l, err)
+	}
+	sol, _ := c.message(dhcpv6.MessageTypeSolicit, nil, nil)
+	if !slices.Contains(sol.Options.RequestedOptions(), dhcpv6.OptionPDExclude) {
+		t.Error("the Solicit does not ask for the prefix exclude option")
+	}
+}
