@@ -399,14 +399,36 @@ const unreachableMetric = 1 << 24
 // be dropped with an ICMPv6 destination unreachable, which the
 // kernel's unreachable route type sends; section 4.1 asks the same of
 // the ULA (its traffic never goes out of the WAN). The LAN's /64s are
-// more specific and still route.
+// more specific and still route. A part the ISP excludes (RFC 6603) is
+// the ISP's: the routes cover the rest of the prefix only, so packets to
+// it follow the default route to the ISP.
 func unreachable6(ula netip.Prefix, l *dhcp6.Lease, now time.Time) []netip.Prefix {
 	var out []netip.Prefix
 	if ula.IsValid() {
 		out = append(out, ula.Masked())
 	}
 	if l != nil && l.Prefix.IsValid() && l.Obtained.Add(l.PrefixValid).After(now) {
-		out = append(out, l.Prefix.Masked())
+		out = append(out, without(l.Prefix.Masked(), l.Exclude)...)
+	}
+	return out
+}
+
+// without is p less x: p itself when x is not inside it, else the
+// prefixes, one of each length from p's plus one to x's, that cover the
+// rest (the siblings along the way down to x).
+func without(p, x netip.Prefix) []netip.Prefix {
+	if !x.IsValid() || x.Bits() <= p.Bits() || !p.Contains(x.Addr()) {
+		return []netip.Prefix{p}
+	}
+	x = x.Masked()
+	var out []netip.Prefix
+	a := x.Addr().As16()
+	for n := p.Bits() + 1; n <= x.Bits(); n++ {
+		// The half at length n that does not hold x: x's bit n-1
+		// flipped.
+		s := a
+		s[(n-1)/8] ^= 0x80 >> ((n - 1) % 8)
+		out = append(out, netip.PrefixFrom(netip.AddrFrom16(s), n).Masked())
 	}
 	return out
 }

@@ -94,12 +94,38 @@ func TestIPv6UnreachablePrefixes(t *testing.T) {
 		{"delegated", ula, lease(now.Add(-time.Minute)), []netip.Prefix{ula, pd}},
 		{"delegated, no LAN", netip.Prefix{}, lease(now), []netip.Prefix{pd}},
 		{"run out", ula, lease(now.Add(-time.Hour)), []netip.Prefix{ula}},
+		{"the ISP's excluded /62 left out (RFC 6603)", netip.Prefix{}, &dhcp6.Lease{Prefix: pd, Exclude: netip.MustParsePrefix("2001:db8:100:c::/62"), Obtained: now, PrefixValid: time.Hour},
+			[]netip.Prefix{netip.MustParsePrefix("2001:db8:100::/61"), netip.MustParsePrefix("2001:db8:100:8::/62")}},
 		{"unmasked static prefix", netip.Prefix{}, &dhcp6.Lease{Prefix: netip.MustParsePrefix("2001:db8:5::1/56"), Obtained: now, PrefixValid: staticLifetime},
 			[]netip.Prefix{netip.MustParsePrefix("2001:db8:5::/56")}},
 	} {
 		if got := unreachable6(c.ula, c.l, now); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+	// without: the pieces cover p less x exactly, none overlapping x or
+	// another.
+	p, x := netip.MustParsePrefix("2001:db8:1:100::/56"), netip.MustParsePrefix("2001:db8:1:1a5::/64")
+	parts := without(p, x)
+	if len(parts) != 8 {
+		t.Fatalf("%v less %v: %v", p, x, parts)
+	}
+	for i := 0; i < 256; i++ {
+		a := p.Addr().As16()
+		a[7] = byte(i)
+		addr := netip.AddrFrom16(a)
+		n := 0
+		for _, q := range parts {
+			if q.Contains(addr) {
+				n++
+			}
+		}
+		if want := map[bool]int{true: 0, false: 1}[x.Contains(addr)]; n != want {
+			t.Errorf("%v is in %d of %v, want %d", addr, n, parts, want)
+		}
+	}
+	if got := without(p, netip.MustParsePrefix("2001:db8:2::/64")); !slices.Equal(got, []netip.Prefix{p}) {
+		t.Errorf("an exclusion outside: %v", got)
 	}
 }
 
