@@ -120,6 +120,17 @@ func (l *raLab) addrs(p netip.Prefix) []netlink.Addr {
 	return in
 }
 
+// deprecated says whether the client's address a in p has preferred
+// lifetime 0.
+func (l *raLab) deprecated(p netip.Prefix, a netlink.Addr) bool {
+	for _, b := range l.addrs(p) {
+		if b.IP.Equal(a.IP) && b.PreferedLft == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // waitFor polls cond every 100 ms until it holds or timeout passes.
 func waitFor(timeout time.Duration, cond func() bool) bool {
 	for end := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
@@ -207,15 +218,7 @@ func TestRouterAdvertKernelSLAAC(t *testing.T) {
 	if err := l.srv.Update(labAdvert(labPrefix2, labULA)); err != nil {
 		t.Fatal(err)
 	}
-	deprecated := func() bool {
-		for _, a := range l.addrs(labPrefix) {
-			if a.IP.Equal(old.IP) && a.PreferedLft == 0 {
-				return true
-			}
-		}
-		return false
-	}
-	if !waitFor(clientTimeout, func() bool { return deprecated() && len(l.addrs(labPrefix2)) > 0 }) {
+	if !waitFor(clientTimeout, func() bool { return l.deprecated(labPrefix, old) && len(l.addrs(labPrefix2)) > 0 }) {
 		t.Fatalf("after the change: old %v, new %v", l.addrs(labPrefix), l.addrs(labPrefix2))
 	}
 	// The server's periodic advertisements are minutes apart (the
@@ -262,15 +265,7 @@ func TestRouterAdvertKernelSLAACAfterReboot(t *testing.T) {
 	stop()
 
 	srv, _ := l.serve(Config{Store: st}, labAdvert(labPrefix2, labULA))
-	deprecated := func() bool {
-		for _, a := range l.addrs(labPrefix) {
-			if a.IP.Equal(old.IP) && a.PreferedLft == 0 {
-				return true
-			}
-		}
-		return false
-	}
-	if !waitFor(clientTimeout, func() bool { return deprecated() && len(l.addrs(labPrefix2)) > 0 }) {
+	if !waitFor(clientTimeout, func() bool { return l.deprecated(labPrefix, old) && len(l.addrs(labPrefix2)) > 0 }) {
 		t.Fatalf("after the restart: old %v, new %v", l.addrs(labPrefix), l.addrs(labPrefix2))
 	}
 	// The first advertisements are at most MaxInitialInterval apart;
