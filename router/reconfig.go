@@ -283,9 +283,12 @@ func restarts(old, s *site.Site, has map[string]bool) (restart map[string]bool, 
 	// service's socket; the WAN's address is in the firewall and the
 	// tunnels. SSH restarts, closing its sessions, only when it listens
 	// elsewhere (the LAN address, its port, the WAN services) or goes
-	// from no keys to some or back: new keys alone are taken live.
+	// from no keys to some or back, or serves the RSA host key or stops
+	// (its host keys are the server's, from its start): new keys alone
+	// are taken live.
 	restart = map[string]bool{
-		"ssh":         !slices.Equal(sshListen(old), sshListen(s)) || (len(old.SSH.AuthorizedKeys) == 0) != (len(s.SSH.AuthorizedKeys) == 0),
+		"ssh": !slices.Equal(sshListen(old), sshListen(s)) || (len(old.SSH.AuthorizedKeys) == 0) != (len(s.SSH.AuthorizedKeys) == 0) ||
+			old.SSH.RSAHostKeyOn() != s.SSH.RSAHostKeyOn(),
 		"dhcp":        has[PartDHCP] || has[PartLAN],
 		"dns":         has[PartDNS] || has[PartLAN],
 		"ntp-server":  has[PartLAN],

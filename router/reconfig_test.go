@@ -49,6 +49,7 @@ func TestRestartsOnlyWhatAPartConcerns(t *testing.T) {
 		{"other keys", []string{PartSSH}, with(func(s *site.Site) { s.SSH.AuthorizedKeys = []string{"ssh-ed25519 AAAA2 b"} }), nil, false},
 		{"the login name", []string{PartSSH}, with(func(s *site.Site) { s.SSH.User = "admin" }), nil, false},
 		{"the SSH port", []string{PartSSH, PartFirewall}, with(func(s *site.Site) { s.SSH.Port = 2222 }), []string{"ssh"}, true},
+		{"no RSA host key", []string{PartSSH}, with(func(s *site.Site) { off := false; s.SSH.RSAHostKey = &off }), []string{"ssh"}, false},
 		{"no keys left", []string{PartSSH}, with(func(s *site.Site) { s.SSH.AuthorizedKeys = nil }), []string{"ssh"}, false},
 		{"tunnels", []string{PartTunnels}, base(), []string{"ipsec"}, true},
 		{"ntp", []string{PartNTP}, base(), []string{"ntp"}, false},

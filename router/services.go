@@ -144,7 +144,9 @@ func (r *Router) startSSH(ctx context.Context) {
 			r.svc.ssh = srv
 			r.svc.mu.Unlock()
 			r.svc.set("ssh", sshStatus(sshAddrs, len(keys), r.cfg.Values, sshd.Fingerprint(hk.PublicKey())))
-			go r.addRSAHostKey(ks, srv)
+			if s.SSH.RSAHostKeyOn() {
+				go r.addRSAHostKey(ks, srv)
+			}
 			r.listenLAN6(svcCtx, r.lan6Addrs())
 			return srv.ListenAndServe(ctx, sshAddrs)
 		})

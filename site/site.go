@@ -137,7 +137,16 @@ type SSH struct {
 	// any other is refused at authentication. Every session runs as
 	// the router's own user whatever the name.
 	User string `yaml:"user" json:"user,omitempty"`
+	// RSAHostKey serves a 3072-bit RSA host key beside the ed25519 one,
+	// for clients without ed25519 (default on). Off, the box never
+	// makes one: on a slow board that is up to a minute of the CPU at
+	// the first start (on an NSLU2 more), for clients that all speak
+	// ed25519 (OpenSSH since 6.5, PuTTY since 0.68).
+	RSAHostKey *bool `yaml:"rsa_host_key" json:"rsa_host_key,omitempty"`
 }
+
+// RSAHostKeyOn says whether SSH serves an RSA host key too.
+func (s SSH) RSAHostKeyOn() bool { return s.RSAHostKey == nil || *s.RSAHostKey }
 
 // DefaultSSHUser is the login name when the site names none.
 const DefaultSSHUser = "root"

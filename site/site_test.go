@@ -24,8 +24,17 @@ func TestReadSite(t *testing.T) {
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	if !s.LAN.ForwarderOn() || s.LAN.DHCP.LeaseTime() != DefaultLease || s.SSH.SSHPort() != 22 || s.SSH.LoginName() != "root" {
-		t.Errorf("defaults: forwarder %v lease %v ssh %d", s.LAN.ForwarderOn(), s.LAN.DHCP.LeaseTime(), s.SSH.SSHPort())
+	if !s.LAN.ForwarderOn() || s.LAN.DHCP.LeaseTime() != DefaultLease || s.SSH.SSHPort() != 22 || s.SSH.LoginName() != "root" || !s.SSH.RSAHostKeyOn() {
+		t.Errorf("defaults: forwarder %v lease %v ssh %d rsa host key %v", s.LAN.ForwarderOn(), s.LAN.DHCP.LeaseTime(), s.SSH.SSHPort(), s.SSH.RSAHostKeyOn())
+	}
+	// The RSA host key turned off stays off through the JSON the host
+	// writes (the board reads that).
+	off, errs := Read("off.json", []byte(strings.Replace(goodSite, `"ssh": {`, `"ssh": {"rsa_host_key": false,`, 1)), alixPorts)
+	if len(errs) != 0 || off.SSH.RSAHostKeyOn() {
+		t.Fatalf("rsa_host_key false: %v, on %v", errs, off != nil && off.SSH.RSAHostKeyOn())
+	}
+	if j, err := off.JSON(); err != nil || !strings.Contains(string(j), `"rsa_host_key": false`) {
+		t.Errorf("rsa_host_key false in JSON: %s (%v)", j, err)
 	}
 	// Round trip through the JSON the host writes.
 	j, err := s.JSON()
@@ -48,6 +57,7 @@ func TestReadSite(t *testing.T) {
 		{"bad local domain", strings.Replace(goodSite, `"ports": ["lan1"]`, `"ports": ["lan1"], "domain": "Home..lan"`, 1), `lan.domain: "Home..lan": want a domain`},
 		{"bad ssh user", strings.Replace(goodSite, `"ssh": {`, "\n \"ssh\": {\"user\": \"Admin\",", 1), `bad.json: ssh.user: "Admin": want a user name`},
 		{"ssh user with a space", strings.Replace(goodSite, `"ssh": {`, `"ssh": {"user": "a b",`, 1), `ssh.user: "a b": want a user name`},
+		{"rsa_host_key not a bool", strings.Replace(goodSite, `"ssh": {`, `"ssh": {"rsa_host_key": "no",`, 1), "ssh.rsa_host_key"},
 		{"huge", strings.Repeat(" ", plan.MaxFileSize+1), "larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
