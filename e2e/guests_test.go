@@ -37,7 +37,6 @@ var longestFirst = []string{
 	"TestRunKeepsCard",
 	"TestEndToEnd",
 	"TestRouterEndToEnd",
-	"TestUpgradeEndToEnd",
 	"TestEndToEndEngineChoice",
 	"TestEndToEndBadEngine",
 }

@@ -41,6 +41,7 @@ lan:
 ` + extraLAN + firewall + `ssh:
   authorized_keys:
     - ` + key + `
+  rsa_host_key: false
 `
 }
 

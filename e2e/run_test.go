@@ -3,14 +3,17 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	bu "github.com/ocfw/ocfw/boot/upgrade"
 	"github.com/ocfw/ocfw/firmware"
 	"github.com/ocfw/ocfw/internal/cli"
 	"github.com/ocfw/ocfw/internal/lab/realclient"
@@ -119,6 +122,11 @@ func tailOf(s string, n int) string {
 //     boots the card the first one left (the new system, from slot b),
 //     while the image's bytes never changed and ocfw inspect passes.
 //
+// Its site keeps the RSA host key on (the other router tests' is off):
+// the first boot makes it, OpenSSH's ssh-keyscan gets it, and the kept
+// card's later boots (the reboot, the new system, the second run) serve
+// the same key and never make another.
+//
 // Before: QEMU ran with -no-reboot (the reboot and the upgrade's reset
 // ended the run) and IMAGE.state kept the data partition only (the slot
 // was lost: the second run booted slot a and reported a rollback).
@@ -126,7 +134,8 @@ func TestRunKeepsCard(t *testing.T) {
 	needEndToEnd(t)
 	parallel(t, 1) // one guest, idle between its boots
 	dir, key, site := upgradeSite(t)
-	// old.img with TestUpgradeRollbacks' arguments: one build for both.
+	pub, _ := testKey(t)
+	must(t, os.WriteFile(site, []byte(strings.Replace(routerSite(pub), "  rsa_host_key: false\n", "", 1)), 0o644))
 	img, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
 	buildImage(t, img, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--esp-budget", "0s", "--site", site)
 	buildImage(t, newImg, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "2s", "--esp-budget", "0s", "--site", site)
@@ -149,6 +158,13 @@ func TestRunKeepsCard(t *testing.T) {
 	}
 	if e := run.errs.String(); !strings.Contains(e, "booting a card written from the image to "+img+".state") {
 		t.Errorf("the first run does not say it writes a card:\n%s", e)
+	}
+	// The RSA host key, made once the boot sequence is done, before the
+	// reboot: a reboot before it is saved would make another.
+	run.waitConsole(t, rsaServed, 1, 10*time.Minute)
+	rsaLine := rsaKeyRe.FindString(run.out.String())
+	if scan, err := exec.Command(realclient.Need(t, "ssh-keyscan"), "-t", "rsa", "-p", strconv.Itoa(b.port), "127.0.0.1").Output(); err != nil || !strings.Contains(string(scan), "ssh-rsa ") {
+		t.Errorf("ssh-keyscan -t rsa: %v\n%s", err, scan)
 	}
 
 	t.Run("RebootInRun", func(t *testing.T) {
@@ -174,6 +190,15 @@ func TestRunKeepsCard(t *testing.T) {
 		if !strings.Contains(run.out.String(), "ocfw: system "+newRev+" from slot b") {
 			t.Errorf("the run's console never showed the new system booting from slot b")
 		}
+		if n := b.ssh(t, "ocf net"); !strings.Contains(n, "upgrade to "+newRev+" committed") {
+			t.Errorf("ocf net does not tell the upgrade:\n%s", n)
+		}
+		if !strings.Contains(run.out.String(), "upgrade to "+newRev+" on trial") {
+			t.Errorf("the console never said the new system was on trial")
+		}
+		// The trial armed QEMU's watchdog and the commit stopped it: the
+		// box runs on without it (the rest of this test would see a reset).
+		run.waitConsole(t, "ocfw: upgrade trial over: watchdog stopped", 1, time.Minute)
 		if run.ended() {
 			t.Fatalf("the run ended at the upgrade's reset (exit %d)", run.code)
 		}
@@ -189,7 +214,22 @@ func TestRunKeepsCard(t *testing.T) {
 	if run.code != 0 {
 		t.Errorf("ocfw run after ocf poweroff: exit %d", run.code)
 	}
+	if n := strings.Count(run.out.String(), rsaMade); n != 1 || strings.Count(run.out.String(), rsaLine) < 3 {
+		t.Errorf("the first run made %d RSA host keys (want 1) and served %q %d times (want one a boot, 3)", n, rsaLine, strings.Count(run.out.String(), rsaLine))
+	}
 	unchanged(t, img)
+	// The kept card: the record committed, every boot's report kept (the
+	// old system's two, the new one's), both file systems clean.
+	card := img + ".state"
+	c := cardStore(t, card)
+	var rec bu.Record
+	if ok, err := c.State.Value(bu.RecordName, &rec); !ok || err != nil || rec.State != bu.Committed || rec.Slots["b"] != newRev {
+		t.Errorf("the kept card's upgrade record: %+v (%v)", rec, err)
+	}
+	if c.State.Boot < 3 || len(c.Reports) < 3 {
+		t.Errorf("the kept card after the upgrade: boot %d, %d reports; want every boot's kept (3)", c.State.Boot, len(c.Reports))
+	}
+	fsckImage(t, card)
 	if _, errs, code := ocfw(t, "inspect", img); code != 0 {
 		t.Errorf("ocfw inspect on the image after the runs: exit %d\n%s", code, errs)
 	}
@@ -205,5 +245,17 @@ func TestRunKeepsCard(t *testing.T) {
 	if !strings.Contains(out, "ocfw: system "+newRev+" from slot b") || strings.Contains(out, "rolled back") {
 		t.Errorf("the second run did not boot the committed system from slot b:\n%s", tailOf(out, 80))
 	}
+	if strings.Contains(out, rsaMade) || !strings.Contains(out, rsaLine) {
+		t.Errorf("the second run did not serve the kept RSA host key %q", rsaLine)
+	}
 	unchanged(t, img)
 }
+
+// What the router says of its RSA host key: made (once a card), and
+// served (each boot, with its fingerprint).
+const (
+	rsaMade   = "ocfw: ssh: made an RSA host key"
+	rsaServed = "ocfw: ssh: ssh-rsa host key"
+)
+
+var rsaKeyRe = regexp.MustCompile(rsaServed + ` SHA256:[A-Za-z0-9+/]{43}`)

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,9 +39,10 @@ import (
 //     until then, resets it (for this test image after
 //     boot.TestHangWatchdogTimeout, not boot.WatchdogTimeout).
 //
-// One box, one QEMU process: each case is a trial boot and the old
-// system's boot after it. The broken images are built while the box
-// boots the first time.
+// Before them, a system for another board, sent by hand, is refused
+// with nothing written. One box, one QEMU process: each case is a trial
+// boot and the old system's boot after it. The broken images are built
+// while the box boots the first time.
 func TestUpgradeRollbacks(t *testing.T) {
 	needEndToEnd(t)
 	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
@@ -86,6 +90,27 @@ func TestUpgradeRollbacks(t *testing.T) {
 		t.Fatalf("status before: %s", st)
 	}
 	t.Logf("the old system %s is up after %v", oldRev, time.Since(start).Round(time.Second))
+
+	// Another board's system, sent by hand past ocfw upgrade's own check
+	// (internal/cli's tests): the box refuses it before writing anything,
+	// and the status still names the running system only.
+	t.Run("another-board", func(t *testing.T) {
+		sys, err := firmware.OpenSystem(oldImg)
+		must(t, err)
+		kernel, err := io.ReadAll(io.LimitReader(sys.Reader(), sys.Manifest.System.Kernel.Size))
+		sys.Close()
+		must(t, err)
+		junk := bytes.Repeat([]byte("not an initramfs "), 1000)
+		other := bu.Header{Board: "net5501", Revision: "0a0b0c0d0e0f",
+			Kernel: bu.FileSum{Size: int64(len(kernel)), SHA256: fmt.Sprintf("%x", sha256.Sum256(kernel))},
+			Initrd: bu.FileSum{Size: int64(len(junk)), SHA256: fmt.Sprintf("%x", sha256.Sum256(junk))}}
+		if got, err := b.receive(t, other, kernel, junk); err == nil || !strings.Contains(got, "the image is for board net5501, this is a alix2d13: nothing written") {
+			t.Errorf("another board's system: %v\n%s", err, got)
+		}
+		if st := b.ssh(t, "ocf upgrade status"); strings.Contains(st, "0a0b0c0d0e0f") || !strings.Contains(st, "revision "+oldRev) {
+			t.Errorf("status after another board's system was refused: %s", st)
+		}
+	})
 
 	var messages []string
 	for i, c := range cases {

@@ -2,13 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +15,6 @@ import (
 	"github.com/ocfw/ocfw/internal/lab/qemu"
 	"github.com/ocfw/ocfw/internal/lab/realclient"
 	"github.com/ocfw/ocfw/internal/lab/vmtest"
-	"github.com/ocfw/ocfw/plan"
 )
 
 // upgradeBox is a router VM reachable from the host's OpenSSH: its WAN
@@ -129,118 +124,27 @@ func upgradeImages(t *testing.T, dir, site string) (oldImg, newImg string) {
 	return oldImg, newImg
 }
 
-// TestUpgradeEndToEnd builds two systems that differ (the speed budget in
-// their boot options), boots the first, upgrades it to the second with
-// `ocfw upgrade` through the host's OpenSSH, and checks the new system
-// proved itself and committed: the revision changed, the store's reports
-// and boot counter carried on, the host key is the one ssh learnt before
-// (accept-new refuses a changed key), both file systems are clean.
-func TestUpgradeEndToEnd(t *testing.T) {
-	needEndToEnd(t)
-	parallel(t, 1) // one guest, idle between its boots: it overlaps the others
-	dir, key, site := upgradeSite(t)
-	oldImg, newImg := upgradeImages(t, dir, site)
-	oldSys, err := firmware.OpenSystem(oldImg)
-	must(t, err)
-	oldSys.Close()
-	newSys, err := firmware.OpenSystem(newImg)
-	must(t, err)
-	newSys.Close()
-	oldRev, newRev := oldSys.Manifest.System.Revision, newSys.Manifest.System.Revision
-	if oldRev == newRev {
-		t.Fatalf("both systems are %s", oldRev)
-	}
-
-	b := startUpgradeBox(t, oldImg, key)
-	waitCount(t, b.vm, plan.MarkDone, 1, 10*time.Minute)
-	if st := b.waitUpgradeReady(t); !strings.Contains(st, "revision "+oldRev) || !strings.Contains(st, "slot a") {
-		t.Fatalf("status before: %s", st)
-	}
-	start := time.Now()
-	out, errs, code := ocfw(t, append(append([]string{"upgrade"}, b.upgradeFlags()...), "--wait", "20m", newImg, "127.0.0.1")...)
-	t.Logf("ocfw upgrade took %v:\n%s%s", time.Since(start).Round(time.Second), out, errs)
-	if code != 0 || !strings.Contains(out, "upgrade to "+newRev+" committed") {
-		t.Fatalf("ocfw upgrade: exit %d", code)
-	}
-	// ssh learnt the host key on the old system (accept-new refuses a changed one): it is the same.
-	st := b.ssh(t, "ocf upgrade status")
-	if !strings.Contains(st, "revision "+newRev) || !strings.Contains(st, "slot b") {
-		t.Errorf("status after: %s", st)
-	}
-	if n := b.ssh(t, "ocf net"); !strings.Contains(n, "upgrade to "+newRev+" committed") {
-		t.Errorf("ocf net does not tell the upgrade:\n%s", n)
-	}
-	if !regexp.MustCompile(`(?m)upgrade to ` + newRev + ` on trial`).MatchString(b.vm.Console()) {
-		t.Errorf("the console never said the new system was on trial")
-	}
-	// The trial armed QEMU's watchdog and the commit stopped it: the box
-	// runs on without it (the rest of this test would see a reset).
-	waitCount(t, b.vm, "ocfw: upgrade trial over: watchdog stopped", 1, time.Minute)
-
-	// A new system whose kernel panics (its initramfs is not one: no
-	// root) resets by panic=10, and the running system comes back by
-	// itself and says so. Sent by hand: ocfw builds no such image.
-	sys, err := firmware.OpenSystem(newImg)
-	must(t, err)
-	kernel, err := io.ReadAll(io.LimitReader(sys.Reader(), sys.Manifest.System.Kernel.Size))
-	sys.Close()
-	must(t, err)
-	junk := bytes.Repeat([]byte("not an initramfs "), 1000)
-	bad := bu.Header{Board: "alix2d13", Revision: "0badc0ffee00",
-		Kernel: bu.FileSum{Size: int64(len(kernel)), SHA256: fmt.Sprintf("%x", sha256.Sum256(kernel))},
-		Initrd: bu.FileSum{Size: int64(len(junk)), SHA256: fmt.Sprintf("%x", sha256.Sum256(junk))}}
-	receive := func(h bu.Header) (string, error) {
-		var stream bytes.Buffer
-		must(t, bu.WriteHeader(&stream, h))
-		stream.Write(kernel)
-		stream.Write(junk)
-		cmd := exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
-			"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", "ocf upgrade receive")
-		cmd.Stdin = &stream
-		got, err := cmd.CombinedOutput()
-		return string(got), err
-	}
-
-	// Another board's system, sent by hand past ocfw upgrade's own check
-	// (internal/cli's tests): the box refuses it before writing anything.
-	other := bad
-	other.Board, other.Revision = "net5501", "0a0b0c0d0e0f"
-	if got, err := receive(other); err == nil || !strings.Contains(got, "the image is for board net5501, this is a alix2d13: nothing written") {
-		t.Errorf("another board's system: %v\n%s", err, got)
-	}
-	if st := b.ssh(t, "ocf upgrade status"); strings.Contains(st, "0a0b0c0d0e0f") || !strings.Contains(st, "revision "+newRev) {
-		t.Errorf("status after another board's system was refused: %s", st)
-	}
-
-	got, err := receive(bad)
-	if err != nil || !strings.Contains(got, "upgrade to 0badc0ffee00 pending") {
-		t.Fatalf("sending a system that panics: %v\n%s", err, got)
-	}
-	want := "last upgrade to 0badc0ffee00 rolled back: " + bu.NoStart
-	if st := b.waitStatus(t, "upgrade to 0badc0ffee00 rolled back", 10*time.Minute); !strings.Contains(st, want) || !strings.Contains(st, "revision "+newRev) {
-		t.Errorf("after the panic: %s\nwant %q", st, want)
-	}
-	if !strings.Contains(b.vm.Console(), "Kernel panic") {
-		t.Errorf("the console shows no kernel panic")
-	}
-
-	// Boots that reach the store: the old system, the committed new one,
-	// the old one again after the panic (the panicking boot writes
-	// nothing). A failed self-test, init exiting, no network and a hang:
-	// TestUpgradeRollbacks.
-	wantBoots := 3
-	vmtest.PowerOff(t, b.vm)
-
-	c := vmtest.Store(t, oldImg)
-	var rec bu.Record
-	if ok, err := c.State.Value(bu.RecordName, &rec); !ok || err != nil || rec.State != bu.RolledBack || rec.Slots["b"] != newRev {
-		t.Errorf("the store's upgrade record: %+v (%v)", rec, err)
-	}
-	if c.State.Boot < wantBoots || len(c.Reports) < wantBoots {
-		t.Errorf("the store after the upgrades: boot %d, %d reports; want every boot's kept (%d)", c.State.Boot, len(c.Reports), wantBoots)
-	}
-	fsckImage(t, oldImg)
+// receive sends a system to the box by hand, past ocfw upgrade's own
+// checks (internal/cli's tests): its header, then kernel and initrd,
+// into `ocf upgrade receive` through the host's OpenSSH.
+func (b *upgradeBox) receive(t *testing.T, h bu.Header, kernel, initrd []byte) (string, error) {
+	t.Helper()
+	var stream bytes.Buffer
+	must(t, bu.WriteHeader(&stream, h))
+	stream.Write(kernel)
+	stream.Write(initrd)
+	cmd := exec.Command(b.sshPath, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+b.knownHosts, "-o", "StrictHostKeyChecking=accept-new",
+		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "-p", strconv.Itoa(b.port), "-i", b.key, "root@127.0.0.1", "ocf upgrade receive")
+	cmd.Stdin = &stream
+	got, err := cmd.CombinedOutput()
+	return string(got), err
 }
+
+// The upgrade's whole way, old system to a committed new one through
+// `ocfw upgrade` and the host's OpenSSH, is TestRunKeepsCard's
+// UpgradeInRun (under `ocfw run`, as docs/run.md tells users to try an
+// upgrade); the rollbacks and a system refused before anything is
+// written are TestUpgradeRollbacks'; the power cuts TestUpgradePowerCuts'.
 
 // waitStatus polls ocf upgrade status until it contains text.
 func (b *upgradeBox) waitStatus(t *testing.T, text string, within time.Duration) string {
