@@ -61,6 +61,9 @@ func interruptBuild(t *testing.T, tc interruptCase) {
 		t.Fatal(err)
 	}
 	t.Setenv("TMPDIR", tmp)
+	// An empty Go build cache: from a warm one the userland's go build
+	// links without running the compiler that "compiling" waits for.
+	t.Setenv("GOCACHE", filepath.Join(base, "gocache"))
 	before := proctest.Tree(dir)
 
 	ctx, cancel := context.WithCancel(context.Background())
