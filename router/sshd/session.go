@@ -5,6 +5,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -241,6 +244,7 @@ func (ss *session) start(isExec bool, command string) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		outs, to, in, closeC = []*os.File{outR, errR}, []io.Writer{ss.ch, ss.ch.Stderr()}, inW, []*os.File{inR, outW, errW}
 	}
+	hangupsReachChildren()
 	err := cmd.Start()
 	closeAll(closeC...)
 	if err != nil {
@@ -304,6 +308,42 @@ func (ss *session) waitExit() {
 	ss.exited = true
 	ss.mu.Unlock()
 	ss.cmd.Wait()
+}
+
+// hupSink takes the SIGHUPs hangupsReachChildren catches; nothing reads
+// it (a full channel drops them): this process goes on as if it ignored
+// them.
+var hupSink = make(chan os.Signal, 1)
+
+// hangupsReachChildren makes sure a session's process starts with
+// SIGHUP's default action, which ends it. A signal this process ignores
+// stays ignored in every process it starts (an ignored disposition
+// survives exec), and the board's router starts so: `ocf boot` ignores
+// SIGHUP while it gives up the console, then starts the daemon. Caught
+// instead (Go's handler, which exec resets to the default), SIGHUP still
+// does nothing to this process, and hangup ends what a client left. The
+// kernel's word, not signal.Ignored's: after signal.Reset of a signal
+// ignored from the start, Go says not ignored while the kernel still
+// ignores it.
+func hangupsReachChildren() {
+	if signal.Ignored(syscall.SIGHUP) || kernelIgnores(syscall.SIGHUP) {
+		signal.Notify(hupSink, syscall.SIGHUP)
+	}
+}
+
+// kernelIgnores reads the SigIgn mask of /proc/self/status.
+func kernelIgnores(sig syscall.Signal) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
 }
 
 // hangup sends SIGHUP to the process group of a session whose client is

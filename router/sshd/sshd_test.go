@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -566,7 +567,21 @@ func TestSlowLoginAndIdleConnectionsAreClosed(t *testing.T) {
 	}
 }
 
+// A client that leaves hangs up what its command started. Also when
+// this process ignores SIGHUP, as the board's router does (started by
+// `ocf boot`, which ignores it while giving up the console) and as a
+// test run under nohup does: an ignored SIGHUP is inherited through exec,
+// and the hang-up would end nothing.
 func TestClientGoneHangsUpItsCommand(t *testing.T) {
+	t.Run("SIGHUP-as-started", clientGoneHangsUp)
+	t.Run("SIGHUP-ignored-here", func(t *testing.T) {
+		signal.Ignore(syscall.SIGHUP)
+		t.Cleanup(func() { signal.Reset(syscall.SIGHUP) })
+		clientGoneHangsUp(t)
+	})
+}
+
+func clientGoneHangsUp(t *testing.T) {
 	ts := start(t, nil)
 	c := ts.login(t)
 	s, err := c.NewSession()
