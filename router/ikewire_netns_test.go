@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/router/ike"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // The router's IKE sockets on an IPv4 and an IPv6 WAN address, in a
@@ -31,6 +33,21 @@ func TestListenIKEIPv6(t *testing.T) {
 	if err := ns.AddAddr("lo", v6.String()+"/128"); err != nil {
 		t.Fatal(err)
 	}
+	// The address is on the box once the kernel's local route for it is:
+	// the kernel adds that from its DAD work (on lo too, where DAD is at
+	// once), after the address, and a datagram sent before it was lost
+	// (2 runs in 100 under load).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		rs, err := ns.Netlink().RouteListFiltered(netlink.FAMILY_V6,
+			&netlink.Route{Table: unix.RT_TABLE_LOCAL, Dst: &net.IPNet{IP: v6.AsSlice(), Mask: net.CIDRMask(128, 128)}},
+			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
+		if err == nil && len(rs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no local route for %v after 10 s: %v", v6, err)
+		}
+	}
 	for _, c := range []struct {
 		conn ike.Conn
 		port uint16
@@ -42,7 +59,9 @@ func TestListenIKEIPv6(t *testing.T) {
 			to := netip.AddrPortFrom(a, c.port)
 			var cl *net.UDPConn
 			if err := ns.Do(func() (err error) {
-				cl, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(to))
+				// From the address itself, as a peer's datagram comes
+				// from its own address, not ::1.
+				cl, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)), net.UDPAddrFromAddrPort(to))
 				return err
 			}); err != nil {
 				t.Fatal(err)
