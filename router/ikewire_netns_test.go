@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/ocfw/ocfw/router/ike"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // The router's IKE sockets on an IPv4 and an IPv6 WAN address, in a
@@ -37,16 +35,8 @@ func TestListenIKEIPv6(t *testing.T) {
 	// the kernel adds that from its DAD work (on lo too, where DAD is at
 	// once), after the address, and a datagram sent before it was lost
 	// (2 runs in 100 under load).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		rs, err := ns.Netlink().RouteListFiltered(netlink.FAMILY_V6,
-			&netlink.Route{Table: unix.RT_TABLE_LOCAL, Dst: &net.IPNet{IP: v6.AsSlice(), Mask: net.CIDRMask(128, 128)}},
-			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
-		if err == nil && len(rs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no local route for %v after 10 s: %v", v6, err)
-		}
+	if err := ns.Settle(10 * time.Second); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		conn ike.Conn

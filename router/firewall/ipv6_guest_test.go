@@ -52,6 +52,7 @@ func TestGuestIPv6Firewall(t *testing.T) {
 			t.Fatal(step)
 		}
 	}
+	settle(t, wan, router, lan)
 	wan.serveTCP6(t, "["+wan6Host+"]:9000")
 	router.serveTCP6(t, "[::]:22")
 	// Before the firewall the ULA source gets out: a failure later is

@@ -38,6 +38,19 @@ func link(t *testing.T, a *netNS, aName, aAddr string, b *netNS, bName, bAddr st
 	}
 }
 
+// settle waits until the IPv6 addresses of every namespace are usable:
+// with accept_dad 0 an address is still tentative for a moment when added
+// before the kernel has seen its link's carrier, and a bind to it then
+// fails (a CI run under load).
+func settle(t *testing.T, nss ...*netNS) {
+	t.Helper()
+	for _, ns := range nss {
+		if err := ns.Settle(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // serveTCP listens on addr in ns and answers every connection with the
 // address it came from, one line, then closes it.
 func (ns *netNS) serveTCP(t *testing.T, addr string) {

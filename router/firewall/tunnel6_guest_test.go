@@ -56,6 +56,7 @@ func TestGuestTunnelIPv6Firewall(t *testing.T) {
 			t.Fatal(step)
 		}
 	}
+	settle(t, wan, router, lan)
 	wan.serveTCP6(t, "["+remote6Host+"]:9000")
 	lan.serveTCP6(t, "["+lan6Host+"]:9001")
 	if _, err := lan.dialTCP6(lan6Host, "["+remote6Host+"]:9000", 10*time.Second); err != nil {

@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -212,4 +213,51 @@ func (ns *NS) Sysctl(path, val string) error {
 		return fmt.Errorf("netns: %s: %s=%s: %w", ns.Name, path, val, err)
 	}
 	return nil
+}
+
+// Settle waits until every IPv6 address in ns is usable: past duplicate
+// address detection (not tentative; a failed one is an error) and with
+// its local route, which the kernel adds from its DAD work after clearing
+// the flag. Until then a bind to the address fails ("cannot assign
+// requested address") and a packet to it is lost; with accept_dad 0 the
+// wait is short but not nil, as an address added to an interface whose
+// carrier the kernel has not yet seen stays tentative until it has.
+func (ns *NS) Settle(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		pending, err := ns.unsettled()
+		if err != nil || pending == "" {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netns %s: %s after %v", ns.Name, pending, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// unsettled names the first IPv6 address in ns not yet usable, or "".
+func (ns *NS) unsettled() (string, error) {
+	addrs, err := ns.nl.AddrList(nil, netlink.FAMILY_V6)
+	if err != nil {
+		return "", fmt.Errorf("netns %s: addresses: %w", ns.Name, err)
+	}
+	for _, a := range addrs {
+		switch {
+		case a.Flags&unix.IFA_F_DADFAILED != 0:
+			return "", fmt.Errorf("netns %s: %v failed duplicate address detection", ns.Name, a.IP)
+		case a.Flags&unix.IFA_F_TENTATIVE != 0:
+			return fmt.Sprintf("%v still tentative", a.IP), nil
+		}
+		rs, err := ns.nl.RouteListFiltered(netlink.FAMILY_V6,
+			&netlink.Route{Table: unix.RT_TABLE_LOCAL, Dst: &net.IPNet{IP: a.IP, Mask: net.CIDRMask(128, 128)}},
+			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
+		if err != nil {
+			return "", fmt.Errorf("netns %s: routes: %w", ns.Name, err)
+		}
+		if len(rs) == 0 {
+			return fmt.Sprintf("no local route for %v", a.IP), nil
+		}
+	}
+	return "", nil
 }
