@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ func main() {
 		packages    []timing
 		tests       []timing
 		failed      []string
+		said        = map[string][]string{} // a failed test's log lines, first line of each
 		held        = map[string][]string{} // a running test's output, printed if it fails
 		// A test whose subtests run in parallel ends before they do
 		// (its Elapsed is its own body's): its time is taken from its
@@ -90,6 +92,7 @@ func main() {
 			delete(held, key)
 		case e.Action == "fail":
 			fmt.Print(strings.Join(held[key], ""))
+			said[short(e.Package)+" "+e.Test] = logLines(held[key])
 			delete(held, key)
 			failed = append(failed, short(e.Package)+" "+e.Test)
 			if !strings.Contains(e.Test, "/") {
@@ -132,8 +135,45 @@ func main() {
 		}
 	}
 	if len(failed) > 0 {
+		// Again, short, last: a failed test's whole output (consoles,
+		// logs) can be long enough that a reader of the tail alone, as
+		// CI's summary shows it, misses the lines that said why.
+		fmt.Println("what the failed tests said last (one line per message, continuation lines left out):")
+		for _, name := range failed {
+			lines := said[name]
+			if len(lines) > sayLast {
+				lines = lines[len(lines)-sayLast:]
+			}
+			fmt.Printf("  %s:\n", name)
+			for _, l := range lines {
+				if len(l) > 240 {
+					l = l[:240] + "…"
+				}
+				fmt.Printf("    %s\n", l)
+			}
+		}
 		fmt.Printf("failed: %s\n", strings.Join(failed, ", "))
 	}
+}
+
+// sayLast is how many of a failed test's messages the summary repeats.
+const sayLast = 20
+
+// logMessage is the first line of a t.Log or t.Error message as go test
+// prints it: indented, the file and line, the message.
+var logMessage = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// logLines picks the first line of each message out of a test's output.
+func logLines(output []string) []string {
+	var lines []string
+	for _, chunk := range output {
+		for _, l := range strings.Split(strings.TrimRight(chunk, "\n"), "\n") {
+			if logMessage.MatchString(l) {
+				lines = append(lines, strings.TrimSpace(l))
+			}
+		}
+	}
+	return lines
 }
 
 // short is a package's path without the module's.
