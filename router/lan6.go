@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -153,6 +154,9 @@ type lan6 struct {
 	adv     ra.Advert // as last announced: a push's new server starts from it
 	// invalid are the withdrawn /64s routed into the LAN (setInvalid6).
 	invalid []netip.Prefix
+	// renumbered wakes watchWithdrawn after a renumbering: the next
+	// withdrawn /64 to run out may have changed.
+	renumbered chan struct{}
 	// noWANDefault: the ISP's router said it is no default router
 	// (router lifetime 0); noWANRoute: the WAN has no usable v6
 	// default route (none, or its link is down). Either way the LAN is
@@ -249,10 +253,79 @@ func (n *lan6) renumber(l *dhcp6.Lease) ([]netip.Prefix, bool, error) {
 	}
 	moved := !slices.Equal(addrs, n.addrs)
 	n.lease, n.addrs, n.adv = l, addrs, adv
+	select {
+	case n.renumbered <- struct{}{}:
+	default:
+	}
 	if moved {
 		n.logf("ipv6: LAN %s on %s", addrs, n.lanIf)
 	}
 	return addrs, moved, nil
+}
+
+// watchWithdrawn ends L-14's answer for each withdrawn /64 when the
+// valid lifetime hosts were given for it runs out: its route into the
+// LAN and its firewall rule go then (RFC 7084 L-14 holds "until the
+// prefix is invalid"), not at the next renumbering, which may be
+// months away. Runs until ctx ends.
+func (n *lan6) watchWithdrawn(ctx context.Context) error {
+	if n.ra == nil {
+		return nil
+	}
+	for {
+		var expired <-chan time.Time
+		var t *time.Timer
+		if end := n.ra.WithdrawnEnd(time.Now()); !end.IsZero() {
+			// A moment past the end: Withdrawn keeps a prefix until
+			// strictly after it.
+			t = time.NewTimer(time.Until(end) + 100*time.Millisecond)
+			expired = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-n.renumbered:
+		case <-expired:
+			if err := n.dropExpired(); err != nil {
+				n.logf("ipv6: %v", err)
+			}
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// dropExpired takes the withdrawn /64s whose valid lifetime ran out off
+// the LAN's routes and the firewall.
+func (n *lan6) dropExpired() error {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	invalid := n.ra.Withdrawn(n.adv, time.Now())
+	if slices.Equal(invalid, n.invalid) {
+		return nil
+	}
+	var gone []netip.Prefix
+	for _, p := range n.invalid {
+		if !slices.Contains(invalid, p) {
+			gone = append(gone, p)
+		}
+	}
+	err := n.links.setInvalid6(n.lanIf, n.invalid, invalid)
+	n.invalid = invalid
+	if n.firewall != nil {
+		var lans []netip.Prefix
+		for _, a := range n.addrs {
+			lans = append(lans, a.Masked())
+		}
+		err = errors.Join(err, n.firewall(lans, invalid))
+	}
+	n.logf("ipv6: %v ran out: no longer routed into %s nor answered as withdrawn", gone, n.lanIf)
+	return err
 }
 
 // invalidMetric is the withdrawn /64s' routes' metric, the kernel's

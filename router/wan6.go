@@ -102,7 +102,7 @@ func (r *Router) startIPv6(ctx context.Context) error {
 	}
 	var n *lan6
 	if r.lanIf != "" {
-		n = &lan6{v: s.IPv6, domain: s.LAN.LocalDomain(), mtu: s.LAN.MTU, forwarder: s.LAN.ForwarderOn(), ula: ula, lanIf: r.lanIf, links: r.links, logf: r.logf,
+		n = &lan6{renumbered: make(chan struct{}, 1), v: s.IPv6, domain: s.LAN.LocalDomain(), mtu: s.LAN.MTU, forwarder: s.LAN.ForwarderOn(), ula: ula, lanIf: r.lanIf, links: r.links, logf: r.logf,
 			firewall: func(lans, invalid []netip.Prefix) error {
 				r.svc.mu.Lock()
 				r.svc.lan6Prefixes, r.svc.lan6Invalid = lans, invalid
@@ -146,6 +146,7 @@ func (r *Router) startIPv6(ctx context.Context) error {
 		}
 		r.goService("ra", ctx, r.inNS6(n.ra.Serve))
 		r.goService("dhcp6-info", ctx, r.inNS6(n.info.Serve))
+		r.goService("ipv6-withdrawn", ctx, r.inNS6(n.watchWithdrawn))
 		if mode != site.IPv6ModeOff {
 			r.goService("wan6-route", ctx, r.inNS6(func(ctx context.Context) error { return r.watchWANDefault(ctx, n) }))
 		}

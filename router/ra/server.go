@@ -287,6 +287,20 @@ func (s *Server) Withdrawn(a Advert, now time.Time) []netip.Prefix {
 	return slices.Compact(out)
 }
 
+// WithdrawnEnd is when the next of the deprecating prefixes runs out
+// (what Withdrawn returns then lacks it), or the zero time for none.
+func (s *Server) WithdrawnEnd(now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var end time.Time
+	for _, st := range s.stale {
+		if st.until.After(now) && (end.IsZero() || st.until.Before(end)) {
+			end = st.until
+		}
+	}
+	return end
+}
+
 // Stats is what the server did so far.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
