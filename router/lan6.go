@@ -67,9 +67,13 @@ func lan6Plan(v site.IPv6, domain string, mtu int, forwarder bool, ula netip.Pre
 			}
 			// RFC 9096 3.2: never announce more than the limits, and
 			// never more than what is left of the delegation.
+			// The ends: the advertisements count down to them
+			// between renumberings (ra.Advert.At).
+			validEnds, preferredEnds := l.Obtained.Add(l.PrefixValid), l.Obtained.Add(l.PrefixPreferred)
 			adv.Prefixes = append(adv.Prefixes, ra.Prefix{Prefix: p,
-				Valid: min(valid, ra.ValidLimit), Preferred: max(0, min(preferred, ra.PreferredLimit)), NoSLAAC: noSLAAC, NotOnLink: notOnLink})
-			adv.Routes = append(adv.Routes, ra.Route{Prefix: l.Prefix.Masked(), Lifetime: min(valid, ra.ValidLimit)})
+				Valid: min(valid, ra.ValidLimit), Preferred: max(0, min(preferred, ra.PreferredLimit)), NoSLAAC: noSLAAC, NotOnLink: notOnLink,
+				ValidEnds: validEnds, PreferredEnds: preferredEnds})
+			adv.Routes = append(adv.Routes, ra.Route{Prefix: l.Prefix.Masked(), Lifetime: min(valid, ra.ValidLimit), Ends: validEnds})
 			addrs = append(addrs, netip.PrefixFrom(site.WithID(p, routerID), 64))
 			adv.RouterLifetime = raRouterLifetime
 		}
@@ -114,7 +118,8 @@ func dhcp6Prefixes(adv ra.Advert) []dhcp6.AddrPrefix {
 	var out []dhcp6.AddrPrefix
 	for _, p := range adv.Prefixes {
 		if p.Prefix.Bits() == 64 && p.Valid > 0 {
-			out = append(out, dhcp6.AddrPrefix{Prefix: p.Prefix, Valid: p.Valid, Preferred: p.Preferred})
+			out = append(out, dhcp6.AddrPrefix{Prefix: p.Prefix, Valid: p.Valid, Preferred: p.Preferred,
+				ValidEnds: p.ValidEnds, PreferredEnds: p.PreferredEnds})
 		}
 	}
 	return out

@@ -103,6 +103,21 @@ func TestIPv6LANPlan(t *testing.T) {
 			if !slices.Equal(got, tt.addrs) {
 				t.Errorf("addresses %v, want %v", got, tt.addrs)
 			}
+			// What is delegated counts down to the delegation's ends
+			// (RFC 9096 L-15 between renumberings); the ULA's does not.
+			if tt.lease != nil {
+				validEnds, preferredEnds := tt.lease.Obtained.Add(tt.lease.PrefixValid), tt.lease.Obtained.Add(tt.lease.PrefixPreferred)
+				for i, p := range tt.prefixes {
+					if tt.lease.Prefix.Contains(p.Prefix.Addr()) {
+						tt.prefixes[i].ValidEnds, tt.prefixes[i].PreferredEnds = validEnds, preferredEnds
+					}
+				}
+				for i, r := range tt.routes {
+					if r.Prefix == tt.lease.Prefix.Masked() {
+						tt.routes[i].Ends = validEnds
+					}
+				}
+			}
 			if !slices.Equal(adv.Prefixes, tt.prefixes) {
 				t.Errorf("prefixes %+v, want %+v", adv.Prefixes, tt.prefixes)
 			}
@@ -152,7 +167,8 @@ func TestIPv6DHCPv6Hosts(t *testing.T) {
 	}
 	want := []dhcp6.AddrPrefix{
 		{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ra.ValidLimit, Preferred: ra.PreferredLimit},
-		{Prefix: netip.MustParsePrefix("2001:db8:100:10::/64"), Valid: 30 * time.Second, Preferred: 10 * time.Second},
+		{Prefix: netip.MustParsePrefix("2001:db8:100:10::/64"), Valid: 30 * time.Second, Preferred: 10 * time.Second,
+			ValidEnds: now.Add(30 * time.Second), PreferredEnds: now.Add(10 * time.Second)},
 	}
 	if got := dhcp6Prefixes(adv); !slices.Equal(got, want) {
 		t.Errorf("dhcp6Prefixes = %+v, want %+v", got, want)

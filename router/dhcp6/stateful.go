@@ -25,6 +25,22 @@ type Host struct {
 type AddrPrefix struct {
 	Prefix           netip.Prefix
 	Valid, Preferred time.Duration
+	// ValidEnds and PreferredEnds, when set, cap the lifetimes at what
+	// is left of them when a host asks (the delegation's ends, as the
+	// advertisements' ra.Prefix).
+	ValidEnds, PreferredEnds time.Time
+}
+
+// at is p's lifetimes as given at now, in whole seconds as the wire
+// carries them, never beyond an end.
+func (p AddrPrefix) at(now time.Time) AddrPrefix {
+	if !p.ValidEnds.IsZero() {
+		p.Valid = max(0, min(p.Valid, p.ValidEnds.Sub(now).Truncate(time.Second)))
+	}
+	if !p.PreferredEnds.IsZero() {
+		p.Preferred = max(0, min(p.Preferred, p.PreferredEnds.Sub(now).Truncate(time.Second)))
+	}
+	return p
 }
 
 // Stateful says whether the server gives addresses (some host is
@@ -121,7 +137,9 @@ func eui64MAC(src netip.Addr) net.HardwareAddr {
 // addrsFor are host's addresses: its ID in each current /64.
 func (s *InfoServer) addrsFor(h Host) []*dhcpv6.OptIAAddress {
 	var out []*dhcpv6.OptIAAddress
+	now := time.Now()
 	for _, p := range s.prefixes {
+		p = p.at(now)
 		if p.Valid <= 0 {
 			continue
 		}
@@ -140,8 +158,9 @@ func withID(p netip.Prefix, id netip.Addr) netip.Addr {
 
 // onLink says whether a is inside one of the current /64s.
 func (s *InfoServer) onLink(a netip.Addr) bool {
+	now := time.Now()
 	for _, p := range s.prefixes {
-		if p.Valid > 0 && p.Prefix.Masked().Contains(a) {
+		if p.at(now).Valid > 0 && p.Prefix.Masked().Contains(a) {
 			return true
 		}
 	}

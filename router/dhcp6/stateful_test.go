@@ -229,6 +229,23 @@ func TestDHCPv6StatefulPrefixGone(t *testing.T) {
 	}
 }
 
+// TestDHCPv6StatefulCountsDown: an address's lifetimes are what is
+// left of the delegation when the host asks, not what they were when the
+// prefixes were set (RFC 9096: never beyond the delegation).
+func TestDHCPv6StatefulCountsDown(t *testing.T) {
+	s := statefulServer(t)
+	nas := &dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: nasMAC}
+	// Set 200 s ago with 600/300 s: 400/100 s are left.
+	set := time.Now().Add(-200 * time.Second)
+	s.SetPrefixes([]AddrPrefix{{Prefix: netip.MustParsePrefix("2001:db8:7:10::/64"), Valid: 600 * time.Second, Preferred: 300 * time.Second,
+		ValidEnds: set.Add(600 * time.Second), PreferredEnds: set.Add(300 * time.Second)}})
+	got := summary(t, s.answer(msg{typ: dhcpv6.MessageTypeRenew, duid: nas, sid: &duidLL, ias: [][]string{{"2001:db8:7:10::10"}}}.bytes(), netip.MustParseAddr("fe80::1")))
+	// Whole seconds, down: a moment passed between setting and asking.
+	if want := "REPLY [na1 t=49/79 2001:db8:7:10::10 99/399]"; got != want {
+		t.Errorf("renew\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestDHCPv6StatelessOnly: with no hosts the server gives no address
 // to anyone, DUID-LL or not.
 func TestDHCPv6StatelessOnly(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -67,6 +68,11 @@ type Prefix struct {
 	Prefix             netip.Prefix
 	Valid, Preferred   time.Duration
 	NoSLAAC, NotOnLink bool
+	// ValidEnds and PreferredEnds, when set, are when the lifetimes
+	// run out whatever Valid and Preferred say (the delegation's): an
+	// advertisement sent later announces what is left then (Advert.At),
+	// never beyond the delegation (RFC 9096's L-15).
+	ValidEnds, PreferredEnds time.Time
 }
 
 // Route is one route information option (RFC 4191 2.3): hosts may
@@ -74,6 +80,32 @@ type Prefix struct {
 type Route struct {
 	Prefix   netip.Prefix
 	Lifetime time.Duration
+	// Ends, when set, is when the route runs out whatever Lifetime
+	// says, as Prefix.ValidEnds.
+	Ends time.Time
+}
+
+// At is a as announced at now: each lifetime with an end is at most
+// what is left of it then (0 once past). Between two renumberings the
+// advertisements count down in real time, as RFC 9096 asks, instead of
+// repeating the lifetimes the last renumbering computed.
+func (a Advert) At(now time.Time) Advert {
+	left := func(d time.Duration, end time.Time) time.Duration {
+		if end.IsZero() {
+			return d
+		}
+		return max(0, min(d, end.Sub(now)))
+	}
+	a.Prefixes = slices.Clone(a.Prefixes)
+	for i, p := range a.Prefixes {
+		a.Prefixes[i].Valid = left(p.Valid, p.ValidEnds)
+		a.Prefixes[i].Preferred = left(p.Preferred, p.PreferredEnds)
+	}
+	a.Routes = slices.Clone(a.Routes)
+	for i, r := range a.Routes {
+		a.Routes[i].Lifetime = left(r.Lifetime, r.Ends)
+	}
+	return a
 }
 
 // seconds is d in whole seconds for a 32-bit lifetime field, capped at

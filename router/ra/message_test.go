@@ -220,6 +220,54 @@ func TestRouterAdvertDeprecate(t *testing.T) {
 	}
 }
 
+// TestRouterAdvertCountsDown: a delegated prefix's lifetimes (and its
+// route's) are announced as what is left of the delegation at each
+// advertisement, not as the last renumbering computed them (RFC 9096:
+// never beyond the delegation's lifetimes); a prefix without ends (the
+// ULA's) is announced the same each time. Withdrawn when the
+// delegation has run out, a prefix is deprecated for what is left, not
+// for the lifetime it was last given.
+func TestRouterAdvertCountsDown(t *testing.T) {
+	now := time.Now()
+	ula := Prefix{Prefix: netip.MustParsePrefix("fd12:3456:789a::/64"), Valid: ValidLimit, Preferred: PreferredLimit}
+	pd := Prefix{Prefix: netip.MustParsePrefix("2001:db8:1:10::/64"), Valid: 600 * time.Second, Preferred: 300 * time.Second,
+		ValidEnds: now.Add(600 * time.Second), PreferredEnds: now.Add(300 * time.Second)}
+	route := Route{Prefix: netip.MustParsePrefix("2001:db8:1:10::/60"), Lifetime: 600 * time.Second, Ends: now.Add(600 * time.Second)}
+	s, err := New(Config{Interface: "lan"}, Advert{Prefixes: []Prefix{ula, pd}, Routes: []Route{route}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		after                   time.Duration
+		valid, preferred, route time.Duration
+	}{
+		{0, 600 * time.Second, 300 * time.Second, 600 * time.Second},
+		{100 * time.Second, 500 * time.Second, 200 * time.Second, 500 * time.Second},
+		{400 * time.Second, 200 * time.Second, 0, 200 * time.Second},
+		{700 * time.Second, 0, 0, 0},
+	} {
+		a := s.current(now.Add(tt.after), nil)
+		if len(a.Prefixes) != 2 || a.Prefixes[0] != ula {
+			t.Fatalf("%v later: prefixes %+v, want the ULA's unchanged first", tt.after, a.Prefixes)
+		}
+		if p := a.Prefixes[1]; p.Valid != tt.valid || p.Preferred != tt.preferred {
+			t.Errorf("%v later: the delegated /64 valid %v preferred %v, want %v and %v", tt.after, p.Valid, p.Preferred, tt.valid, tt.preferred)
+		}
+		if len(a.Routes) != 1 || a.Routes[0].Lifetime != tt.route {
+			t.Errorf("%v later: routes %+v, want lifetime %v", tt.after, a.Routes, tt.route)
+		}
+		if _, err := a.Marshal(); err != nil {
+			t.Errorf("%v later: %v", tt.after, err)
+		}
+	}
+	// The ends are absolute: the advertisement given to Update is cut
+	// to what is left when it is withdrawn.
+	s.Update(Advert{Prefixes: []Prefix{ula}})
+	if end, want := s.WithdrawnEnd(time.Now()), now.Add(600*time.Second); end.After(want) || end.Before(want.Add(-time.Second)) {
+		t.Errorf("withdrawn: deprecated until %v, want the delegation's end %v", end, want)
+	}
+}
+
 // memStore is a ValueStore in memory, as JSON like the board's store.
 type memStore struct {
 	values map[string][]byte

@@ -186,7 +186,7 @@ func (s *Server) keep(now time.Time) {
 	defer s.keepMu.Unlock()
 	s.mu.Lock()
 	var set []string
-	for _, p := range s.adv.Prefixes {
+	for _, p := range s.adv.At(now).Prefixes {
 		if p.Valid > 0 {
 			set = append(set, p.Prefix.Masked().String())
 		}
@@ -230,7 +230,8 @@ func (s *Server) Update(a Advert) error {
 			stale = append(stale, st)
 		}
 	}
-	for _, p := range s.adv.Prefixes {
+	was := s.adv.At(now) // what hosts were told, as of now
+	for _, p := range was.Prefixes {
 		if !keep[p.Prefix.Masked()] && p.Valid > 0 {
 			stale = append(stale, stalePrefix{p: p, until: now.Add(p.Valid)})
 			s.cfg.Log("ra: %s withdrawn from %s: announced deprecated for %v", p.Prefix, s.cfg.Interface, p.Valid)
@@ -246,7 +247,7 @@ func (s *Server) Update(a Advert) error {
 			gone = append(gone, g)
 		}
 	}
-	for _, r := range s.adv.Routes {
+	for _, r := range was.Routes {
 		if !keepRoute[r.Prefix.Masked()] && r.Lifetime > 0 {
 			gone = append(gone, staleRoute{p: r.Prefix.Masked(), until: now.Add(r.Lifetime)})
 		}
@@ -273,7 +274,7 @@ func (s *Server) Withdrawn(a Advert, now time.Time) []netip.Prefix {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []netip.Prefix
-	for _, p := range s.adv.Prefixes {
+	for _, p := range s.adv.At(now).Prefixes {
 		if q := p.Prefix.Masked(); !keep[q] && p.Valid > 0 {
 			out = append(out, q)
 		}
@@ -316,11 +317,10 @@ func (s *Server) Stats() Stats {
 func (s *Server) current(now time.Time, mac net.HardwareAddr) Advert {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.adv
+	a := s.adv.At(now) // copies the slices
 	if a.SourceMAC == nil {
 		a.SourceMAC = mac
 	}
-	a.Prefixes = append([]Prefix(nil), a.Prefixes...)
 	live := s.stale[:0]
 	for _, st := range s.stale {
 		left := st.until.Sub(now)
@@ -337,7 +337,6 @@ func (s *Server) current(now time.Time, mac net.HardwareAddr) Advert {
 		a.Prefixes = append(a.Prefixes, p)
 	}
 	s.stale = live
-	a.Routes = append([]Route(nil), a.Routes...)
 	gone := s.goneRoutes[:0]
 	for _, g := range s.goneRoutes {
 		if g.until.After(now) {
