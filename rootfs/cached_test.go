@@ -106,13 +106,13 @@ func TestUserlandCache(t *testing.T) {
 	}
 
 	// NoCache: builds (its userland is the same) and leaves the cache
-	// alone, even an emptied one. Into an empty Go build cache too: the
-	// userland's go build takes the compiler's outputs from Go's cache,
-	// so this is the compile that shows the Go build itself reproducible.
+	// alone, even an emptied one. Its go build takes the compiler's
+	// outputs from Go's build cache as every build does: that a compile
+	// from an empty GOCACHE gives the same bytes was checked by hand
+	// (docs/benchmarks.md); here it cost ~45 s of CPU in every run.
 	for _, e := range entries() {
 		os.Remove(e)
 	}
-	t.Setenv("GOCACHE", t.TempDir())
 	nc, log := build(testSite(t, "alix"), true)
 	if nc.UserlandCached || nc.UserlandKey != "" || !strings.Contains(log, "cache not used") {
 		t.Errorf("NoCache build: cached %v, key %q\n%s", nc.UserlandCached, nc.UserlandKey, log)
@@ -120,10 +120,8 @@ func TestUserlandCache(t *testing.T) {
 	if e := entries(); len(e) != 0 {
 		t.Errorf("a NoCache build stored %q", e)
 	}
-	// The NoCache build compiled the userland from nothing, the cold
-	// build maybe from Go's cache: the same bytes either way.
 	if fileSum(t, nc.Initramfs) != fileSum(t, cold.Initramfs) {
-		t.Errorf("two compiles of the userland differ: the NoCache build's initramfs is not the cold build's")
+		t.Errorf("two builds of the userland differ: the NoCache build's initramfs is not the cold build's")
 	}
 }
 

@@ -27,6 +27,9 @@ type interruptCase struct {
 	onLog     string
 	onProc    []string
 	initramfs bool // a stand-in initramfs: no userland build
+	// coldGo builds with an empty Go build cache: from a warm one the
+	// userland's go build links without running the compiler.
+	coldGo bool
 }
 
 // interruptBuild runs Build into a directory holding one file of the
@@ -61,9 +64,9 @@ func interruptBuild(t *testing.T, tc interruptCase) {
 		t.Fatal(err)
 	}
 	t.Setenv("TMPDIR", tmp)
-	// An empty Go build cache: from a warm one the userland's go build
-	// links without running the compiler that "compiling" waits for.
-	t.Setenv("GOCACHE", filepath.Join(base, "gocache"))
+	if tc.coldGo {
+		t.Setenv("GOCACHE", filepath.Join(base, "gocache"))
+	}
 	before := proctest.Tree(dir)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -154,7 +157,7 @@ func TestUserlandBuildInterrupted(t *testing.T) {
 	for _, tc := range []interruptCase{
 		{name: "before-generating", onLog: "building the Go userland"},
 		{name: "go-build-started", onProc: []string{" build ", "-trimpath"}},
-		{name: "compiling", onProc: []string{"/compile ", "-p "}},
+		{name: "compiling", onProc: []string{"/compile ", "-p "}, coldGo: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) { interruptBuild(t, tc) })
 	}
