@@ -519,6 +519,15 @@ func TestIPsecEndToEnd(t *testing.T) {
 	}
 	started := <-fwStart
 	t.Logf("B's power-on to traffic back (polled every 2-3 s): %v; power-on to the firmware's start %v", back, started.Round(100*time.Millisecond))
+	if len(back) < len(paths) {
+		// One line each, for CI's summary of a failure (a CI run
+		// stalled here once, its reason cut from what CI showed).
+		t.Errorf("after B's restart: B exited %v, B's console: %s", vmB.Exited(), lastLines(vmB.Console(), 3))
+		for _, end := range []struct{ name, ns, addr string }{{"A", "lan-a", "192.168.1.1"}, {"B", "lan-b", "192.168.2.1"}} {
+			out, err := w.Do(ctx, "timeout=20s ssh "+end.ns+" "+end.addr+":22 root /key ocf net")
+			t.Errorf("after B's restart, %s's tunnels (err %v): %s", end.name, err, tunnelLines(out))
+		}
+	}
 	for _, pa := range paths {
 		d, ok := back[pa.name]
 		switch {
@@ -568,6 +577,33 @@ func TestIPsecEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("ocf net on B after its restart:\n%s", do("ssh lan-b 192.168.2.1:22 root /key ocf net"))
+}
+
+// lastLines is the last n non-empty lines of text, joined by " | ".
+func lastLines(text string, n int) string {
+	var ls []string
+	for _, l := range strings.Split(strings.ReplaceAll(text, "\r", ""), "\n") {
+		if strings.TrimSpace(l) != "" {
+			ls = append(ls, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(ls[max(0, len(ls)-n):], " | ")
+}
+
+// tunnelLines is what ocf net's text says of the tunnels and the IPsec
+// service, on one line.
+func tunnelLines(out string) string {
+	var ls []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "tunnel ") || strings.HasPrefix(l, "service ipsec") || strings.HasPrefix(l, "IKE SA") || strings.HasPrefix(l, "nothing received") {
+			ls = append(ls, l)
+		}
+	}
+	if len(ls) == 0 {
+		return fmt.Sprintf("%.300q", out)
+	}
+	return strings.Join(ls, " | ")
 }
 
 // restartBudget is how soon after a box's firmware starts its tunnels
