@@ -329,7 +329,9 @@ func (n *lan6) dropExpired() error {
 		}
 		err = errors.Join(err, n.firewall(lans, invalid))
 	}
-	n.logf("ipv6: %v ran out: no longer routed into %s nor answered as withdrawn", gone, n.lanIf)
+	if len(gone) > 0 {
+		n.logf("ipv6: %v ran out: no longer routed into %s nor answered as withdrawn", gone, n.lanIf)
+	}
 	return err
 }
 
