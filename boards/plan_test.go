@@ -3,6 +3,7 @@ package boards
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -378,6 +379,24 @@ func TestResolveStandIn(t *testing.T) {
 		if e.Hardware && !strings.Contains(e.Absent, "stand-in") {
 			t.Errorf("avila %s: %q", e.ID, e.Absent)
 		}
+	}
+	// Its ports are the stand-in's USB Ethernet cards, in port order.
+	var ports []string
+	for _, pt := range av.Ports {
+		ports = append(ports, pt.Name+":"+pt.Driver+":"+pt.Interface+":"+pt.PCI+pt.Platform)
+	}
+	if got := strings.Join(ports, " "); got != "wan:cdc_ether:usb0: lan:cdc_ether:usb1:" {
+		t.Errorf("avila stand-in ports: %s", got)
+	}
+	var avMods []string
+	for _, m := range av.Modules {
+		avMods = append(avMods, m.Name)
+	}
+	if !slices.Contains(avMods, "cdc_ether") || slices.Contains(avMods, "ixp4xx_eth") {
+		t.Errorf("avila stand-in modules: %v", avMods)
+	}
+	if all := strings.Join(av.StandIn.Limits, "\n"); !strings.Contains(all, "wan usb0, lan usb1") {
+		t.Errorf("avila stand-in limits do not name the ports:\n%s", all)
 	}
 	_, err = c.Resolve(Request{Board: "alix2d13", StandIn: true})
 	var re *RequestError

@@ -43,8 +43,13 @@ func standIn(p *plan.Plan, b *Board) error {
 		}
 		absent[e.Module] = true
 	}
-	for _, pt := range p.Ports {
+	// The board's ports become the machine's USB network cards, in
+	// order: the plan names what the stand-in really runs.
+	for i := range p.Ports {
+		pt := &p.Ports[i]
 		absent[pt.Driver] = true
+		pt.Driver, pt.PCI, pt.Platform, pt.Needs = s.NICDriver, "", "", ""
+		pt.Interface = fmt.Sprintf(s.NICInterface, i)
 	}
 	var mods []plan.Module
 	for _, m := range p.Modules {
@@ -53,6 +58,9 @@ func standIn(p *plan.Plan, b *Board) error {
 		}
 	}
 	p.Modules = append(mods, standInCrypto...)
+	if len(p.Ports) > 0 {
+		p.Modules = append(p.Modules, plan.Module{Name: s.NICDriver, For: "the network ports on the QEMU stand-in: USB Ethernet cards (CDC Ethernet)"})
+	}
 
 	p.Boot = plan.BootQEMUARM
 	p.Image.DataLabel = plan.DataLabel
@@ -65,7 +73,7 @@ func standIn(p *plan.Plan, b *Board) error {
 		Limits: []string{
 			fmt.Sprintf("the CPU: the stand-in is an emulated ARM1176 (ARMv6), the %s an %s (ARMv5TE) at %d MHz; the userland is built for ARMv5 (GOARM=5) as for the board, but speeds are QEMU's, not the board's", b.Name, b.CPU.Model, b.CPU.MHz),
 			"the crypto engine: no IXP4xx NPE-C, no ixp4xx_crypto driver and no NPE microcode, so the engine is reported absent; only kernel software and Go are tested",
-			"the Ethernet: no NPE-B/NPE-C and no ixp4xx_eth; the stand-in machine has no network port, so a site config's ports stay down",
+			fmt.Sprintf("the Ethernet: no NPE-B/NPE-C, no ixp4xx_eth and no NPE microcode; the board's ports are QEMU USB Ethernet cards (%s), in port order, named %s: the router is tested on them, not the board's NIC driver", s.NICDriver, portNames(p.Ports)),
 			fmt.Sprintf("the kernel: the board needs a little-endian IXP4xx kernel with ixp4xx_crypto, ixp4xx_eth and the NPE microcode (ocfw kernel check for %s says what else); the stand-in's is Debian's %s (little-endian, as the firmware needs), which does not boot the board", b.Name, s.KernelPackage),
 			"the boot path: RedBoot, the flash layout and the big-to-little-endian switch are not exercised; QEMU loads kernel and initramfs itself",
 			fmt.Sprintf("the memory: the machine has %d MiB, the board %d MiB", s.MemoryMB, b.RAMMB),
@@ -82,4 +90,16 @@ func standIn(p *plan.Plan, b *Board) error {
 	}
 	p.Notes = notes
 	return nil
+}
+
+// portNames says which interface each port is: "wan usb0, lan usb1".
+func portNames(ports []plan.Port) string {
+	var w []string
+	for _, pt := range ports {
+		w = append(w, pt.Name+" "+pt.Interface)
+	}
+	if len(w) == 0 {
+		return "(no ports)"
+	}
+	return strings.Join(w, ", ")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -183,24 +184,41 @@ func ImageSite(image string) (*site.Site, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", image, err)
 		}
-		r, err := decompressed(bytes.NewReader(initrd))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", image, BootInitrd, err)
-		}
-		data, err := findInCpio(io.LimitReader(r, maxInitramfs), strings.TrimPrefix(site.File, "/"), plan.MaxFileSize)
-		if errors.Is(err, ErrNoPlan) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", image, BootInitrd, err)
-		}
-		var s site.Site
-		if err := json.Unmarshal(data, &s); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", image, site.File, err)
-		}
-		return &s, nil
+		return initramfsSite(image+": "+BootInitrd, initrd)
 	}
 	return nil, fmt.Errorf("%s: no bootable partition", image)
+}
+
+// StandInSite is ImageSite for a stand-in image: the site config in the
+// initramfs beside it (StandInSidecars), nil when it has none.
+func StandInSite(image string) (*site.Site, error) {
+	name := StandInSidecars(image).Initramfs
+	initrd, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	return initramfsSite(name, initrd)
+}
+
+// initramfsSite reads the site config from a (compressed) initramfs;
+// where names it in errors.
+func initramfsSite(where string, initrd []byte) (*site.Site, error) {
+	r, err := decompressed(bytes.NewReader(initrd))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	data, err := findInCpio(io.LimitReader(r, maxInitramfs), strings.TrimPrefix(site.File, "/"), plan.MaxFileSize)
+	if errors.Is(err, ErrNoPlan) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	var s site.Site
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", where, site.File, err)
+	}
+	return &s, nil
 }
 
 // decompressed reads an initramfs as xz, gzip or a plain cpio.

@@ -22,6 +22,13 @@ type StandIn struct {
 	// the kernel's bcm2835 power driver probes: without the blacklist the
 	// kernel panics in bcm2835_power_probe.
 	KernelArgs []string
+	// NICDriver is the module of the network cards the machine gets for
+	// the board's ports, and NICInterface the kernel's name for the
+	// port at index %d: QEMU's raspi machines emulate no Ethernet, so
+	// the cards are USB ones (CDC Ethernet), which the kernel names
+	// usb0, usb1... when their MAC is locally administered, as QEMU's are.
+	NICDriver    string
+	NICInterface string
 }
 
 // RaspiStandIn is the ARM stand-in for the IXP4xx boards: QEMU's
@@ -36,6 +43,8 @@ var RaspiStandIn = StandIn{
 	DTB:           "bcm2835-rpi-a-plus.dtb",
 	Console:       "ttyAMA0",
 	KernelArgs:    []string{"initcall_blacklist=bcm2835_power_driver_init"},
+	NICDriver:     "cdc_ether",
+	NICInterface:  "usb%d",
 }
 
 // Cmdline is the kernel command line on the stand-in: its console, what

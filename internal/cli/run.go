@@ -79,11 +79,14 @@ QEMU has no IXP4xx machine: an nslu2 or avila-gw2348 image built with 'ocfw buil
 --stand-in' boots on qemu-system-arm -M raspi1ap with Debian armel's rpi kernel,
 its device tree and the initramfs built beside the image, the image as the SD
 card (its data partition). run first says what the stand-in does not prove and
-prints the QEMU command line. The stand-in has no network port.
+prints the QEMU command line. The raspi machine emulates no Ethernet: the
+board's ports become QEMU usb-net cards (CDC Ethernet) on a USB hub, in port
+order, which the stand-in kernel names usb0, usb1... (the stand-in plan names
+the ports so).
 
-The board's Ethernet ports become QEMU e1000 cards (QEMU has no VIA Rhine; x86
+An x86 board's Ethernet ports become QEMU e1000 cards (QEMU has no VIA Rhine; x86
 images carry the e1000 driver), in port order so the kernel names them as on the
-board. For an image built with --site: the WAN port is on QEMU's user network with
+board. On either, for an image built with --site: the WAN port is on QEMU's user network with
 restrict=on (its DHCP server gives a DHCP WAN an address; nothing gets out), the
 first LAN port on a restricted user network on the LAN's subnet, with
 127.0.0.1:2222 on this host forwarded to the router's SSH (--ssh-port), and other

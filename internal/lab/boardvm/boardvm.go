@@ -187,24 +187,23 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 		echo = NewTermFilter(opt.Console)
 	}
 	var site *site.Site
-	if len(pl.Ports) > 0 && !opt.Network.None && pl.StandIn == nil {
-		if site, err = firmware.ImageSite(image); err != nil {
+	if len(pl.Ports) > 0 && !opt.Network.None {
+		read := firmware.ImageSite
+		if pl.StandIn != nil {
+			read = firmware.StandInSite
+		}
+		if site, err = read(image); err != nil {
 			return nil, err
 		}
 	}
-	var nics []qemu.NIC
-	if pl.StandIn == nil {
-		var notes []string
-		if nics, notes, err = NICs(pl, site, opt.Network); err != nil {
-			return nil, err
+	nics, notes, err := NICs(pl, site, opt.Network)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Log != nil {
+		for _, n := range notes {
+			opt.Log("%s", n)
 		}
-		if opt.Log != nil {
-			for _, n := range notes {
-				opt.Log("%s", n)
-			}
-		}
-	} else if len(opt.Network.Ports) > 0 {
-		return nil, fmt.Errorf("%s: the stand-in machine %s has no network port to wire (--port)", image, pl.StandIn.Machine)
 	}
 	devices, notes := StandInArgs(pl)
 	if opt.Log != nil {
@@ -216,7 +215,7 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 	if pl.StandIn != nil {
 		// The stand-in keeps -no-reboot: its power-off does not stop
 		// QEMU, so a scripted run ends it with a restart (stopCommand).
-		qc, err = standInConfig(pl, side, disk, opt)
+		qc, err = standInConfig(pl, side, disk, nics, opt)
 		if err != nil {
 			return nil, err
 		}
@@ -293,9 +292,9 @@ func Run(ctx context.Context, image string, opt RunOptions) (*RunResult, error) 
 
 // standInConfig is the emulator configuration for a stand-in image: the
 // plan's QEMU machine booting the kernel, device tree and initramfs beside
-// the image, with the image (or its copy) as the machine's SD card. The
-// machine has no network port: a note says so when the plan has ports.
-func standInConfig(pl *plan.Plan, side firmware.StandInFiles, disk string, opt RunOptions) (qemu.Config, error) {
+// the image, with the image (or its copy) as the machine's SD card and
+// nics, the ports' cards, as its USB network cards.
+func standInConfig(pl *plan.Plan, side firmware.StandInFiles, disk string, nics []qemu.NIC, opt RunOptions) (qemu.Config, error) {
 	s := qemu.RaspiStandIn
 	if pl.StandIn.Machine != s.Machine {
 		return qemu.Config{}, fmt.Errorf("the image's plan names the stand-in machine %s; this ocfw runs %s", pl.StandIn.Machine, s.Machine)
@@ -303,7 +302,10 @@ func standInConfig(pl *plan.Plan, side firmware.StandInFiles, disk string, opt R
 	if err := s.CheckDisk(disk); err != nil {
 		return qemu.Config{}, err
 	}
-	c := s.Config(side.Kernel, side.DTB, side.Initramfs, pl.StandIn.Cmdline, disk)
+	c, err := s.PlugNICs(s.Config(side.Kernel, side.DTB, side.Initramfs, pl.StandIn.Cmdline, disk), nics)
+	if err != nil {
+		return c, err
+	}
 	if opt.MemoryMB != 0 && opt.MemoryMB != c.MemoryMB {
 		return qemu.Config{}, fmt.Errorf("--memory %d: QEMU's %s has %d MiB, no other size", opt.MemoryMB, s.Machine, c.MemoryMB)
 	}
@@ -313,9 +315,6 @@ func standInConfig(pl *plan.Plan, side firmware.StandInFiles, disk string, opt R
 			for _, l := range pl.StandIn.Limits {
 				opt.Log("  - %s", l)
 			}
-		}
-		if len(pl.Ports) > 0 && !opt.Network.None {
-			opt.Log("the stand-in has no network port: the board's ports stay unplugged")
 		}
 		opt.Log("%s", c)
 	}

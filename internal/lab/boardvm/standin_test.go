@@ -23,7 +23,7 @@ func TestStandInLimitsSaidOnce(t *testing.T) {
 	for _, said := range []bool{false, true} {
 		var lines []string
 		opt := RunOptions{StandInSaid: said, Log: func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) }}
-		if _, err := standInConfig(pl, firmware.StandInFiles{Kernel: "k", DTB: "d", Initramfs: "i"}, disk, opt); err != nil {
+		if _, err := standInConfig(pl, firmware.StandInFiles{Kernel: "k", DTB: "d", Initramfs: "i"}, disk, nil, opt); err != nil {
 			t.Fatal(err)
 		}
 		all := strings.Join(lines, "\n")

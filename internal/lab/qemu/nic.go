@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -52,7 +53,15 @@ type NIC struct {
 	// Unplugged is a card with nothing on the other end of its cable (an
 	// isolated hub port).
 	Unplugged bool
+	// USBPort is where a USB card (Model usb-net) plugs in: "1.2" is the
+	// second port of the hub Config.CommandLine puts on the machine's
+	// first USB port (StandIn.PlugNICs sets both).
+	USBPort string
 }
+
+// USBHub is the hub a machine with USB cards gets on its first USB
+// port: the raspi machines have one, behind their dwc2 controller.
+var USBHub = []string{"-device", "usb-hub,bus=usb-bus.0,port=1"}
 
 // Forward is one host port forwarded into the guest.
 type Forward struct {
@@ -129,8 +138,16 @@ func (n NIC) Args(id string) ([]string, error) {
 		mac = n.defaultMAC()
 	}
 	// No option ROM (iPXE): nothing here boots from the network, and
-	// it costs boot time.
+	// it costs boot time. A USB card has no ROM, but a port.
 	device := model + ",netdev=" + id + ",romfile="
+	switch usb := strings.HasPrefix(model, "usb-"); {
+	case usb && !usbPortRe.MatchString(n.USBPort):
+		return nil, fmt.Errorf("qemu: USB card %s: port %q, want 1.N (a port of the hub)", model, n.USBPort)
+	case usb:
+		device = model + ",netdev=" + id + ",bus=usb-bus.0,port=" + n.USBPort
+	case n.USBPort != "":
+		return nil, fmt.Errorf("qemu: NIC %s is not a USB card: no USB port", model)
+	}
 	if mac != "" {
 		if strings.ContainsAny(mac, ", =") {
 			return nil, fmt.Errorf("qemu: MAC %q", mac)
@@ -139,6 +156,8 @@ func (n NIC) Args(id string) ([]string, error) {
 	}
 	return []string{"-netdev", netdev, "-device", device}, nil
 }
+
+var usbPortRe = regexp.MustCompile(`^1\.[1-8]$`)
 
 func (n NIC) defaultMAC() string {
 	h := fnv.New32a()

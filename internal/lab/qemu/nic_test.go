@@ -41,6 +41,14 @@ func TestNICArgs(t *testing.T) {
 			want: "-netdev user,id=n0,restrict=on,net=192.168.1.0/24,host=192.168.1.254,hostfwd=tcp:127.0.0.1:2222-192.168.1.1:22 -device e1000,netdev=n0,romfile=,mac=52:54:00:00:00:04",
 		},
 		{name: "unplugged", nic: NIC{Unplugged: true}, want: "-netdev hubport,id=n0,hubid=" + strconv.Itoa(int(fnvID("n0"))) + " -device e1000,netdev=n0,romfile="},
+		{
+			name: "USB card in the hub's second port",
+			nic:  NIC{Model: "usb-net", Socket: "/s", MAC: "52:54:00:00:00:05", USBPort: "1.2"},
+			want: "-netdev stream,id=n0,server=off,addr.type=unix,addr.path=/s -device usb-net,netdev=n0,bus=usb-bus.0,port=1.2,mac=52:54:00:00:00:05",
+		},
+		{name: "USB card without a port", nic: NIC{Model: "usb-net", Socket: "/s"}, err: "want 1.N"},
+		{name: "USB card past the hub", nic: NIC{Model: "usb-net", Socket: "/s", USBPort: "1.9"}, err: "want 1.N"},
+		{name: "USB port on a PCI card", nic: NIC{Socket: "/s", USBPort: "1.1"}, err: "not a USB card"},
 		{name: "forward without user network", nic: NIC{Socket: "/s", Forwards: []Forward{{Proto: "tcp", HostPort: 1, GuestAddr: "a", GuestPort: 1}}}, err: "need RestrictedUser"},
 		{name: "bad forward", nic: NIC{RestrictedUser: true, Forwards: []Forward{{Proto: "sctp", HostPort: 1, GuestAddr: "a", GuestPort: 1}}}, err: "forward"},
 		{name: "unplugged with a back-end", nic: NIC{Unplugged: true, Socket: "/s"}, err: "no back-end"},
@@ -98,5 +106,23 @@ func TestConfigNICs(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("command line lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// The stand-in takes at most a hub's worth of USB cards and no PCI ones.
+func TestPlugNICs(t *testing.T) {
+	nine := make([]NIC, 9)
+	if _, err := RaspiStandIn.PlugNICs(Config{}, nine); err == nil || !strings.Contains(err.Error(), "8 ports") {
+		t.Errorf("nine cards: %v", err)
+	}
+	if _, err := RaspiStandIn.PlugNICs(Config{}, []NIC{{Model: "e1000", Socket: "/s"}}); err == nil || !strings.Contains(err.Error(), "usb-net") {
+		t.Errorf("an e1000: %v", err)
+	}
+	c, err := RaspiStandIn.PlugNICs(Config{NICs: []NIC{{Socket: "/old"}}}, []NIC{{Socket: "/a"}, {Socket: "/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.NICs) != 2 || c.NICs[0].USBPort != "1.1" || c.NICs[1].USBPort != "1.2" || c.NICs[1].Model != "usb-net" || c.NICs[0].Socket != "/a" {
+		t.Errorf("plugged: %+v", c.NICs)
 	}
 }

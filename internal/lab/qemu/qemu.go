@@ -193,6 +193,9 @@ func (c Config) CommandLine() ([]string, error) {
 	if c.Watchdog && a.Binary != Arches["i386"].Binary {
 		return nil, errors.New("qemu: the i6300esb watchdog is a PC's: Watchdog needs the i386 guest")
 	}
+	if slices.ContainsFunc(c.NICs, func(n NIC) bool { return n.USBPort != "" }) {
+		args = append(args, USBHub...) // before the cards in its ports
+	}
 	for i, n := range c.NICs {
 		a, err := n.Args("net" + strconv.Itoa(i))
 		if err != nil {

@@ -47,6 +47,21 @@ func TestCommandLine(t *testing.T) {
 			want: "-M pc -accel tcg -m 256 -nographic -monitor none -serial stdio -nodefaults -no-user-config -cpu pentium2 -drive file=/cf.img,format=raw,if=ide " +
 				"-netdev user,id=net0,restrict=on -device e1000,netdev=net0,romfile= -device i6300esb -action watchdog=reset",
 		},
+		{
+			name: "USB cards behind the hub",
+			cfg: func() Config {
+				c, err := RaspiStandIn.PlugNICs(Config{Arch: "arm", Machine: "raspi1ap", Kernel: "/k", NICs: []NIC{{RestrictedUser: true}}},
+					[]NIC{{RestrictedUser: true, MAC: "52:54:00:00:00:01"}, {Socket: "/lan", MAC: "52:54:00:00:00:02"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}(),
+			want: "-M raspi1ap -accel tcg -m 256 -nographic -monitor none -serial stdio -no-reboot -nodefaults -no-user-config -kernel /k " +
+				"-device usb-hub,bus=usb-bus.0,port=1 " +
+				"-netdev user,id=net0,restrict=on -device usb-net,netdev=net0,bus=usb-bus.0,port=1.1,mac=52:54:00:00:00:01 " +
+				"-netdev stream,id=net1,server=off,addr.type=unix,addr.path=/lan -device usb-net,netdev=net1,bus=usb-bus.0,port=1.2,mac=52:54:00:00:00:02",
+		},
 		{name: "watchdog on arm", cfg: Config{Arch: "arm", Kernel: "/k", Watchdog: true}, err: "needs the i386 guest"},
 		{name: "nothing to boot", cfg: Config{}, err: "nothing to boot"},
 		{name: "dtb without kernel", cfg: Config{Disk: "/d", DTB: "/x.dtb"}, err: "need a Kernel"},

@@ -29,6 +29,9 @@ type StandIn struct {
 	// With -icount the guest's clock follows its own instructions, so no
 	// host preemption falls between the read and the write.
 	Args []string
+	// NICModel is the QEMU device of the machine's network cards
+	// (PlugNICs).
+	NICModel string
 }
 
 // RaspiStandIn runs catalog.RaspiStandIn, the ARM stand-in for the
@@ -39,6 +42,29 @@ var RaspiStandIn = StandIn{
 	DiskInterface:  "sd",
 	DiskPowerOfTwo: true,
 	Args:           []string{"-icount", "shift=auto"},
+	NICModel:       "usb-net",
+}
+
+// PlugNICs makes nics the machine's network cards, in order. The raspi
+// machines have no Ethernet that QEMU emulates; each card is a usb-net
+// (CDC Ethernet, the kernel's cdc_ether) on a hub in the machine's USB
+// port, the first on the hub's port 1, so the kernel finds them in
+// order. A card whose MAC is locally administered (every MAC the QEMU
+// labs give, 52:54:00:...) is named usb0, usb1... by the kernel, the
+// names the stand-in plan gives the board's ports (catalog.StandIn).
+func (s StandIn) PlugNICs(c Config, nics []NIC) (Config, error) {
+	if len(nics) > 8 {
+		return c, fmt.Errorf("qemu: %s: %d network cards, the hub has 8 ports", s.Machine, len(nics))
+	}
+	c.NICs = nil
+	for i, n := range nics {
+		if n.Model != "" && n.Model != s.NICModel {
+			return c, fmt.Errorf("qemu: %s takes %s cards, not %s", s.Machine, s.NICModel, n.Model)
+		}
+		n.Model, n.USBPort = s.NICModel, fmt.Sprintf("1.%d", i+1)
+		c.NICs = append(c.NICs, n)
+	}
+	return c, nil
 }
 
 // Config is the emulator configuration that boots kernel, dtb and initrd
