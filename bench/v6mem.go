@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -14,19 +16,29 @@ import (
 	"github.com/ocfw/ocfw/internal/build"
 	"github.com/ocfw/ocfw/internal/debian"
 	"github.com/ocfw/ocfw/internal/lab/boardvm"
+	"github.com/ocfw/ocfw/internal/lab/isp6"
 	"github.com/ocfw/ocfw/internal/lab/qemu"
+	"github.com/ocfw/ocfw/internal/lab/worldvm"
 	"github.com/ocfw/ocfw/plan"
 	"github.com/ocfw/ocfw/site"
 )
 
-// v6memSite is the NSLU2's example site; the v6-off image appends
-// v6memOff and nothing else, so the two images differ only in IPv6.
+// v6memSite is an Avila's site (WAN by DHCP, one LAN with a DHCP
+// server); the v6-off image appends v6memOff and nothing else, so the two
+// images differ only in IPv6. On the stand-in its ports are USB cards
+// wired to the world VM: the ISP (DHCPv4, dhcpd -6 delegating /60s,
+// radvd) on the WAN, a host on the LAN.
 const v6memSite = `kind: site
-board: nslu2
-hostname: slug
+board: avila-gw2348
+hostname: avila
 wan:
   port: wan
   address: dhcp
+lan:
+  ports: [lan]
+  address: 192.168.10.1/24
+  dhcp:
+    range: [192.168.10.100, 192.168.10.150]
 firewall:
   wan_services: [ssh]
 ssh:
@@ -36,9 +48,8 @@ ssh:
 
 const v6memOff = "ipv6: {enable: false}\n"
 
-// v6memSettle is how long the router runs after the boot sequence before
-// its memory is read: its services start and the DHCP clients send their
-// first requests in that time.
+// v6memSettle is how long the router runs, once a LAN host reaches the
+// WAN through it, before its memory is read.
 const v6memSettle = 30 * time.Second
 
 // v6memBudgetKiB is the goal: IPv6 on costs at most 2 MiB more.
@@ -77,7 +88,7 @@ func runV6Mem(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
-	pl, err := cat.Resolve(boards.Request{Board: "nslu2", StandIn: true})
+	pl, err := cat.Resolve(boards.Request{Board: "avila-gw2348", StandIn: true})
 	if err != nil {
 		return err
 	}
@@ -104,7 +115,12 @@ func runV6Mem(ctx context.Context, r *runner) error {
 		r.logf("v6mem: built %s in %v", name, time.Since(t0).Round(time.Second))
 		imgs[on] = img
 	}
-	res := &v6memResult{Machine: "qemu-system-arm -M raspi1ap (TCG), the NSLU2's firmware on its stand-in", On: &v6memSide{}, Off: &v6memSide{}}
+	w, err := v6memWorld(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer w.Kill()
+	res := &v6memResult{Machine: "qemu-system-arm -M raspi1ap (TCG), the Avila GW2348's firmware on its stand-in, WAN and LAN wired to a world VM", On: &v6memSide{}, Off: &v6memSide{}}
 	// Pairs, the order alternating, so a change in the host's load falls
 	// on both sides.
 	for i := 0; i < r.trials; i++ {
@@ -118,7 +134,7 @@ func runV6Mem(ctx context.Context, r *runner) error {
 			if on {
 				side = res.On
 			}
-			m, err := v6memBoot(ctx, imgs[on])
+			m, err := v6memBoot(ctx, r, w, imgs[on], on)
 			if err != nil {
 				return fmt.Errorf("v6 on %v: %w", on, err)
 			}
@@ -137,16 +153,105 @@ func runV6Mem(ctx context.Context, r *runner) error {
 	}
 	r.res.V6Mem = res
 	d := medianInt(res.DiffRSS)
-	r.res.goalMax("v6mem", "router RSS, IPv6 on minus off (nslu2 on its ARM stand-in, median of pairs)", "<= 2048 KiB", "KiB", float64(d), v6memBudgetKiB)
+	r.res.goalMax("v6mem", "router RSS, IPv6 on minus off (avila-gw2348 on its ARM stand-in, WAN and LAN in use, median of pairs)", "<= 2048 KiB", "KiB", float64(d), v6memBudgetKiB)
 	return nil
 }
 
-// v6memBoot boots an image, waits v6memSettle past the boot sequence and
+// v6memWorld starts the world VM: on eth0 the ISP (DHCPv4, an echo
+// server; dhcpd -6 delegating /60s out of 2001:db8:1::/48 and radvd),
+// routing the delegated prefixes to the router's WAN; on eth1 a LAN host
+// with a fixed v4 address and the kernel's SLAAC.
+func v6memWorld(ctx context.Context, r *runner) (*worldvm.World, error) {
+	tree, err := isp6.Fetch(ctx, "", r.logf)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(r.tmp, "v6mem-world")
+	w, err := worldvm.Start(ctx, worldvm.Config{Name: "world", Dir: dir, Timeout: 2 * time.Hour, Trees: []string{tree.Dir}, NICs: []qemu.NIC{
+		{Listen: true, Socket: filepath.Join(r.tmp, "v6mem-wan.sock"), MAC: "52:54:00:0b:00:01"},
+		{Listen: true, Socket: filepath.Join(r.tmp, "v6mem-lan.sock"), MAC: "52:54:00:0b:00:02"}}})
+	if err != nil {
+		return nil, fmt.Errorf("world VM: %w", err)
+	}
+	var failed error
+	do := func(cmd string) string {
+		if failed != nil {
+			return ""
+		}
+		out, err := w.Do(ctx, cmd)
+		if err != nil {
+			failed = fmt.Errorf("world: %s: %w", cmd, err)
+		}
+		return out
+	}
+	for _, c := range []string{"ns wan eth0", "ns lan eth1", "addr wan eth0 198.51.100.1/24", "up wan eth0",
+		"dhcp-server wan eth0 198.51.100.10 198.51.100.20 198.51.100.1 198.51.100.1 1h", "echo-server wan 7",
+		"addr lan eth1 192.168.10.200/24", "up lan eth1", "route lan default 192.168.10.1"} {
+		do(c)
+	}
+	v6memISP.Start(do)
+	do("route wan " + v6memISP.Pool.String() + " " + eui64LinkLocal(boardvm.PortMAC(0)) + "%eth0")
+	if failed != nil {
+		w.Kill()
+		return nil, failed
+	}
+	return w, nil
+}
+
+// v6memISP is the world's IPv6 ISP on the router's WAN link.
+var v6memISP = isp6.ISP{NS: "wan", Interface: "eth0",
+	Link: netip.MustParsePrefix("2001:db8:0:1::/64"), Addr: netip.MustParseAddr("2001:db8:0:1::1"),
+	Pool: netip.MustParsePrefix("2001:db8:1::/48"), PDLength: 60}
+
+// eui64LinkLocal is the link-local address the kernel gives an
+// interface with this MAC (RFC 4291 appendix A).
+func eui64LinkLocal(mac string) string {
+	hw, err := net.ParseMAC(mac)
+	if err != nil || len(hw) != 6 {
+		panic("bench: MAC " + mac)
+	}
+	a := [16]byte{0: 0xfe, 1: 0x80, 8: hw[0] ^ 2, 9: hw[1], 10: hw[2], 11: 0xff, 12: 0xfe, 13: hw[3], 14: hw[4], 15: hw[5]}
+	return netip.AddrFrom16(a).String()
+}
+
+// v6memBoot boots an image with its WAN and LAN wired to the world (a
+// fresh card each time), waits until the LAN host reaches the WAN's echo
+// server through it over v4 (and v6 when on), then v6memSettle, and
 // reads ocf net.
-func v6memBoot(ctx context.Context, img string) (*netMemory, error) {
+func v6memBoot(ctx context.Context, r *runner, w *worldvm.World, img string, on bool) (*netMemory, error) {
+	// The LAN host forgets the last router's prefixes: disabling IPv6
+	// on the interface drops its addresses.
+	for _, c := range []string{"sysctl lan net.ipv6.conf.eth1.disable_ipv6 1", "sysctl lan net.ipv6.conf.eth1.disable_ipv6 0"} {
+		if _, err := w.Do(ctx, c); err != nil {
+			return nil, err
+		}
+	}
 	var got *netMemory
 	_, err := boardvm.Run(ctx, img, boardvm.RunOptions{Timeout: 10 * time.Minute, PoweroffAfterReport: true, StandInSaid: true,
+		Network: boardvm.Network{Ports: map[string]qemu.NIC{"wan": w.Peer(0, boardvm.PortMAC(0)), "lan": w.Peer(1, boardvm.PortMAC(1))}},
 		Script: func(ctx context.Context, vm *qemu.VM) error {
+			targets := []string{"198.51.100.1:7"}
+			if on {
+				targets = append(targets, "["+v6memISP.Addr.String()+"]:7")
+			}
+			t0 := time.Now()
+			for _, to := range targets {
+				for {
+					out, err := w.Do(ctx, "tcp lan "+to+" v6mem")
+					if err == nil && strings.Contains(out, "v6mem") {
+						break
+					}
+					if time.Since(t0) > 4*time.Minute {
+						return fmt.Errorf("the LAN host reaches no %s through the router: %v %q", to, err, out)
+					}
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(2 * time.Second):
+					}
+				}
+			}
+			r.logf("v6mem: the LAN host reached %s through the router %v after the boot sequence", strings.Join(targets, " and "), time.Since(t0).Round(time.Second))
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -222,7 +327,7 @@ func medianInt(v []int64) int64 {
 }
 
 func v6memTable(b *strings.Builder, x *v6memResult) {
-	fmt.Fprintf(b, "### IPv6 on against off: the router's memory (nslu2)\n\n%s; one site config built twice, the second with `%s` added; each image booted %d time(s), alternating, `ocf net` read %v after the boot sequence: the firmware process's VmRSS and VmHWM (the router and every service are that one Go process). Goal: v6 on costs at most %d KiB more.\n\n",
+	fmt.Fprintf(b, "### IPv6 on against off: the router's memory (avila-gw2348)\n\n%s; one site config built twice, the second with `%s` added; each image booted %d time(s), alternating, from a fresh card, its WAN and LAN wired to the world VM; once the LAN host's TCP reaches the WAN's echo server through the router (v4, and v6 from its SLAAC address in the delegated prefix when on), `ocf net` read %v later: the firmware process's VmRSS and VmHWM (the router and every service are that one Go process). Goal: v6 on costs at most %d KiB more.\n\n",
 		x.Machine, strings.TrimSpace(v6memOff), len(x.On.RSS), v6memSettle, v6memBudgetKiB)
 	fmt.Fprintf(b, "| IPv6 | RSS KiB (median) | peak KiB (median) | runs (RSS) | services |\n|---|---|---|---|---|\n")
 	for _, s := range []struct {

@@ -27,7 +27,8 @@ import (
 // boot sequence runs to the report on the SD card, every kernel and Go
 // (engine, cipher) pair passes its self-test, the IXP4xx engine is
 // absent with the reason, the speed table has every size, and the shell
-// answers a command typed on the console.
+// answers a command typed on the console. Its one port is a usb-net
+// card on the stand-in's USB hub, unplugged (no site config).
 func TestARMBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the ARM firmware and boots it in qemu-system-arm; skipped with -short")
@@ -70,7 +71,7 @@ func TestARMBoot(t *testing.T) {
 	if res.Rootfs.Size > budget {
 		t.Errorf("initramfs %d bytes, over the nslu2's %d-byte budget", res.Rootfs.Size, budget)
 	}
-	for _, m := range []string{"aes_arm", "sha1_arm", "af_alg", "algif_skcipher", "algif_hash"} {
+	for _, m := range []string{"aes_arm", "sha1_arm", "af_alg", "algif_skcipher", "algif_hash", "cdc_ether"} {
 		if !contains(res.Rootfs.Modules, m) {
 			t.Errorf("module %s not in the initramfs", m)
 		}
@@ -102,7 +103,8 @@ func TestARMBoot(t *testing.T) {
 	}
 	t.Logf("booted to the report and powered off in %v", run.Elapsed.Round(time.Second))
 	joined := strings.Join(log, "\n")
-	for _, want := range []string{"qemu-system-arm -M raspi1ap ", "-dtb ", "if=sd", "initcall_blacklist=bcm2835_power_driver_init", "does not prove", "no IXP4xx NPE-C"} {
+	for _, want := range []string{"qemu-system-arm -M raspi1ap ", "-dtb ", "if=sd", "initcall_blacklist=bcm2835_power_driver_init", "does not prove", "no IXP4xx NPE-C",
+		"-device usb-hub,bus=usb-bus.0,port=1 ", "-device usb-net,netdev=net0,bus=usb-bus.0,port=1.1,", "port wan (usb0): unplugged"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the run's log does not say %q:\n%s", want, joined)
 		}
