@@ -71,7 +71,8 @@ const moreTunnelsA = `  - {name: a-c, peer: 192.0.2.2, remote_subnet: 192.168.3.
   - {name: a-e, peer: 192.0.2.4, remote_subnet: 192.168.5.0/24, cipher: aes-128-cbc, auth: hmac-sha1, keys: a-e.keys}
 `
 
-// The two boxes run two tunnels between them: a-b, keyed by hand
+// The two boxes run three tunnels between them (and a-b6, below, over
+// IPv6): a-b, keyed by hand
 // (examples/sites/site-a.yaml and site-b.yaml), and a-b-ike, keyed by
 // IKEv2 with default settings (both ends initiate). A remote subnet
 // belongs to one tunnel only, so each carries half of the two LANs: a-b
@@ -83,6 +84,21 @@ const (
 	ikeHostA, ikeHostB = "192.168.1.150", "192.168.2.150"
 	ikeTunnelA         = "  - {name: a-b-ike, keying: ikev2, peer: 203.0.113.2, local_subnet: 192.168.1.128/25, remote_subnet: 192.168.2.128/25, psk: a-b-ike.psk, dpd: 2m}\n"
 	ikeTunnelB         = "  - {name: a-b-ike, keying: ikev2, peer: 198.51.100.2, local_subnet: 192.168.2.128/25, remote_subnet: 192.168.1.128/25, psk: a-b-ike.psk}\n"
+)
+
+// The two boxes' IPv6 (issue 30): static v6 WAN addresses routed by the
+// world's inet namespace, their LANs' ULA /64s, and an IKEv2 tunnel a-b6
+// carrying the ULAs between the v6 WAN addresses. The LAN hosts have
+// fixed ULA addresses and a route to the other site's /64 through their
+// router (hosts ignore route information options by default).
+const (
+	wan6A, wan6B   = "2001:db8:a::2", "2001:db8:b::2"
+	inet6A, inet6B = "2001:db8:a::1", "2001:db8:b::1"
+	host6A, host6B = "fd00:a::50", "fd00:b::50"
+	ipv6A          = "ipv6: {ula: \"fd00:a::/48\", wan: {mode: static, address: \"" + wan6A + "/64\", gateway: \"" + inet6A + "\"}}\n"
+	ipv6B          = "ipv6: {ula: \"fd00:b::/48\", wan: {mode: static, address: \"" + wan6B + "/64\", gateway: \"" + inet6B + "\"}}\n"
+	v6TunnelA      = "  - {name: a-b6, keying: ikev2, peer: \"" + wan6B + "\", local_subnet: \"fd00:a::/64\", remote_subnet: \"fd00:b::/64\", psk: a-b6.psk}\n"
+	v6TunnelB      = "  - {name: a-b6, keying: ikev2, peer: \"" + wan6A + "\", local_subnet: \"fd00:b::/64\", remote_subnet: \"fd00:a::/64\", psk: a-b6.psk}\n"
 )
 
 // halfSubnets narrows an example site's manual tunnel a-b to the lower
@@ -132,7 +148,10 @@ func putOnCard(t *testing.T, img string, files map[string]string) {
 // filter-dump) shows only ESP between the two WAN addresses for it and
 // never the data; both routers' SA counters match the capture and each
 // other; ESP from a stranger is dropped by the firewall while the same
-// packet from the peer's address reaches the SA. A also has a tunnel
+// packet from the peer's address reaches the SA. An IKEv2 tunnel a-b6
+// carries the LANs' ULA /64s between the boxes' static IPv6 WAN
+// addresses: TCP both ways through it, only its ESP and IKE between
+// those addresses on A's WAN, no ULA there in the clear. A also has a tunnel
 // whose peer is never there and two whose key files are wrong or
 // missing: they say so, and none of it delays A's boot.
 func TestIPsecEndToEnd(t *testing.T) {
@@ -144,9 +163,9 @@ func TestIPsecEndToEnd(t *testing.T) {
 	files := map[string]string{
 		"a.yaml": halfSubnets(t, exampleSite(t, "site-a.yaml", pub),
 			"local_subnet: 192.168.1.0/24", "local_subnet: 192.168.1.0/25",
-			"remote_subnet: 192.168.2.0/24", "remote_subnet: 192.168.2.0/25") + ikeTunnelA + moreTunnelsA,
+			"remote_subnet: 192.168.2.0/24", "remote_subnet: 192.168.2.0/25") + ikeTunnelA + moreTunnelsA + v6TunnelA + ipv6A,
 		"b.yaml": halfSubnets(t, exampleSite(t, "site-b.yaml", pub),
-			"    remote_subnet: 192.168.1.0/24", "    local_subnet: 192.168.2.0/25\n    remote_subnet: 192.168.1.0/25") + ikeTunnelB,
+			"    remote_subnet: 192.168.1.0/24", "    local_subnet: 192.168.2.0/25\n    remote_subnet: 192.168.1.0/25") + ikeTunnelB + v6TunnelB + ipv6B,
 		"c.yaml": siteC,
 	}
 	for name, s := range files {
@@ -157,6 +176,7 @@ func TestIPsecEndToEnd(t *testing.T) {
 		{"tunnel", "keys", "--site", p("a.yaml"), "--site", p("b.yaml"), "--tunnel", "a-b", "-o", p("a-b.keys")},
 		{"tunnel", "keys", "--site", p("a.yaml"), "--site", p("c.yaml"), "--tunnel", "a-c", "-o", p("a-c.keys")},
 		{"tunnel", "psk", "--site", p("a.yaml"), "--site", p("b.yaml"), "--tunnel", "a-b-ike", "-o", p("a-b-ike.psk")},
+		{"tunnel", "psk", "--site", p("a.yaml"), "--site", p("b.yaml"), "--tunnel", "a-b6", "-o", p("a-b6.psk")},
 	} {
 		if out, errs, code := ocfw(t, args...); code != 0 {
 			t.Fatalf("ocfw %v: exit %d\n%s%s", args, code, out, errs)
@@ -192,8 +212,8 @@ func TestIPsecEndToEnd(t *testing.T) {
 	buildImage(t, imgB, "--board", "alix2d13", "--cipher", "aes-128-cbc", "--speed-budget", "1s", "--esp-budget", "0s", "--site", p("b.yaml"))
 	t.Logf("images built: A in %v, B in %v", t1.Sub(t0).Round(time.Second), time.Since(t1).Round(time.Second))
 	// a-d's key file is a-c's: the wrong tunnel's. a-e's is missing.
-	putOnCard(t, imgA, map[string]string{"a-b.keys": p("a-b.keys"), "a-c.keys": p("a-c.keys"), "a-d.keys": p("a-c.keys"), "a-b-ike.psk": p("a-b-ike.psk")})
-	putOnCard(t, imgB, map[string]string{"a-b.keys": p("a-b.keys"), "a-b-ike.psk": p("a-b-ike.psk")})
+	putOnCard(t, imgA, map[string]string{"a-b.keys": p("a-b.keys"), "a-c.keys": p("a-c.keys"), "a-d.keys": p("a-c.keys"), "a-b-ike.psk": p("a-b-ike.psk"), "a-b6.psk": p("a-b6.psk")})
+	putOnCard(t, imgB, map[string]string{"a-b.keys": p("a-b.keys"), "a-b-ike.psk": p("a-b-ike.psk"), "a-b6.psk": p("a-b6.psk")})
 	addKernelArgs(t, imgA, "ocfw_testaes.corrupt_min=1024")
 
 	// The world: eth0 and eth1 to the routers' WANs, in one namespace
@@ -234,6 +254,10 @@ func TestIPsecEndToEnd(t *testing.T) {
 		"addr lan-a eth2 " + ikeHostA + "/24", "route lan-a 192.168.2.128/25 192.168.1.1 " + ikeHostA,
 		"addr lan-b eth3 " + ikeHostB + "/24", "route lan-b 192.168.1.128/25 192.168.2.1 " + ikeHostB,
 		"udp-echo lan-a 9", "udp-echo lan-b 9",
+		// IPv6: the internet routes between the two v6 WAN networks; each
+		// LAN host has a ULA address and a route to the other site's.
+		"addr inet eth0 " + inet6A + "/64", "addr inet eth1 " + inet6B + "/64", "sysctl inet net.ipv6.conf.all.forwarding 1",
+		"addr lan-a eth2 " + host6A + "/64", "addr lan-b eth3 " + host6B + "/64",
 	} {
 		do(c)
 	}
@@ -244,7 +268,7 @@ func TestIPsecEndToEnd(t *testing.T) {
 	upAt := map[string]time.Duration{}
 	var mu sync.Mutex
 	for name, vm := range map[string]*qemu.VM{"A": vmA, "B": vmB} {
-		for _, tn := range []string{"a-b", "a-b-ike"} {
+		for _, tn := range []string{"a-b", "a-b-ike", "a-b6"} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -302,8 +326,7 @@ func TestIPsecEndToEnd(t *testing.T) {
 	// exchange may still be under way (the loser listed as "deleting"):
 	// wait for it, within a bound that a DELETE left unanswered exceeds.
 	oneSA := func(st *router.Status) bool {
-		tu := tunnel(t, st, "a-b-ike")
-		return len(tu.IKE) == 1
+		return len(tunnel(t, st, "a-b-ike").IKE) == 1 && len(tunnel(t, st, "a-b6").IKE) == 1
 	}
 	stA, stB := status("lan-a", "192.168.1.1"), status("lan-b", "192.168.2.1")
 	for deadline := time.Now().Add(time.Minute); (!oneSA(stA) || !oneSA(stB)) && time.Now().Before(deadline); {
@@ -321,6 +344,36 @@ func TestIPsecEndToEnd(t *testing.T) {
 	}
 	if got := do("tcp lan-b " + ikeHostA + ":7 " + lineIKE + "b-to-a"); got != "from "+ikeHostB+":"+portOf(t, got)+"\n"+lineIKE+"b-to-a" {
 		t.Errorf("B's LAN to A's LAN through a-b-ike: got %.200q", got)
+	}
+	// Data through the IPv6 tunnel a-b6, ULA to ULA, carried as ESP
+	// between the two v6 WAN addresses. The hosts' routes wait for their
+	// addresses' DAD (the gateway must be on-link).
+	for _, c := range []string{"route lan-a fd00:b::/64 fd00:a::1", "route lan-b fd00:a::/64 fd00:b::1"} {
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+			if _, err = w.Do(ctx, c); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+	}
+	// The echo server sees the other LAN's host (its ULA address from
+	// its static one or its SLAAC one, the kernel's choice): nothing
+	// translated on the way.
+	line6 := mark + "-v6-"
+	for _, c := range []struct{ ns, to, from, line string }{
+		{"lan-a", host6B, "fd00:a::/64", line6 + "a-to-b"}, {"lan-b", host6A, "fd00:b::/64", line6 + "b-to-a"},
+	} {
+		got := do("tcp " + c.ns + " [" + c.to + "]:7 " + c.line)
+		var from netip.Addr
+		if m := from6Re.FindStringSubmatch(got); m != nil {
+			from, _ = netip.ParseAddr(m[1])
+		}
+		if !netip.MustParsePrefix(c.from).Contains(from) || !strings.HasSuffix(got, "\n"+c.line) {
+			t.Errorf("%s to [%s]:7 through a-b6 (IPv6): got %.200q, want it from %s", c.ns, c.to, got, c.from)
+		}
 	}
 	stA, stB = status("lan-a", "192.168.1.1"), status("lan-b", "192.168.2.1")
 	tA, tB := tunnel(t, stA, "a-b"), tunnel(t, stB, "a-b")
@@ -347,6 +400,37 @@ func TestIPsecEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("A's WAN capture: %d IPv4 packets, ESP by SPI %v", len(capt.packets), espBySPI)
+	// Over IPv6: a-b6's ESP between the v6 WAN addresses, its SPIs
+	// A's and B's CHILD SA's; nothing from or to a ULA in the clear;
+	// between the two ends only ESP and IKE.
+	ula := netip.MustParsePrefix("fd00::/8")
+	wans6 := map[netip.Addr]bool{netip.MustParseAddr(wan6A): true, netip.MustParseAddr(wan6B): true}
+	esp6BySPI := map[uint32]int{}
+	for _, pk := range capt.packets6 {
+		if ula.Contains(pk.src) || ula.Contains(pk.dst) {
+			t.Errorf("a ULA packet on the WAN in the clear: %v -> %v next header %d", pk.src, pk.dst, pk.proto)
+		}
+		if wans6[pk.src] && wans6[pk.dst] {
+			if ike := pk.sport == pk.dport && (pk.sport == 500 || pk.sport == 4500); pk.proto != 50 && !(pk.proto == 17 && ike) && !(pk.unreach && ike) {
+				t.Errorf("between the two v6 WAN addresses, a packet neither ESP nor IKE: %v -> %v next header %d", pk.src, pk.dst, pk.proto)
+			}
+			if pk.proto == 50 {
+				esp6BySPI[pk.spi]++
+			}
+		}
+	}
+	t.Logf("A's WAN capture: %d IPv6 packets, ESP between the v6 WAN addresses by SPI %v", len(capt.packets6), esp6BySPI)
+	v6A, v6B := ikeChild(t, "A", tunnel(t, stA, "a-b6")), ikeChild(t, "B", tunnel(t, stB, "a-b6"))
+	if v6A != nil && v6B != nil {
+		for what, sa := range map[string]*router.SAState{"A out": v6A.Out, "B out": v6B.Out} {
+			if got := esp6BySPI[spiOfState(t, sa)]; got < 2 || sa.Packets < 2 {
+				t.Errorf("a-b6 %s: %d ESP packets with SPI %s between the v6 WAN addresses, the SA counted %d; want the echo's", what, got, sa.SPI, sa.Packets)
+			}
+		}
+		if r := tunnel(t, stA, "a-b6").IKE[0].Remote; !strings.HasPrefix(r, "["+wan6B+"]:") {
+			t.Errorf("a-b6 on A: IKE peer %q, want B's v6 WAN address", r)
+		}
+	}
 	// The counters: A's out is B's in and the other way round, and each
 	// SA's packets are the ESP packets with its SPI on the wire.
 	for _, c := range []struct {
@@ -412,7 +496,7 @@ func TestIPsecEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(stA.Services["ipsec"], "3 of 5 tunnel(s) up") {
+	if !strings.Contains(stA.Services["ipsec"], "4 of 6 tunnel(s) up") {
 		t.Errorf("A's ipsec service: %q", stA.Services["ipsec"])
 	}
 
@@ -629,7 +713,10 @@ func ikeChild(t *testing.T, box string, tu router.TunnelState) *router.ChildStat
 	return &c
 }
 
-var portRe = regexp.MustCompile(`^from [0-9.]+:(\d+)\n`)
+// from6Re is the address an echo over IPv6 came from.
+var from6Re = regexp.MustCompile(`^from \[([0-9a-f:]+)\]:\d+\n`)
+
+var portRe = regexp.MustCompile(`^from (?:[0-9.]+|\[[0-9a-f:]+\]):(\d+)\n`)
 
 func portOf(t *testing.T, echo string) string {
 	t.Helper()
@@ -706,8 +793,9 @@ func consoleShows(t *testing.T, ctx context.Context, vm *qemu.VM, re *regexp.Reg
 
 // capture is a pcap file's IPv4 packets.
 type capture struct {
-	raw     []byte
-	packets []ipPacket
+	raw      []byte
+	packets  []ipPacket // IPv4
+	packets6 []ipPacket // IPv6: proto is the first next header
 }
 
 type ipPacket struct {
@@ -755,8 +843,28 @@ func readPCAP(t *testing.T, name string) *capture {
 		}
 		f := raw[off+16 : off+16+n]
 		off += 16 + n
+		if len(f) >= 14+40 && binary.BigEndian.Uint16(f[12:]) == 0x86dd {
+			ip := f[14:]
+			pk := ipPacket{proto: ip[6]}
+			pk.src, _ = netip.AddrFromSlice(ip[8:24])
+			pk.dst, _ = netip.AddrFromSlice(ip[24:40])
+			if pk.proto == 50 && len(ip) >= 44 {
+				pk.spi = binary.BigEndian.Uint32(ip[40:])
+			}
+			if pk.proto == 17 && len(ip) >= 44 {
+				pk.sport, pk.dport = binary.BigEndian.Uint16(ip[40:]), binary.BigEndian.Uint16(ip[42:])
+			}
+			// ICMPv6 destination unreachable quoting a UDP packet: the
+			// quoted header at 48, its ports at 88.
+			if q := ip[min(len(ip), 48):]; pk.proto == 58 && len(ip) > 40 && ip[40] == 1 && len(q) >= 44 && q[6] == 17 {
+				pk.unreach = true
+				pk.sport, pk.dport = binary.BigEndian.Uint16(q[40:]), binary.BigEndian.Uint16(q[42:])
+			}
+			c.packets6 = append(c.packets6, pk)
+			continue
+		}
 		if len(f) < 14+20 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
-			continue // ARP, IPv6
+			continue // ARP
 		}
 		ip := f[14:]
 		hl := int(ip[0]&0x0f) * 4
