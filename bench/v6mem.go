@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"regexp"
@@ -190,7 +189,12 @@ func v6memWorld(ctx context.Context, r *runner) (*worldvm.World, error) {
 		do(c)
 	}
 	v6memISP.Start(do)
-	do("route wan " + v6memISP.Pool.String() + " " + eui64LinkLocal(boardvm.PortMAC(0)) + "%eth0")
+	ll, err := isp6.LinkLocal(boardvm.PortMAC(0))
+	if err != nil {
+		w.Kill()
+		return nil, err
+	}
+	do("route wan " + v6memISP.Pool.String() + " " + ll.String() + "%eth0")
 	if failed != nil {
 		w.Kill()
 		return nil, failed
@@ -202,17 +206,6 @@ func v6memWorld(ctx context.Context, r *runner) (*worldvm.World, error) {
 var v6memISP = isp6.ISP{NS: "wan", Interface: "eth0",
 	Link: netip.MustParsePrefix("2001:db8:0:1::/64"), Addr: netip.MustParseAddr("2001:db8:0:1::1"),
 	Pool: netip.MustParsePrefix("2001:db8:1::/48"), PDLength: 60}
-
-// eui64LinkLocal is the link-local address the kernel gives an
-// interface with this MAC (RFC 4291 appendix A).
-func eui64LinkLocal(mac string) string {
-	hw, err := net.ParseMAC(mac)
-	if err != nil || len(hw) != 6 {
-		panic("bench: MAC " + mac)
-	}
-	a := [16]byte{0: 0xfe, 1: 0x80, 8: hw[0] ^ 2, 9: hw[1], 10: hw[2], 11: 0xff, 12: 0xfe, 13: hw[3], 14: hw[4], 15: hw[5]}
-	return netip.AddrFrom16(a).String()
-}
 
 // v6memBoot boots an image with its WAN and LAN wired to the world (a
 // fresh card each time), waits until the LAN host reaches the WAN's echo

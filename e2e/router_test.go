@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -323,15 +322,14 @@ var isp = isp6.ISP{NS: "wan", Interface: "eth0",
 	Pool: netip.MustParsePrefix("2001:db8:1::/48"), PDLength: 60}
 
 // eui64LinkLocal is the link-local address the kernel gives an
-// interface with this MAC (RFC 4291 appendix A, addr_gen_mode 0).
+// interface with this MAC (isp6.LinkLocal).
 func eui64LinkLocal(t *testing.T, mac string) string {
 	t.Helper()
-	hw, err := net.ParseMAC(mac)
-	if err != nil || len(hw) != 6 {
-		t.Fatalf("MAC %q: %v", mac, err)
+	a, err := isp6.LinkLocal(mac)
+	if err != nil {
+		t.Fatal(err)
 	}
-	a := [16]byte{0: 0xfe, 1: 0x80, 8: hw[0] ^ 2, 9: hw[1], 10: hw[2], 11: 0xff, 12: 0xfe, 13: hw[3], 14: hw[4], 15: hw[5]}
-	return netip.AddrFrom16(a).String()
+	return a.String()
 }
 
 // delegatedRe finds the delegated prefix in ocf net's IPv6 line.

@@ -93,3 +93,42 @@ func TestCheckInitramfsBoard(t *testing.T) {
 		t.Fatal("blocked on a FIFO")
 	}
 }
+
+// A stand-in image's site config is read from the initramfs beside it,
+// xz-compressed as the build writes it; none there is nil, a missing or
+// damaged initramfs an error naming it.
+func TestStandInSite(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "avila.img")
+	write := func(archive []byte) {
+		t.Helper()
+		var xzb bytes.Buffer
+		xw, err := xz.NewWriter(&xzb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xw.Write(archive)
+		xw.Close()
+		if err := os.WriteFile(StandInSidecars(img).Initramfs, xzb.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := StandInSite(img); err == nil || !strings.Contains(err.Error(), "avila.initrd") {
+		t.Errorf("no initramfs: %v, want an error naming it", err)
+	}
+	write(cpioWith(t, map[string]string{"etc/ocfw/site.json": `{"board":"avila-gw2348","hostname":"avila","wan":{"port":"wan"},"lan":{"ports":["lan"]}}`}))
+	s, err := StandInSite(img)
+	if err != nil || s == nil || s.Hostname != "avila" || s.WAN.Port != "wan" || len(s.LAN.Ports) != 1 {
+		t.Errorf("site: %+v, %v", s, err)
+	}
+	write(cpioWith(t, map[string]string{"etc/ocfw/boot.json": "{}"}))
+	if s, err := StandInSite(img); s != nil || err != nil {
+		t.Errorf("no site: %+v, %v; want nil, nil", s, err)
+	}
+	if err := os.WriteFile(StandInSidecars(img).Initramfs, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StandInSite(img); err == nil || !strings.Contains(err.Error(), "avila.initrd") {
+		t.Errorf("damaged: %v, want an error naming the initramfs", err)
+	}
+}

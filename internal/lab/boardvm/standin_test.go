@@ -46,3 +46,31 @@ func TestStopCommand(t *testing.T) {
 		t.Errorf("stand-in: %q", got)
 	}
 }
+
+// The ports' cards become the stand-in's USB cards, in port order.
+func TestStandInConfigNICs(t *testing.T) {
+	disk := filepath.Join(t.TempDir(), "sd.img")
+	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pl := &plan.Plan{Board: "avila-gw2348", StandIn: &plan.StandIn{Machine: qemu.RaspiStandIn.Machine}}
+	side := firmware.StandInFiles{Kernel: "k", DTB: "d", Initramfs: "i"}
+	c, err := standInConfig(pl, side, disk, []qemu.NIC{{RestrictedUser: true, MAC: PortMAC(0)}, {Socket: "/lan", MAC: PortMAC(1)}}, RunOptions{StandInSaid: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := c.CommandLine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(args, " ")
+	for _, want := range []string{"-device usb-hub,bus=usb-bus.0,port=1 -netdev user,id=net0,restrict=on -device usb-net,netdev=net0,bus=usb-bus.0,port=1.1,mac=" + PortMAC(0),
+		"-device usb-net,netdev=net1,bus=usb-bus.0,port=1.2,mac=" + PortMAC(1)} {
+		if !strings.Contains(line, want) {
+			t.Errorf("command line lacks %q:\n%s", want, line)
+		}
+	}
+	if _, err := standInConfig(pl, side, disk, []qemu.NIC{{Model: "e1000", Socket: "/s"}}, RunOptions{StandInSaid: true}); err == nil {
+		t.Error("an e1000 on the stand-in was accepted")
+	}
+}

@@ -16,6 +16,7 @@ package isp6
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 
@@ -142,4 +143,17 @@ func (i ISP) Start(do Doer) {
 		i.NS, i.NS, env, Dhcpd, dir, dir, dir, i.Interface))
 	do(fmt.Sprintf("start %s radvd-%s %s %s -n -m stderr -C %s/radvd.conf -p %s/radvd.pid",
 		i.NS, i.NS, env, Radvd, dir, dir))
+}
+
+// LinkLocal is the link-local address the kernel gives an interface
+// with this MAC (EUI-64, RFC 4291 appendix A; addr_gen_mode 0): the next
+// hop the ISP routes a router's delegated prefixes to (dhcpd -6 installs
+// no routes).
+func LinkLocal(mac string) (netip.Addr, error) {
+	hw, err := net.ParseMAC(mac)
+	if err != nil || len(hw) != 6 {
+		return netip.Addr{}, fmt.Errorf("isp6: MAC %q: not a 48-bit MAC", mac)
+	}
+	a := [16]byte{0: 0xfe, 1: 0x80, 8: hw[0] ^ 2, 9: hw[1], 10: hw[2], 11: 0xff, 12: 0xfe, 13: hw[3], 14: hw[4], 15: hw[5]}
+	return netip.AddrFrom16(a), nil
 }

@@ -70,3 +70,14 @@ func TestConfigsParse(t *testing.T) {
 		t.Errorf("dhcpd6.conf delegates the wrong range:\n%s", lab.DhcpdConf())
 	}
 }
+
+// The router's link-local address from its MAC, as the kernel makes it.
+func TestLinkLocal(t *testing.T) {
+	a, err := LinkLocal("52:54:00:0b:00:01")
+	if err != nil || a.String() != "fe80::5054:ff:fe0b:1" {
+		t.Errorf("LinkLocal: %v, %v; want fe80::5054:ff:fe0b:1", a, err)
+	}
+	if _, err := LinkLocal("52:54:00:0b:00"); err == nil {
+		t.Error("a short MAC was accepted")
+	}
+}
