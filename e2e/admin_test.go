@@ -113,6 +113,8 @@ func adminOverSSH(t *testing.T, vm *qemu.VM, port int, privPEM []byte) {
 			{"ps", "PID"},
 			{"head -1 /proc/meminfo", "MemTotal:"}, // the shell's head -N
 			{"uname -s", "Linux"},
+			// ocf boot has the kernel log processes a signal kills.
+			{"cat /proc/sys/kernel/print-fatal-signals", "1"},
 			// The router's own address: the raw socket reads the request
 			// too, which stopped u-root's ping ("got seq 1; want 2").
 			{"ping -c 2 -i 0.2 -W 5 192.168.1.1", "2 packets transmitted, 2 received"},

@@ -86,9 +86,19 @@ func startDaemon(out io.Writer) error {
 		defer con.Close()
 		out = con
 	}
+	if err := os.WriteFile(fatalSignalTrace, []byte("1\n"), 0o644); err != nil {
+		fmt.Fprintf(out, "ocfw: %v: a process a signal kills leaves no trace in the kernel log\n", err)
+	}
 	// u-root's busybox dispatches on argv[0].
 	return superviseDaemon(out, self, []string{"ocf", "daemon"}, bootBackstop)
 }
+
+// fatalSignalTrace makes the kernel log every process a signal kills
+// (SIGILL, SIGSEGV...) with its registers and the code at its program
+// counter. A Go program killed so, rather than dying of a Go panic, says
+// nothing itself: the signal came while the runtime's handler could not
+// run. The kernel's words are then all the report can show.
+const fatalSignalTrace = "/proc/sys/kernel/print-fatal-signals"
 
 // openConsole opens the kernel's console for writing, without making it
 // anyone's controlling terminal.
@@ -149,7 +159,8 @@ func superviseDaemon(out io.Writer, path string, args []string, backstop time.Du
 			status = errors.New("exit status 0")
 		}
 		fmt.Fprintf(out, "ocfw: BUG: the firmware's daemon ended before the boot sequence was done (%v); the router is not running. The kernel's last messages:\n", status)
-		for _, l := range kernelLogTail(20) {
+		// 40: a fatal signal's trace (fatalSignalTrace) is about 20 lines.
+		for _, l := range kernelLogTail(40) {
 			fmt.Fprintf(out, "  %s\n", l)
 		}
 		fmt.Fprintf(out, "%s\n", plan.MarkDone)
