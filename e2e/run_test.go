@@ -59,7 +59,7 @@ func startRun(t *testing.T, args ...string) *bgRun {
 		<-r.done
 		if t.Failed() {
 			t.Logf("ocfw run %v: exit %d\nstderr:\n%s\nconsole (last lines):\n%s", args, r.code, r.errs.String(), tailOf(r.out.String(), 80))
-			for _, b := range beforeEach(r.out.String(), daemonBug, 60) {
+			for _, b := range beforeEach(r.out.String(), plan.MarkDaemonDied, 60) {
 				t.Logf("the console before a dead daemon's report (its own last words are here):\n%s", b)
 			}
 		}
@@ -105,10 +105,6 @@ func (b *upgradeBox) sshGone(t *testing.T, command string) {
 		t.Logf("ssh %s (the box goes down with it): %v %s", command, err, out)
 	}
 }
-
-// daemonBug starts the line the firmware prints when its daemon died
-// before the boot sequence was done (cmd/ocf's superviseDaemon).
-const daemonBug = "ocfw: BUG: the firmware's daemon ended"
 
 // beforeEach is, for each line of s holding mark, that line and the n
 // lines before it: a later boot's lines push a crash's out of the tail.
@@ -281,18 +277,18 @@ const (
 var rsaKeyRe = regexp.MustCompile(rsaServed + ` SHA256:[A-Za-z0-9+/]{43}`)
 
 func TestBeforeEach(t *testing.T) {
-	console := "boot 1\nSIGILL: illegal instruction\nPC=0x1\r\n" + daemonBug + " (signal: illegal instruction)\nboot 2\nok\n"
+	console := "boot 1\nSIGILL: illegal instruction\nPC=0x1\r\n" + plan.MarkDaemonDied + " (signal: illegal instruction)\nboot 2\nok\n"
 	for _, c := range []struct {
 		name, s string
 		n       int
 		want    []string
 	}{
 		{"none", "boot 1\nok\n", 2, nil},
-		{"two before", console, 2, []string{"SIGILL: illegal instruction\nPC=0x1\n" + daemonBug + " (signal: illegal instruction)"}},
-		{"from the start", console, 10, []string{"boot 1\nSIGILL: illegal instruction\nPC=0x1\n" + daemonBug + " (signal: illegal instruction)"}},
-		{"each", daemonBug + "\nx\n" + daemonBug, 1, []string{daemonBug, "x\n" + daemonBug}},
+		{"two before", console, 2, []string{"SIGILL: illegal instruction\nPC=0x1\n" + plan.MarkDaemonDied + " (signal: illegal instruction)"}},
+		{"from the start", console, 10, []string{"boot 1\nSIGILL: illegal instruction\nPC=0x1\n" + plan.MarkDaemonDied + " (signal: illegal instruction)"}},
+		{"each", plan.MarkDaemonDied + "\nx\n" + plan.MarkDaemonDied, 1, []string{plan.MarkDaemonDied, "x\n" + plan.MarkDaemonDied}},
 	} {
-		got := beforeEach(c.s, daemonBug, c.n)
+		got := beforeEach(c.s, plan.MarkDaemonDied, c.n)
 		if strings.Join(got, "|") != strings.Join(c.want, "|") || len(got) != len(c.want) {
 			t.Errorf("%s: beforeEach = %q, want %q", c.name, got, c.want)
 		}

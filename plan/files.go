@@ -48,6 +48,10 @@ const (
 	MarkReportRAM     = "ocfw: report kept in RAM only: "
 	MarkSelfTest      = "ocfw: self-test: "
 	MarkDone          = "ocfw: boot sequence done; shell on console"
+	// MarkDaemonDied begins the line ocf boot prints when the daemon
+	// ended before the boot sequence was done (its status follows). What
+	// the daemon itself last said is on the lines before it.
+	MarkDaemonDied = "ocfw: BUG: the firmware's daemon ended before the boot sequence was done"
 )
 
 // Options are the boot options the build writes as OptionsFile.

@@ -158,7 +158,7 @@ func superviseDaemon(out io.Writer, path string, args []string, backstop time.Du
 		if status == nil {
 			status = errors.New("exit status 0")
 		}
-		fmt.Fprintf(out, "ocfw: BUG: the firmware's daemon ended before the boot sequence was done (%v); the router is not running. The kernel's last messages:\n", status)
+		fmt.Fprintf(out, "%s (%v); the router is not running. The kernel's last messages:\n", plan.MarkDaemonDied, status)
 		// 40: a fatal signal's trace (fatalSignalTrace) is about 20 lines.
 		for _, l := range kernelLogTail(40) {
 			fmt.Fprintf(out, "  %s\n", l)

@@ -120,7 +120,7 @@ func TestSuperviseDaemon(t *testing.T) {
 		not  []string
 	}{
 		{"done", nil, []string{"BUG", plan.MarkDone}},
-		{"killed", []string{"BUG: the firmware's daemon ended before the boot sequence was done (signal: killed)", plan.MarkDone}, nil},
+		{"killed", []string{plan.MarkDaemonDied + " (signal: killed)", plan.MarkDone}, nil},
 		{"exit", []string{"ended before the boot sequence was done (exit status 3)", plan.MarkDone}, nil},
 		{"hang", []string{"boot sequence still running after 1.5s: giving up", plan.MarkDone}, []string{"BUG"}},
 	} {

@@ -3,6 +3,8 @@ package qemu
 import (
 	"regexp"
 	"strings"
+
+	"github.com/ocfw/ocfw/plan"
 )
 
 // oopsMarkers begin a guest kernel's fatal report: a page fault or
@@ -90,6 +92,13 @@ func FailureText(console string, n int) string {
 	i := oopsStart(lines)
 	if i < 0 {
 		return TailLines(console, n)
+	}
+	if strings.Contains(lines[i], plan.MarkDaemonDied) {
+		// Not the kernel's: the firmware's word that its daemon died
+		// ("BUG: " matches it). What killed it, a Go panic's trace or
+		// nothing at all, is before it; the kernel's last lines after.
+		return "the console before the firmware's daemon died:\n" + strings.Join(lines[max(0, i-PanicContext):i], "\n") +
+			"\nthe firmware's report of it:\n" + strings.Join(lines[i:min(len(lines), i+OopsLines)], "\n")
 	}
 	text := "the guest kernel's report:\n" + strings.Join(lines[i:min(len(lines), i+OopsLines)], "\n")
 	if strings.Contains(lines[i], panicMarker) && i > 0 {

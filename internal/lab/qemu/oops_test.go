@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ocfw/ocfw/plan"
 )
 
 // TestKernelOops: a failure message shows the guest kernel's fatal
@@ -104,5 +106,27 @@ func TestFailureTextBeforePanic(t *testing.T) {
 	}
 	if text := FailureText(string(div), 20); strings.Contains(text, "before the guest kernel's panic") || !strings.HasPrefix(text, "the guest kernel's report:\n[    6.316554] divide error") {
 		t.Errorf("a report that begins before its panic:\n%s", text)
+	}
+}
+
+// TestFailureTextDaemonDied: the firmware's report of its dead daemon is
+// not the kernel's and comes with the console lines before it, where a
+// Go runtime's trace of what killed the daemon is.
+func TestFailureTextDaemonDied(t *testing.T) {
+	var b strings.Builder
+	for i := range 2 * PanicContext {
+		fmt.Fprintf(&b, "ocfw: line %d\r\n", i)
+	}
+	b.WriteString("SIGILL: illegal instruction\r\nPC=0x80db80c m=0 sigcode=2\r\n")
+	b.WriteString(plan.MarkDaemonDied + " (signal: illegal instruction); the router is not running. The kernel's last messages:\r\n")
+	b.WriteString("  <6>[    9.9] potentially unexpected fatal signal 4.\r\n" + plan.MarkDone + "\r\n")
+	text := FailureText(b.String(), 20)
+	for _, w := range []string{"the console before the firmware's daemon died:\n", "SIGILL: illegal instruction\nPC=0x80db80c", "\nthe firmware's report of it:\n" + plan.MarkDaemonDied, "fatal signal 4.", fmt.Sprintf("line %d\n", PanicContext+2)} {
+		if !strings.Contains(text, w) {
+			t.Errorf("FailureText lacks %q:\n%s", w, text)
+		}
+	}
+	if strings.Contains(text, "kernel's report") || strings.Contains(text, fmt.Sprintf("line %d\n", PanicContext+1)) {
+		t.Errorf("FailureText calls the daemon's death the kernel's, or keeps more than %d lines before it:\n%s", PanicContext, text)
 	}
 }
