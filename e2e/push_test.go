@@ -349,13 +349,20 @@ func TestPushConfig(t *testing.T) {
 				}
 				if !last {
 					cp := filepath.Join(t.TempDir(), "cut.img")
-					vmtest.CutCopy(t, vm, img, cp)
+					atCut := vmtest.CutCopy(t, vm, img, cp)
 					dataPartitionClean(t, cp)
 					gen := bootGen(t, cp)
 					t.Logf("copied at the %s (%q): the card boots %s", m.name, m.at, genText(gen))
+					want := m.want
+					if next := p.moments[k+1]; len(atCut) >= from && strings.Count(atCut[from:], next.at) >= next.n {
+						// A loaded host stopped the guest late: the push
+						// client had gone on (a confirm comes at once).
+						t.Logf("the cut meant for the %s came after the %s had begun: the card may boot what that leaves", m.name, next.name)
+						want = next.want
+					}
 					switch {
-					case m.want == "old" && gen != oldGen, m.want == "new" && gen == oldGen:
-						t.Errorf("cut at the %s: the card boots %s, want the %s config (%s before the push)", m.name, genText(gen), m.want, genText(oldGen))
+					case want == "old" && gen != oldGen, want == "new" && gen == oldGen:
+						t.Errorf("cut at the %s: the card boots %s, want the %s config (%s before the push)", m.name, genText(gen), want, genText(oldGen))
 					}
 					os.Remove(cp)
 					continue

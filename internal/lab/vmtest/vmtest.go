@@ -205,10 +205,15 @@ func ReadStore(image string) (*store.Contents, error) {
 // CutCopy writes to dst what a power cut now would leave of image, the
 // disk vm runs on, and lets vm run on (qemu.VM.Frozen): one of several
 // cut moments of a single boot, where a kill would end the boot at the
-// first. dst is removed when the test ends.
-func CutCopy(t testing.TB, vm *qemu.VM, image, dst string) {
+// first. dst is removed when the test ends. It returns the console as
+// the guest had printed it at the cut: on a loaded host the cut comes
+// later than the console line a test waited for, and the guest may have
+// gone on to its next step.
+func CutCopy(t testing.TB, vm *qemu.VM, image, dst string) string {
 	t.Helper()
+	var console string
 	err := vm.Frozen(func() error {
+		console = settledConsole(vm)
 		src, err := os.Open(image)
 		if err != nil {
 			return err
@@ -228,4 +233,21 @@ func CutCopy(t testing.TB, vm *qemu.VM, image, dst string) {
 	if err != nil {
 		t.Fatalf("the card at a cut moment: %v", err)
 	}
+	return console
+}
+
+// settledConsole is vm's console once it has stopped growing for 50 ms
+// (at most a second): with the emulator stopped, what it wrote before
+// is still on its way through the pipe.
+func settledConsole(vm *qemu.VM) string {
+	c := vm.Console()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+		n := vm.Console()
+		if len(n) == len(c) {
+			break
+		}
+		c = n
+	}
+	return c
 }
